@@ -1,0 +1,1 @@
+# Placeholder: install rules are filled in with the package config.

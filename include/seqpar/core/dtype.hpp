@@ -1,0 +1,108 @@
+#pragma once
+// Storage dtypes (f32, f16, bf16, ...) and exact host conversions of the 16-bit floats.
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "seqpar/core/error.hpp"
+
+namespace seqpar::inline v0 {
+
+/// Element types that appear in checkpoint files and device buffers.
+enum class DType : std::uint8_t { f64, f32, f16, bf16, i64, i32, i16, i8, u8, boolean };
+
+constexpr std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f16:
+    case DType::bf16:
+    case DType::i16: return 2;
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean: return 1;
+  }
+  return 0;
+}
+
+/// The safetensors spelling ("F32", "BF16", ...).
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::f64: return "F64";
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::i64: return "I64";
+    case DType::i32: return "I32";
+    case DType::i16: return "I16";
+    case DType::i8: return "I8";
+    case DType::u8: return "U8";
+    case DType::boolean: return "BOOL";
+  }
+  return "?";
+}
+
+/// bfloat16 bits -> float (exact).
+inline float bf16_to_float(std::uint16_t bits) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+/// float -> bfloat16 bits, round to nearest even; NaN stays NaN.
+inline std::uint16_t float_to_bf16(float f) {
+  std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+/// IEEE half bits -> float (exact, subnormals included).
+inline float f16_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1fu;
+  std::uint32_t man = h & 0x3ffu;
+  std::uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: renormalise
+      exp = 127 - 15 + 1;
+      while ((man & 0x400u) == 0) {
+        man <<= 1;
+        --exp;
+      }
+      man &= 0x3ffu;
+      bits = sign | (exp << 23) | (man << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+/// float -> IEEE half bits, round to nearest even, overflow to infinity.
+inline std::uint16_t float_to_f16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  const std::uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520: inf
+  if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+    // value * 2^24 rounded to nearest even gives the subnormal mantissa.
+    const float scaled = std::bit_cast<float>(abs) * 16777216.0f;
+    const auto m = static_cast<std::uint32_t>(scaled);
+    const float frac = scaled - static_cast<float>(m);
+    std::uint32_t r = m + ((frac > 0.5f || (frac == 0.5f && (m & 1u))) ? 1u : 0u);
+    return static_cast<std::uint16_t>(sign | r);
+  }
+  std::uint32_t r = abs - ((127 - 15) << 23);
+  r += 0xfffu + ((r >> 13) & 1u);
+  return static_cast<std::uint16_t>(sign | (r >> 13));
+}
+
+}  // namespace seqpar::inline v0

@@ -1,0 +1,103 @@
+#pragma once
+// TensorEntry: one named tensor inside a checkpoint file (safetensors or
+// pytorch_model.bin), viewed in place, and its conversion to a float type.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "seqpar/core/dtype.hpp"
+#include "seqpar/core/error.hpp"
+
+namespace seqpar::inline v0 {
+
+/// A tensor as stored in a file: dtype, shape, element strides and the bytes
+/// from its first element. `strides` is row-major contiguous for safetensors;
+/// a pytorch storage view may have others.
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;  // in elements, same length as shape
+  std::span<const std::byte> bytes;   // from the first element to the end of the storage
+  std::string file;                   // for error messages
+
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+};
+
+namespace detail {
+template <class T>
+T load_element(const std::byte* p, DType dtype) {
+  switch (dtype) {
+    case DType::f32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return static_cast<T>(f);
+    }
+    case DType::f64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return static_cast<T>(d);
+    }
+    case DType::f16: {
+      std::uint16_t h;
+      std::memcpy(&h, p, 2);
+      return static_cast<T>(f16_to_float(h));
+    }
+    case DType::bf16: {
+      std::uint16_t h;
+      std::memcpy(&h, p, 2);
+      return static_cast<T>(bf16_to_float(h));
+    }
+    default: return T{};
+  }
+}
+}  // namespace detail
+
+/// Copies `e` into dst (row-major, numel elements) converting F32/F16/BF16/F64 to T.
+/// Throws seqpar::Error naming the file and tensor for any other dtype or a view
+/// that reaches past its bytes.
+template <class T>
+void read_tensor(const TensorEntry& e, std::span<T> dst) {
+  SEQPAR_CHECK(e.dtype == DType::f32 || e.dtype == DType::f16 || e.dtype == DType::bf16 ||
+                   e.dtype == DType::f64,
+               e.file, ": tensor '", e.name, "' has dtype ", dtype_name(e.dtype),
+               "; expected F32, F16, BF16 or F64");
+  const auto n = e.numel();
+  SEQPAR_CHECK(static_cast<std::int64_t>(dst.size()) == n, e.file, ": tensor '", e.name, "' has ", n,
+               " elements; expected ", dst.size());
+  const std::size_t esize = dtype_size(e.dtype);
+  const std::size_t rank = e.shape.size();
+  // Largest element offset the strides reach must lie inside the bytes.
+  std::int64_t last = 0;
+  for (std::size_t d = 0; d < rank; ++d)
+    if (e.shape[d] > 0) last += (e.shape[d] - 1) * e.strides[d];
+  SEQPAR_CHECK(n == 0 || static_cast<std::size_t>(last + 1) * esize <= e.bytes.size(), e.file,
+               ": tensor '", e.name, "' reaches past the end of its data");
+  std::vector<std::int64_t> idx(rank, 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d < rank; ++d) off += idx[d] * e.strides[d];
+    dst[static_cast<std::size_t>(i)] = detail::load_element<T>(e.bytes.data() + off * esize, e.dtype);
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++idx[d] < e.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Row-major contiguous strides for a shape.
+inline std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> s(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+}  // namespace seqpar::inline v0
