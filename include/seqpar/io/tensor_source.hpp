@@ -33,6 +33,12 @@ struct TensorEntry {
 };
 
 namespace detail {
+inline std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 template <class T>
 T load_element(const std::byte* p, DType dtype) {
   switch (dtype) {

@@ -1,0 +1,54 @@
+#pragma once
+// Element- and row-wise bodies written once for both backends: the CPU loops call
+// them, and so do the CUDA kernels, so the CPU tests check the GPU arithmetic too.
+
+#include <cmath>
+#include <cstdint>
+
+#include "seqpar/core/host_device.hpp"
+
+namespace seqpar::inline v0::kernels {
+
+// tanh-form GELU as BLOOM computes it: 0.5 x (1 + tanh(0.79788456 x (1 + 0.044715 x^2))).
+template <class T>
+SEQPAR_HOST_DEVICE T gelu(T x) {
+  const T t = std::tanh(T(0.79788456) * x * (T(1) + T(0.044715) * x * x));
+  return x * T(0.5) * (T(1) + t);
+}
+
+// d gelu / dx = 0.5 x (1 - t^2)(0.79788456 + 0.1070322243 x^2) + 0.5 (1 + t).
+template <class T>
+SEQPAR_HOST_DEVICE T gelu_grad(T x) {
+  const T t = std::tanh(T(0.79788456) * x * (T(1) + T(0.044715) * x * x));
+  return T(0.5) * x * ((T(1) - t * t) * (T(0.79788456) + T(0.1070322243) * x * x)) + T(0.5) * (T(1) + t);
+}
+
+/// Per-step constants of AdamW (torch.optim.AdamW's formulation).
+struct AdamCoeffs {
+  float lr, beta1, beta2, eps, weight_decay;
+  float step_size;             // lr / (1 - beta1^t)
+  float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+};
+
+// One parameter element: decoupled decay, then the moment updates, then the step.
+template <class T, class G>
+SEQPAR_HOST_DEVICE void adamw(T& p, G g_in, T& m, T& v, const AdamCoeffs& c, bool decay) {
+  const T g = static_cast<T>(g_in);
+  if (decay) p *= T(1) - T(c.lr) * T(c.weight_decay);
+  m += (T(1) - T(c.beta1)) * (g - m);
+  v = v * T(c.beta2) + (T(1) - T(c.beta2)) * g * g;
+  const T denom = std::sqrt(v) / T(c.bias_correction2_sqrt) + T(c.eps);
+  p -= T(c.step_size) * (m / denom);
+}
+
+// ALiBi slope of head h out of n (any n, powers of two or not).
+inline double alibi_slope(std::int64_t h, std::int64_t n) {
+  std::int64_t c = 1;
+  while (c * 2 <= n) c *= 2;
+  const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(c)) - 3)));
+  if (h < c) return std::pow(base, static_cast<double>(h + 1));
+  const double extra = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(2 * c)) - 3)));
+  return std::pow(extra, static_cast<double>(2 * (h - c) + 1));
+}
+
+}  // namespace seqpar::inline v0::kernels

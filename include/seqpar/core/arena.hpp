@@ -1,0 +1,132 @@
+#pragma once
+// Arena and Buffer: every allocation of a rank, counted by category (current and peak bytes).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string_view>
+#include <utility>
+
+#include "seqpar/core/error.hpp"
+
+namespace seqpar::inline v0 {
+
+/// What a block of memory holds; the trainer reports and the plan model predicts each.
+enum class Memory : std::uint8_t { parameters, gradients, optimizer, activations, buffers };
+inline constexpr std::size_t memory_kinds = 5;
+
+constexpr std::string_view memory_name(Memory m) {
+  constexpr std::string_view names[] = {"parameters", "gradients", "optimizer", "activations", "buffers"};
+  return names[static_cast<std::size_t>(m)];
+}
+
+/// Current and peak bytes per category, and of all categories together.
+struct MemoryStats {
+  std::array<std::int64_t, memory_kinds> current{};
+  std::array<std::int64_t, memory_kinds> peak{};
+  std::int64_t total_current = 0;
+  std::int64_t total_peak = 0;
+
+  std::int64_t current_of(Memory m) const { return current[static_cast<std::size_t>(m)]; }
+  std::int64_t peak_of(Memory m) const { return peak[static_cast<std::size_t>(m)]; }
+};
+
+/// Host memory, 64-byte aligned (a cache line; AVX-512 loads).
+struct HostAllocator {
+  static constexpr std::size_t alignment = 64;
+  static void* allocate(std::size_t bytes) {
+    return ::operator new(bytes, std::align_val_t{alignment});
+  }
+  static void deallocate(void* p, std::size_t) { ::operator delete(p, std::align_val_t{alignment}); }
+  static void zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+};
+
+/// A rank's allocator: forwards to `Alloc` and keeps the books. One arena per rank;
+/// not shared between threads.
+template <class Alloc>
+class BasicArena {
+ public:
+  using allocator = Alloc;
+
+  void* allocate(std::size_t bytes, Memory kind) {
+    void* p = bytes ? Alloc::allocate(bytes) : nullptr;
+    account(kind, static_cast<std::int64_t>(bytes));
+    return p;
+  }
+  void deallocate(void* p, std::size_t bytes, Memory kind) {
+    if (p) Alloc::deallocate(p, bytes);
+    account(kind, -static_cast<std::int64_t>(bytes));
+  }
+  const MemoryStats& stats() const { return stats_; }
+  /// Starts a new peak window (peaks restart at the current values).
+  void reset_peaks() {
+    stats_.peak = stats_.current;
+    stats_.total_peak = stats_.total_current;
+  }
+
+ private:
+  void account(Memory kind, std::int64_t delta) {
+    const auto k = static_cast<std::size_t>(kind);
+    stats_.current[k] += delta;
+    stats_.total_current += delta;
+    if (stats_.current[k] > stats_.peak[k]) stats_.peak[k] = stats_.current[k];
+    if (stats_.total_current > stats_.total_peak) stats_.total_peak = stats_.total_current;
+  }
+  MemoryStats stats_;
+};
+
+using Arena = BasicArena<HostAllocator>;
+
+/// An owning, zero-initialised array of T from an arena. Move-only; an empty Buffer
+/// owns nothing.
+template <class T, class ArenaT = Arena>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(ArenaT& arena, std::size_t n, Memory kind) : arena_(&arena), n_(n), kind_(kind) {
+    data_ = static_cast<T*>(arena.allocate(n * sizeof(T), kind));
+    if (n) ArenaT::allocator::zero(data_, n * sizeof(T));
+  }
+  Buffer(Buffer&& o) noexcept { swap(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
+    Buffer(std::move(o)).swap(*this);
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  void reset() {
+    if (arena_) arena_->deallocate(data_, n_ * sizeof(T), kind_);
+    arena_ = nullptr;
+    data_ = nullptr;
+    n_ = 0;
+  }
+  void swap(Buffer& o) noexcept {
+    std::swap(arena_, o.arena_);
+    std::swap(data_, o.data_);
+    std::swap(n_, o.n_);
+    std::swap(kind_, o.kind_);
+  }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+  T* begin() { return data_; }
+  T* end() { return data_ + n_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + n_; }
+
+ private:
+  ArenaT* arena_ = nullptr;
+  T* data_ = nullptr;
+  std::size_t n_ = 0;
+  Memory kind_ = Memory::buffers;
+};
+
+}  // namespace seqpar::inline v0

@@ -1,0 +1,104 @@
+#pragma once
+// One BLOOM block, forward and hand-written backward:
+//   h = input_layernorm(x); x_mid = x + dense(attn(h))
+//   h = post_attention_layernorm(x_mid); out = x_mid + dense_4h_to_h(gelu(dense_h_to_4h(h)))
+// query_key_value and dense_h_to_4h are column-split over the tensor axis, dense and
+// dense_4h_to_h row-split: one tensor-axis sum after each of those in the forward and one
+// before each layernorm in the backward.
+
+#include <cstdint>
+#include <vector>
+
+#include "seqpar/backend/device.hpp"
+#include "seqpar/nn/activations.hpp"
+#include "seqpar/nn/params.hpp"
+
+namespace seqpar::inline v0 {
+
+/// Shapes of a block on one tensor rank.
+struct BlockShape {
+  std::int64_t hidden, heads_local, head_dim, ffn_local, head0, heads_total;
+  double eps;
+  std::int64_t hidden_local() const { return heads_local * head_dim; }
+};
+
+/// Scratch a block's backward needs, sized for the largest micro-batch seen.
+template <class T, class ArenaT>
+struct BlockScratch {
+  Buffer<T, ArenaT> d_fc;     // [N, Fl]
+  Buffer<T, ArenaT> d_ln;     // [N, H]
+  Buffer<T, ArenaT> d_ctx;    // [N, Hl]
+  Buffer<T, ArenaT> d_qkv;    // [N, 3 Hl]
+  Buffer<T, ArenaT> d_probs;  // [rows, nh, seq, seq]
+
+  void reserve(ArenaT& arena, const BlockShape& s, std::int64_t rows, std::int64_t seq) {
+    const std::int64_t n = rows * seq;
+    grow(arena, d_fc, n * s.ffn_local);
+    grow(arena, d_ln, n * s.hidden);
+    grow(arena, d_ctx, n * s.hidden_local());
+    grow(arena, d_qkv, n * 3 * s.hidden_local());
+    grow(arena, d_probs, rows * s.heads_local * seq * seq);
+  }
+
+ private:
+  static void grow(ArenaT& arena, Buffer<T, ArenaT>& b, std::int64_t n) {
+    if (static_cast<std::int64_t>(b.size()) < n) b = Buffer<T, ArenaT>(arena, static_cast<std::size_t>(n), Memory::buffers);
+  }
+};
+
+template <Device D, class T, class ArenaT, class Axis>
+void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a, const BlockTensors<const T>& w,
+                   const Activations<T, ArenaT>& mb, const std::vector<T>& slopes, const BlockShape& s,
+                   ArenaT& arena, Axis& axis) {
+  using O = Ops<D>;
+  const std::int64_t B = mb.rows, S = mb.seq, N = B * S, H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local;
+  const auto alloc = [&](Buffer<T, ArenaT>& b, std::int64_t n) {
+    b = Buffer<T, ArenaT>(arena, static_cast<std::size_t>(n), Memory::activations);
+  };
+  alloc(a.ln1, N * H), alloc(a.ln1_mean, N), alloc(a.ln1_rstd, N), alloc(a.qkv, N * 3 * Hl);
+  alloc(a.probs, B * s.heads_local * S * S), alloc(a.ctx, N * Hl), alloc(a.x_mid, N * H);
+  alloc(a.ln2, N * H), alloc(a.ln2_mean, N), alloc(a.ln2_rstd, N), alloc(a.fc_pre, N * Fl), alloc(a.fc_act, N * Fl);
+
+  O::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, N, H, s.eps);
+  O::linear_forward(a.qkv.data(), a.ln1.data(), w.qkv_w, w.qkv_b, N, H, 3 * Hl);  // [N, 3Hl]
+  O::attention_forward(a.ctx.data(), a.probs.data(), a.qkv.data(), mb.pos.data(), mb.valid.data(),
+                       slopes.data() + s.head0, B, S, s.heads_local, s.head_dim);  // [N, Hl]
+  O::linear_forward(a.x_mid.data(), a.ctx.data(), w.proj_w, static_cast<const T*>(nullptr), N, Hl, H);
+  axis.sum(a.x_mid.data(), N * H);                                  // row-parallel: sum partial products
+  O::add_bias_residual(a.x_mid.data(), w.proj_b, x, N, H);         // x_mid = x + dense(ctx)
+  O::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.x_mid.data(), w.ln2_w, w.ln2_b, N,
+                       H, s.eps);
+  O::linear_forward(a.fc_pre.data(), a.ln2.data(), w.fc_w, w.fc_b, N, H, Fl);  // [N, Fl]
+  O::gelu_forward(a.fc_act.data(), a.fc_pre.data(), N * Fl);
+  O::linear_forward(out, a.fc_act.data(), w.out_w, static_cast<const T*>(nullptr), N, Fl, H);
+  axis.sum(out, N * H);
+  O::add_bias_residual(out, w.out_b, a.x_mid.data(), N, H);        // out = x_mid + mlp(x_mid)
+}
+
+/// In place on the residual gradient: d[N, H] holds d out on entry and d x on exit.
+template <Device D, class T, class ArenaT, class Axis>
+void block_backward(T* d, const T* x, const BlockActivations<T, ArenaT>& a, const BlockTensors<const T>& w,
+                    const BlockTensors<T>& g, const Activations<T, ArenaT>& mb, const BlockShape& s,
+                    BlockScratch<T, ArenaT>& sc, Axis& axis) {
+  using O = Ops<D>;
+  const std::int64_t B = mb.rows, S = mb.seq, N = B * S, H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local;
+  // MLP: d holds d out = d x_mid through the residual
+  O::column_sum(g.out_b, d, N, H);
+  O::linear_backward(sc.d_fc.data(), g.out_w, static_cast<T*>(nullptr), d, a.fc_act.data(), w.out_w, N, Fl, H);
+  O::gelu_backward(sc.d_fc.data(), sc.d_fc.data(), a.fc_pre.data(), N * Fl);
+  O::linear_backward(sc.d_ln.data(), g.fc_w, g.fc_b, sc.d_fc.data(), a.ln2.data(), w.fc_w, N, H, Fl);
+  axis.sum(sc.d_ln.data(), N * H);                                  // column-parallel input gradient
+  O::layernorm_backward(d, g.ln2_w, g.ln2_b, sc.d_ln.data(), a.x_mid.data(), a.ln2_mean.data(),
+                        a.ln2_rstd.data(), w.ln2_w, N, H);          // d = d x_mid
+  // Attention
+  O::column_sum(g.proj_b, d, N, H);
+  O::linear_backward(sc.d_ctx.data(), g.proj_w, static_cast<T*>(nullptr), d, a.ctx.data(), w.proj_w, N, Hl, H);
+  O::attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.qkv.data(), a.probs.data(), mb.valid.data(),
+                        sc.d_probs.data(), B, S, s.heads_local, s.head_dim);
+  O::linear_backward(sc.d_ln.data(), g.qkv_w, g.qkv_b, sc.d_qkv.data(), a.ln1.data(), w.qkv_w, N, H, 3 * Hl);
+  axis.sum(sc.d_ln.data(), N * H);
+  O::layernorm_backward(d, g.ln1_w, g.ln1_b, sc.d_ln.data(), x, a.ln1_mean.data(), a.ln1_rstd.data(), w.ln1_w,
+                        N, H);                                      // d = d x
+}
+
+}  // namespace seqpar::inline v0

@@ -1,0 +1,207 @@
+#pragma once
+// BloomStack: the layers a rank holds (all of them, or a pipeline stage's share, each
+// split over the tensor axis), their flat parameter and gradient buffers, and the
+// forward and backward of a micro-batch as a list of layer calls.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "seqpar/backend/device.hpp"
+#include "seqpar/backend/kernels.hpp"
+#include "seqpar/config/bloom.hpp"
+#include "seqpar/core/rng.hpp"
+#include "seqpar/nn/activations.hpp"
+#include "seqpar/nn/block.hpp"
+#include "seqpar/nn/lm_head.hpp"
+#include "seqpar/nn/params.hpp"
+#include "seqpar/parallel/tensor_axis.hpp"
+
+namespace seqpar::inline v0 {
+
+/// The layers of one pipeline stage: blocks [first, last), the embedding on the first
+/// stage, ln_f + the tied LM head + the loss on the last.
+struct StageLayers {
+  std::int64_t first = 0, last = 0;
+  bool embedding = true, head = true;
+  std::int64_t count() const { return last - first; }
+};
+
+/// Initial value of element `i` (local, row-major) of a parameter, independent of the plan:
+/// keyed by the seed, the parameter's name and the element's index in the full tensor.
+inline double initial_value(const ParamSpec& p, std::int64_t i, std::uint64_t seed, double std_dev,
+                            std::int64_t real_rows) {
+  const bool layernorm_or_bias = p.vector;
+  if (layernorm_or_bias) return p.name.ends_with("layernorm.weight") || p.name == "ln_f.weight" ? 1.0 : 0.0;
+  const std::int64_t r = p.row0 + i / p.local_cols, c = p.col0 + i % p.local_cols;
+  if (r >= real_rows) return 0.0;  // vocab padding
+  return std_dev * CounterRng(seed, p.name).normal(static_cast<std::uint64_t>(r * p.cols + c));
+}
+
+template <BloomModel M, Device D, class T = float, class Axis = NoTensorAxis>
+class BloomStack {
+ public:
+  using Arena = DeviceArena<D>;
+  using Acts = Activations<T, Arena>;
+  static constexpr std::int64_t H = M::hidden;
+
+  BloomStack(Arena& arena, Axis axis = {}, StageLayers stage = {0, M::layers, true, true})
+      : arena_(&arena), axis_(axis), stage_(stage), units_(bloom_units<M>(axis.size(), axis.rank())) {
+    SEQPAR_CHECK(M::heads % axis_.size() == 0, "tensor degree ", axis_.size(), " does not divide ", M::heads,
+                 " heads");
+    shape_ = BlockShape{H, M::heads / axis_.size(), M::head_dim, M::ffn_hidden / axis_.size(),
+                        (M::heads / axis_.size()) * axis_.rank(), M::heads, M::layer_norm_eps};
+    for (std::int64_t h = 0; h < M::heads; ++h) slopes_.push_back(static_cast<T>(kernels::alibi_slope(h, M::heads)));
+    const auto& table = units_[0].params[0];
+    vocab_ = VocabShard{table.row0, table.local_rows,
+                        std::clamp<std::int64_t>(M::vocab_size - table.row0, 0, table.local_rows)};
+    params_.resize(units_.size());
+    grads_.resize(units_.size());
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      if (!holds(u)) continue;
+      params_[u] = Buffer<T, Arena>(arena, static_cast<std::size_t>(units_[u].numel), Memory::parameters);
+      grads_[u] = Buffer<T, Arena>(arena, static_cast<std::size_t>(units_[u].numel), Memory::gradients);
+    }
+  }
+
+  // --- the parameter store ---------------------------------------------------------
+  const std::vector<UnitTable>& units() const { return units_; }
+  /// Whether this stage holds unit u (0 embedding, 1..layers blocks, layers + 1 ln_f).
+  bool holds(std::size_t u) const {
+    if (u == 0) return stage_.embedding || stage_.head;
+    if (u == units_.size() - 1) return stage_.head;
+    const auto l = static_cast<std::int64_t>(u) - 1;
+    return l >= stage_.first && l < stage_.last;
+  }
+  T* params(std::size_t u) { return params_[u].data(); }
+  const T* params(std::size_t u) const { return params_[u].data(); }
+  T* grads(std::size_t u) { return grads_[u].data(); }
+  Buffer<T, Arena>& param_buffer(std::size_t u) { return params_[u]; }
+  Buffer<T, Arena>& grad_buffer(std::size_t u) { return grads_[u]; }
+  const StageLayers& stage() const { return stage_; }
+  const VocabShard& vocab_shard() const { return vocab_; }
+  Axis& axis() { return axis_; }
+  Arena& arena() { return *arena_; }
+
+  /// Seeded initialisation of every held parameter (N(0, std), biases 0, layernorm 1/0).
+  void initialize(std::uint64_t seed, double std_dev = 0.02) {
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      if (!holds(u)) continue;
+      for (const auto& p : units_[u].params) {
+        const std::int64_t real_rows = p.name == "word_embeddings.weight" ? M::vocab_size : p.rows;
+        T* dst = params_[u].data() + p.offset;
+        for (std::int64_t i = 0; i < p.numel(); ++i) dst[i] = static_cast<T>(initial_value(p, i, seed, std_dev, real_rows));
+      }
+    }
+  }
+
+  void zero_grads() {
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      if (!grads_[u].empty()) Ops<D>::fill(grads_[u].data(), T(0), units_[u].numel);
+  }
+
+  // --- forward and backward of one micro-batch ------------------------------------
+  /// Fills `a` for batch `b`. On a stage without the embedding, a.x[0] must hold the
+  /// stage input [N, H] before the call; a.x.back() is the stage output.
+  void forward(const BatchView& b, Acts& a) {
+    using O = Ops<D>;
+    Arena& ar = *arena_;
+    const std::int64_t N = b.tokens();
+    if (a.tokens() != N || a.x.empty()) {
+      a.set_batch(b, ar);
+      a.x.clear();
+      for (std::int64_t l = 0; l <= stage_.count(); ++l)
+        a.x.emplace_back(ar, static_cast<std::size_t>(N * H), Memory::activations);
+      a.blocks.resize(static_cast<std::size_t>(stage_.count()));
+    } else {
+      a.set_batch(b, ar);
+    }
+    if (stage_.embedding) {
+      const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
+      a.emb = Buffer<T, Arena>(ar, static_cast<std::size_t>(N * H), Memory::activations);
+      a.emb_mean = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
+      a.emb_rstd = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
+      O::embedding_forward(a.emb.data(), a.ids.data(), e.table, N, H, vocab_.row0, vocab_.rows);  // [N, H]
+      axis_.sum(a.emb.data(), N * H);  // vocab-split table: each id's row lives on one rank
+      O::layernorm_forward(a.x[0].data(), a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(), e.ln_w, e.ln_b, N,
+                           H, M::layer_norm_eps);
+    }
+    for (std::int64_t l = 0; l < stage_.count(); ++l) {
+      const auto u = static_cast<std::size_t>(stage_.first + l + 1);
+      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
+      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_, shape_, ar, axis_);
+    }
+    if (stage_.head) {
+      const auto f = FinalTensors<const T>::bind(params(units_.size() - 1), units_.back());
+      a.hf = Buffer<T, Arena>(ar, static_cast<std::size_t>(N * H), Memory::activations);
+      a.hf_mean = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
+      a.hf_rstd = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
+      O::layernorm_forward(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x.back().data(), f.ln_w, f.ln_b, N,
+                           H, M::layer_norm_eps);
+    }
+  }
+
+  /// Last stage: the summed token loss of `a`, and with grad_scale != 0 its gradients
+  /// (grad_scale = 1 / targets in the global batch, so the loss is a global token mean).
+  /// d_out receives d loss / d (stage output) [N, H].
+  LossSum loss(Acts& a, T grad_scale, T* d_out) {
+    const std::int64_t N = a.tokens();
+    grow(head_dh_, N * H);
+    LossSum s = lm_head_loss<D>(head_dh_.data(), grads(0), a.hf.data(), params(0), a.targets, H, vocab_, grad_scale,
+                                head_scratch_, *arena_, axis_);
+    if (grad_scale != T(0) && d_out) {
+      const auto f = FinalTensors<const T>::bind(params(units_.size() - 1), units_.back());
+      const auto g = FinalTensors<T>::bind(grads(units_.size() - 1), units_.back());
+      Ops<D>::fill(d_out, T(0), N * H);
+      Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(), a.hf_mean.data(),
+                                 a.hf_rstd.data(), f.ln_w, N, H);
+    }
+    return s;
+  }
+
+  /// Backward through the blocks (and the embedding on the first stage), in place on
+  /// d[N, H]: d stage output on entry, d stage input on exit.
+  void backward(Acts& a, T* d) {
+    const std::int64_t N = a.tokens();
+    block_scratch_.reserve(*arena_, shape_, a.rows, a.seq);
+    for (std::int64_t l = stage_.count(); l-- > 0;) {
+      const auto u = static_cast<std::size_t>(stage_.first + l + 1);
+      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
+      const auto g = BlockTensors<T>::bind(grads(u), units_[u]);
+      block_backward<D>(d, a.x[l].data(), a.blocks[l], w, g, a, shape_, block_scratch_, axis_);
+    }
+    if (stage_.embedding) {
+      const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
+      const auto g = EmbeddingTensors<T>::bind(grads(0), units_[0]);
+      grow(emb_d_, N * H);
+      Ops<D>::fill(emb_d_.data(), T(0), N * H);
+      Ops<D>::layernorm_backward(emb_d_.data(), g.ln_w, g.ln_b, d, a.emb.data(), a.emb_mean.data(),
+                                 a.emb_rstd.data(), e.ln_w, N, H);
+      Ops<D>::embedding_backward(g.table, a.ids.data(), emb_d_.data(), N, H, vocab_.row0, vocab_.rows);
+    }
+  }
+
+  /// Logits of the local vocab rows for every token of a forwarded batch: [N, vocab_shard().rows].
+  void logits(const Acts& a, T* out) const {
+    lm_head_logits<D>(out, a.hf.data(), params(0), a.tokens(), H, vocab_.rows);
+  }
+
+ private:
+  void grow(Buffer<T, Arena>& b, std::int64_t n) {
+    if (static_cast<std::int64_t>(b.size()) < n) b = Buffer<T, Arena>(*arena_, static_cast<std::size_t>(n), Memory::buffers);
+  }
+
+  Arena* arena_;
+  Axis axis_;
+  StageLayers stage_;
+  std::vector<UnitTable> units_;
+  BlockShape shape_{};
+  VocabShard vocab_{};
+  std::vector<T> slopes_;
+  std::vector<Buffer<T, Arena>> params_, grads_;
+  BlockScratch<T, Arena> block_scratch_;
+  HeadScratch<T, Arena> head_scratch_;
+  Buffer<T, Arena> head_dh_, emb_d_;
+};
+
+}  // namespace seqpar::inline v0

@@ -1,0 +1,22 @@
+#pragma once
+// The collectives a tensor-split layer calls, as named hooks. A degree of one needs
+// none: NoTensorAxis makes every hook a no-op the compiler removes.
+
+#include <cstdint>
+
+namespace seqpar::inline v0 {
+
+/// Tensor axis of size one: rank 0 of 1, every reduction the identity.
+struct NoTensorAxis {
+  static constexpr int degree = 1;
+  int rank() const { return 0; }
+  int size() const { return 1; }
+  /// Sum of partial results over the tensor group (after a row-parallel linear).
+  template <class T>
+  void sum(T*, std::int64_t) {}
+  /// Element-wise maximum over the tensor group (the vocab-parallel softmax).
+  template <class T>
+  void max(T*, std::int64_t) {}
+};
+
+}  // namespace seqpar::inline v0
