@@ -2,6 +2,8 @@
 // Trainer<Model, Plan, Device, Precision>: the whole training stack of one rank.
 
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -11,6 +13,8 @@
 #include "seqpar/backend/device.hpp"
 #include "seqpar/config/bloom.hpp"
 #include "seqpar/io/bloom_weights.hpp"
+#include "seqpar/io/safetensors.hpp"
+#include "seqpar/io/tensor_file.hpp"
 #include "seqpar/nn/model.hpp"
 #include "seqpar/optim/adamw.hpp"
 #include "seqpar/optim/schedule.hpp"
@@ -130,6 +134,37 @@ class Trainer {
         load_param_block(find_bloom_tensor(lookup, p.name, file), p, real, model_.params(u) + p.offset);
       }
     }
+  }
+
+  /// Loads weights from a safetensors file or a pytorch_model.bin (Hugging Face names).
+  void load_weights(const std::filesystem::path& path) {
+    const TensorFile f(path);
+    load_weights([&f](std::string_view n) { return f.find(n); }, path.string());
+  }
+
+  /// Writes every parameter with its Hugging Face name ("transformer." prefix, the tied
+  /// LM head omitted) as one safetensors file that transformers loads; atomically.
+  void save_weights(const std::filesystem::path& path, DType dtype = DType::f32) {
+    SEQPAR_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, path.string(),
+                 ": weights can be saved as F32, BF16 or F16, not ", dtype_name(dtype));
+    std::vector<std::vector<std::byte>> data;
+    std::vector<TensorToWrite> tensors;
+    for_each_param([&](const ParamSpec& p, T* values, T*) {
+      const std::int64_t rows = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
+      auto& bytes = data.emplace_back(static_cast<std::size_t>(rows * p.cols) * dtype_size(dtype));
+      for (std::int64_t i = 0; i < rows * p.cols; ++i) {
+        const auto v = static_cast<float>(values[i]);
+        if (dtype == DType::f32) {
+          std::memcpy(bytes.data() + i * 4, &v, 4);
+        } else {
+          const std::uint16_t h = dtype == DType::bf16 ? float_to_bf16(v) : float_to_f16(v);
+          std::memcpy(bytes.data() + i * 2, &h, 2);
+        }
+      }
+      tensors.push_back({"transformer." + p.name, dtype,
+                         p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols}, bytes});
+    });
+    write_safetensors(path, tensors, {{"format", "pt"}});
   }
 
   /// Visits every parameter tensor of this rank: fn(const ParamSpec&, T* values, T* grads).
