@@ -27,6 +27,19 @@ struct StageLayers {
   std::int64_t count() const { return last - first; }
 };
 
+/// Called around each use of a unit's buffers, so that a data axis can gather sharded
+/// parameters just in time (ZeRO-3) and reduce a unit's gradients as soon as they are
+/// complete (ZeRO-2). The default does nothing: the buffers are always there.
+struct UnitHooks {
+  virtual ~UnitHooks() = default;
+  /// Unit u's parameters (and, with `grads`, a gradient buffer) must be present.
+  virtual void acquire(std::size_t /*u*/, bool /*grads*/) {}
+  /// This use of unit u's parameters is over.
+  virtual void release(std::size_t /*u*/) {}
+  /// Unit u's gradients for this micro-batch are complete.
+  virtual void grads_ready(std::size_t /*u*/) {}
+};
+
 /// Initial value of element `i` (local, row-major) of a parameter, independent of the plan:
 /// keyed by the seed, the parameter's name and the element's index in the full tensor.
 inline double initial_value(const ParamSpec& p, std::int64_t i, std::uint64_t seed, double std_dev,
@@ -45,8 +58,10 @@ class BloomStack {
   using Acts = Activations<T, Arena>;
   static constexpr std::int64_t H = M::hidden;
 
-  BloomStack(Arena& arena, Axis axis = {}, StageLayers stage = {0, M::layers, true, true})
-      : arena_(&arena), axis_(axis), stage_(stage), units_(bloom_units<M>(axis.size(), axis.rank())) {
+  /// `pad`: flat buffers are rounded up to a multiple of it (the data-parallel degree,
+  /// so that they cut into equal shards).
+  BloomStack(Arena& arena, Axis axis = {}, StageLayers stage = {0, M::layers, true, true}, std::int64_t pad = 1)
+      : arena_(&arena), axis_(axis), stage_(stage), units_(bloom_units<M>(axis.size(), axis.rank())), pad_(pad) {
     SEQPAR_CHECK(M::heads % axis_.size() == 0, "tensor degree ", axis_.size(), " does not divide ", M::heads,
                  " heads");
     shape_ = BlockShape{H, M::heads / axis_.size(), M::head_dim, M::ffn_hidden / axis_.size(),
@@ -59,8 +74,8 @@ class BloomStack {
     grads_.resize(units_.size());
     for (std::size_t u = 0; u < units_.size(); ++u) {
       if (!holds(u)) continue;
-      params_[u] = Buffer<T, Arena>(arena, static_cast<std::size_t>(units_[u].numel), Memory::parameters);
-      grads_[u] = Buffer<T, Arena>(arena, static_cast<std::size_t>(units_[u].numel), Memory::gradients);
+      params_[u] = Buffer<T, Arena>(arena, static_cast<std::size_t>(padded_numel(u)), Memory::parameters);
+      grads_[u] = Buffer<T, Arena>(arena, static_cast<std::size_t>(padded_numel(u)), Memory::gradients);
     }
   }
 
@@ -73,6 +88,9 @@ class BloomStack {
     const auto l = static_cast<std::int64_t>(u) - 1;
     return l >= stage_.first && l < stage_.last;
   }
+  /// Unit u's element count rounded up to the padding multiple.
+  std::int64_t padded_numel(std::size_t u) const { return (units_[u].numel + pad_ - 1) / pad_ * pad_; }
+  void set_hooks(UnitHooks* hooks) { hooks_ = hooks ? hooks : &no_hooks_; }
   T* params(std::size_t u) { return params_[u].data(); }
   const T* params(std::size_t u) const { return params_[u].data(); }
   T* grads(std::size_t u) { return grads_[u].data(); }
@@ -97,7 +115,7 @@ class BloomStack {
 
   void zero_grads() {
     for (std::size_t u = 0; u < units_.size(); ++u)
-      if (!grads_[u].empty()) Ops<D>::fill(grads_[u].data(), T(0), units_[u].numel);
+      if (!grads_[u].empty()) Ops<D>::fill(grads_[u].data(), T(0), static_cast<std::int64_t>(grads_[u].size()));
   }
 
   // --- forward and backward of one micro-batch ------------------------------------
@@ -117,6 +135,7 @@ class BloomStack {
       a.set_batch(b, ar);
     }
     if (stage_.embedding) {
+      hooks_->acquire(0, false);
       const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
       a.emb = Buffer<T, Arena>(ar, static_cast<std::size_t>(N * H), Memory::activations);
       a.emb_mean = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
@@ -125,19 +144,24 @@ class BloomStack {
       axis_.sum(a.emb.data(), N * H);  // vocab-split table: each id's row lives on one rank
       O::layernorm_forward(a.x[0].data(), a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(), e.ln_w, e.ln_b, N,
                            H, M::layer_norm_eps);
+      hooks_->release(0);
     }
     for (std::int64_t l = 0; l < stage_.count(); ++l) {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
+      hooks_->acquire(u, false);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_, shape_, ar, axis_);
+      hooks_->release(u);
     }
     if (stage_.head) {
-      const auto f = FinalTensors<const T>::bind(params(units_.size() - 1), units_.back());
+      hooks_->acquire(last_unit(), false);
+      const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
       a.hf = Buffer<T, Arena>(ar, static_cast<std::size_t>(N * H), Memory::activations);
       a.hf_mean = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
       a.hf_rstd = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
       O::layernorm_forward(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x.back().data(), f.ln_w, f.ln_b, N,
                            H, M::layer_norm_eps);
+      hooks_->release(last_unit());
     }
   }
 
@@ -146,15 +170,25 @@ class BloomStack {
   /// d_out receives d loss / d (stage output) [N, H].
   LossSum loss(Acts& a, T grad_scale, T* d_out) {
     const std::int64_t N = a.tokens();
+    const bool backward = grad_scale != T(0) && d_out;
     grow(head_dh_, N * H);
-    LossSum s = lm_head_loss<D>(head_dh_.data(), grads(0), a.hf.data(), params(0), a.targets, H, vocab_, grad_scale,
-                                head_scratch_, *arena_, axis_);
-    if (grad_scale != T(0) && d_out) {
-      const auto f = FinalTensors<const T>::bind(params(units_.size() - 1), units_.back());
-      const auto g = FinalTensors<T>::bind(grads(units_.size() - 1), units_.back());
+    hooks_->acquire(0, backward);
+    LossSum s = lm_head_loss<D>(head_dh_.data(), backward ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
+                                vocab_, backward ? grad_scale : T(0), head_scratch_, *arena_, axis_);
+    if (backward) {
+      hooks_->acquire(last_unit(), true);
+      const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
+      const auto g = FinalTensors<T>::bind(grads(last_unit()), units_.back());
       Ops<D>::fill(d_out, T(0), N * H);
       Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(), a.hf_mean.data(),
                                  a.hf_rstd.data(), f.ln_w, N, H);
+      hooks_->grads_ready(last_unit());
+      hooks_->release(last_unit());
+    }
+    // The table stays for the embedding's backward when this stage has it.
+    if (!backward || !stage_.embedding) {
+      if (backward) hooks_->grads_ready(0);
+      hooks_->release(0);
     }
     return s;
   }
@@ -166,11 +200,15 @@ class BloomStack {
     block_scratch_.reserve(*arena_, shape_, a.rows, a.seq);
     for (std::int64_t l = stage_.count(); l-- > 0;) {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
+      hooks_->acquire(u, true);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       const auto g = BlockTensors<T>::bind(grads(u), units_[u]);
       block_backward<D>(d, a.x[l].data(), a.blocks[l], w, g, a, shape_, block_scratch_, axis_);
+      hooks_->grads_ready(u);
+      hooks_->release(u);
     }
     if (stage_.embedding) {
+      hooks_->acquire(0, true);
       const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
       const auto g = EmbeddingTensors<T>::bind(grads(0), units_[0]);
       grow(emb_d_, N * H);
@@ -178,15 +216,20 @@ class BloomStack {
       Ops<D>::layernorm_backward(emb_d_.data(), g.ln_w, g.ln_b, d, a.emb.data(), a.emb_mean.data(),
                                  a.emb_rstd.data(), e.ln_w, N, H);
       Ops<D>::embedding_backward(g.table, a.ids.data(), emb_d_.data(), N, H, vocab_.row0, vocab_.rows);
+      hooks_->grads_ready(0);
+      hooks_->release(0);
     }
   }
 
   /// Logits of the local vocab rows for every token of a forwarded batch: [N, vocab_shard().rows].
-  void logits(const Acts& a, T* out) const {
+  void logits(const Acts& a, T* out) {
+    hooks_->acquire(0, false);
     lm_head_logits<D>(out, a.hf.data(), params(0), a.tokens(), H, vocab_.rows);
+    hooks_->release(0);
   }
 
  private:
+  std::size_t last_unit() const { return units_.size() - 1; }
   void grow(Buffer<T, Arena>& b, std::int64_t n) {
     if (static_cast<std::int64_t>(b.size()) < n) b = Buffer<T, Arena>(*arena_, static_cast<std::size_t>(n), Memory::buffers);
   }
@@ -202,6 +245,9 @@ class BloomStack {
   BlockScratch<T, Arena> block_scratch_;
   HeadScratch<T, Arena> head_scratch_;
   Buffer<T, Arena> head_dh_, emb_d_;
+  std::int64_t pad_ = 1;
+  UnitHooks no_hooks_;
+  UnitHooks* hooks_ = &no_hooks_;
 };
 
 }  // namespace seqpar::inline v0

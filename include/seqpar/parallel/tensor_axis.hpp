@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "seqpar/parallel/any_comm.hpp"
+
 namespace seqpar::inline v0 {
 
 /// Tensor axis of size one: rank 0 of 1, every reduction the identity.
@@ -17,6 +19,21 @@ struct NoTensorAxis {
   /// Element-wise maximum over the tensor group (the vocab-parallel softmax).
   template <class T>
   void max(T*, std::int64_t) {}
+};
+
+/// A tensor-parallel group: the hooks are all-reduces over its communicator.
+struct TensorGroup {
+  AnyComm comm;
+  int rank() const { return comm.rank(); }
+  int size() const { return comm.size(); }
+  template <class T>
+  void sum(T* data, std::int64_t n) {
+    comm.all_reduce(data, static_cast<std::size_t>(n), ReduceOp::sum);
+  }
+  template <class T>
+  void max(T* data, std::int64_t n) {
+    comm.all_reduce(data, static_cast<std::size_t>(n), ReduceOp::max);
+  }
 };
 
 }  // namespace seqpar::inline v0

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <type_traits>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -18,7 +20,12 @@
 #include "seqpar/nn/model.hpp"
 #include "seqpar/optim/adamw.hpp"
 #include "seqpar/optim/schedule.hpp"
+#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/parallel/data_axis.hpp"
+#include "seqpar/parallel/mesh.hpp"
+#include "seqpar/parallel/plan.hpp"
 #include "seqpar/parallel/policies.hpp"
+#include "seqpar/parallel/tensor_axis.hpp"
 #include "seqpar/train/batch.hpp"
 #include "seqpar/train/precision.hpp"
 
@@ -51,29 +58,41 @@ struct StepStats {
   MemoryStats memory;           // this rank's arena
 };
 
-template <BloomModel Model, class Plan, Device Dev = Cpu, Precision Prec = Fp32>
+/// The training stack of one rank for model `Model` under plan `Plan` (Replicated<N>,
+/// Sharded<Zero1|2|3, N>, TensorSplit<N>, or a Hybrid of them). The constructor takes this
+/// rank's world communicator; every rank calls step() with the same global batch and takes
+/// its own slice of it.
+template <BloomModel Model, ParallelPlan Plan, Device Dev = Cpu, Precision Prec = Fp32>
 class Trainer {
-  static_assert(std::is_same_v<Plan, Replicated<1>>,
-                "Trainer: this build supports the single-rank plan Replicated<1>.");
+  static_assert(CheckPlan<Model, Plan>::ok);
+  using Traits = PlanTraits<Plan>;
+  static_assert(Traits::pipeline_degree == 1, "Trainer: pipeline stages are not part of this build.");
 
  public:
   using T = typename Prec::compute;
   using Arena = DeviceArena<Dev>;
-  using Stack = BloomStack<Model, Dev, T>;
-  static constexpr int world_size = 1;
+  using Axis = std::conditional_t<Traits::tensor_degree == 1, NoTensorAxis, TensorGroup>;
+  using Stack = BloomStack<Model, Dev, T, Axis>;
+  /// The number of ranks the plan needs; 0 when a degree is dynamic.
+  static constexpr int world_size = Traits::world_size;
   static constexpr std::int64_t parameter_count = Model::parameter_count;
 
+  /// A single-rank trainer (plans whose every degree is 1).
   explicit Trainer(TrainOptions opts = {})
-      : opts_(opts), model_(arena_), schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay} {
+    requires(world_size == 1)
+      : Trainer(AnyComm(), opts) {}
+
+  /// One rank of a multi-rank trainer; `world` is this rank's handle of the world.
+  template <Communicator C>
+  Trainer(C world, TrainOptions opts) : Trainer(AnyComm(std::move(world)), opts) {}
+
+  Trainer(AnyComm world, TrainOptions opts)
+      : opts_(opts),
+        mesh_(Mesh::make<Plan>(std::move(world))),
+        model_(arena_, make_axis(mesh_), StageLayers{0, Model::layers, true, true}, mesh_.data_degree),
+        schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay} {
     model_.initialize(opts_.seed, opts_.init_std);
-    for (std::size_t u = 0; u < model_.units().size(); ++u) {
-      auto& s = adam_.emplace_back();
-      if (!model_.holds(u)) continue;
-      s.begin = 0;
-      s.end = model_.units()[u].numel;
-      s.m = Buffer<T, Arena>(arena_, static_cast<std::size_t>(s.end), Memory::optimizer);
-      s.v = Buffer<T, Arena>(arena_, static_cast<std::size_t>(s.end), Memory::optimizer);
-    }
+    data_.emplace(model_, mesh_.data, Traits::zero_stage);
   }
 
   /// One optimizer step on a global batch: forward and backward over micro-batches,
@@ -82,19 +101,19 @@ class Trainer {
     const auto t0 = std::chrono::steady_clock::now();
     batch.validate(Model::vocab_size);
     arena_.reset_peaks();
-    model_.zero_grads();
+    data_->begin_step();
     const std::int64_t targets = batch.target_count();
     const T scale = targets > 0 ? T(1) / static_cast<T>(targets) : T(0);
-    const double loss_sum = accumulate(batch, scale);
+    double loss_sum = accumulate(local_slice(batch), scale);
+    data_->reduce_gradients();
+    mesh_.data.all_reduce(&loss_sum, 1, ReduceOp::sum);
     const double norm = grad_norm();
     const double lr = schedule_.at(step_);
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
     if (const double coef = opts_.max_grad_norm / (norm + 1e-6); opts_.max_grad_norm > 0 && coef < 1.0)
-      scale_grads(static_cast<T>(coef));
+      data_->scale_grads(static_cast<T>(coef));
     ++step_;
-    const auto c = adam_coeffs({opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay}, lr, step_);
-    for (std::size_t u = 0; u < model_.units().size(); ++u)
-      if (model_.holds(u)) adamw_update<Dev>(model_.params(u), model_.grads(u), adam_[u], model_.units()[u], c);
+    data_->optimizer_step(adam_coeffs({opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay}, lr, step_));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return {step_, targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0, norm, lr, batch.tokens(), targets,
             secs, static_cast<double>(batch.tokens()) / secs, arena_.stats()};
@@ -105,23 +124,28 @@ class Trainer {
     batch.validate(Model::vocab_size);
     const std::int64_t targets = batch.target_count();
     double sum = 0;
-    for_each_micro_batch(batch, [&](const BatchView& mb) {
+    for_each_micro_batch(local_slice(batch), [&](const BatchView& mb) {
       model_.forward(mb, acts_);
       sum += model_.loss(acts_, T(0), nullptr).sum;
     });
+    mesh_.data.all_reduce(&sum, 1, ReduceOp::sum);
     return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
   }
 
-  /// Logits [rows * seq, vocab] of a batch (materialised: for evaluation and tests).
+  /// Logits [rows * seq, vocab] of a whole batch on every rank (materialised: for
+  /// evaluation and tests; vocab shards are gathered over the tensor axis).
   std::vector<T> logits(const BatchView& batch) {
     batch.validate(Model::vocab_size);
     model_.forward(batch, acts_);
-    const auto rows = model_.vocab_shard().rows;
-    std::vector<T> padded(static_cast<std::size_t>(batch.tokens() * rows));
-    model_.logits(acts_, padded.data());
-    std::vector<T> out(static_cast<std::size_t>(batch.tokens() * Model::vocab_size));
-    for (std::int64_t i = 0; i < batch.tokens(); ++i)
-      std::copy_n(padded.data() + i * rows, Model::vocab_size, out.data() + i * Model::vocab_size);
+    const std::int64_t rows = model_.vocab_shard().rows, n = batch.tokens(), tp = mesh_.tensor_degree;
+    std::vector<T> local(static_cast<std::size_t>(n * rows)), all(static_cast<std::size_t>(n * rows * tp));
+    model_.logits(acts_, local.data());
+    mesh_.tensor.all_gather(local.data(), all.data(), local.size());
+    std::vector<T> out(static_cast<std::size_t>(n * Model::vocab_size));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t v = 0; v < Model::vocab_size; ++v)
+        out[static_cast<std::size_t>(i * Model::vocab_size + v)] =
+            all[static_cast<std::size_t>(((v / rows) * n + i) * rows + v % rows)];
     return out;
   }
 
@@ -129,10 +153,12 @@ class Trainer {
   void load_weights(const TensorLookup& lookup, const std::string& file) {
     for (std::size_t u = 0; u < model_.units().size(); ++u) {
       if (!model_.holds(u)) continue;
-      for (const auto& p : model_.units()[u].params) {
-        const std::int64_t real = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
-        load_param_block(find_bloom_tensor(lookup, p.name, file), p, real, model_.params(u) + p.offset);
-      }
+      data_->with_full_params(u, [&](T* unit) {
+        for (const auto& p : model_.units()[u].params) {
+          const std::int64_t real = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
+          load_param_block(find_bloom_tensor(lookup, p.name, file), p, real, unit + p.offset);
+        }
+      });
     }
   }
 
@@ -167,30 +193,57 @@ class Trainer {
     write_safetensors(path, tensors, {{"format", "pt"}});
   }
 
-  /// Visits every parameter tensor of this rank: fn(const ParamSpec&, T* values, T* grads).
+  /// Visits every parameter tensor of this rank as this rank holds it under the tensor
+  /// split: fn(const ParamSpec&, T* values, T* grads). Under ZeRO the values are
+  /// gathered for the call and grads is null (they exist only as shards).
   template <class F>
   void for_each_param(F&& fn) {
-    for (std::size_t u = 0; u < model_.units().size(); ++u)
-      if (model_.holds(u))
-        for (const auto& p : model_.units()[u].params) fn(p, model_.params(u) + p.offset, model_.grads(u) + p.offset);
+    for (std::size_t u = 0; u < model_.units().size(); ++u) {
+      if (!model_.holds(u)) continue;
+      data_->with_full_params(u, [&](T* unit) {
+        for (const auto& p : model_.units()[u].params)
+          fn(p, unit + p.offset, Traits::zero_stage == 0 ? model_.grads(u) + p.offset : nullptr);
+      });
+    }
   }
 
   /// Forward and backward of a batch without an optimizer step: gradients of the token-mean
   /// loss are left in the gradient buffers; returns the loss.
   double compute_gradients(const BatchView& batch) {
     batch.validate(Model::vocab_size);
-    model_.zero_grads();
+    data_->begin_step();
     const std::int64_t targets = batch.target_count();
-    const double sum = accumulate(batch, targets > 0 ? T(1) / static_cast<T>(targets) : T(0));
+    double sum = accumulate(local_slice(batch), targets > 0 ? T(1) / static_cast<T>(targets) : T(0));
+    data_->reduce_gradients();
+    mesh_.data.all_reduce(&sum, 1, ReduceOp::sum);
     return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
   }
 
   Stack& model() { return model_; }
+  const Mesh& mesh() const { return mesh_; }
+  /// Counters of this rank's communicators, by axis.
+  CommStats& data_stats() { return mesh_.data.stats(); }
+  CommStats& tensor_stats() { return mesh_.tensor.stats(); }
   const MemoryStats& memory() const { return arena_.stats(); }
   std::int64_t steps_taken() const { return step_; }
   const TrainOptions& options() const { return opts_; }
 
  private:
+  static Axis make_axis(const Mesh& m) {
+    if constexpr (std::is_same_v<Axis, TensorGroup>)
+      return TensorGroup{m.tensor};
+    else
+      return {};
+  }
+
+  // This data rank's rows of the global batch.
+  BatchView local_slice(const BatchView& b) const {
+    const std::int64_t n = mesh_.data_degree;
+    SEQPAR_CHECK(b.rows % n == 0, "rank ", mesh_.world.rank(), ": the global batch has ", b.rows,
+                 " rows, not a multiple of the data-parallel degree ", n);
+    return b.slice(mesh_.data_rank * (b.rows / n), b.rows / n);
+  }
+
   template <class F>
   void for_each_micro_batch(const BatchView& b, F&& fn) {
     const std::int64_t mb = opts_.micro_batch_rows > 0 ? opts_.micro_batch_rows : b.rows;
@@ -210,23 +263,21 @@ class Trainer {
     return sum;
   }
 
+  // The global gradient norm: tensor-split pieces summed over the tensor group,
+  // replicated tensors (identical on every tensor rank) counted once.
   double grad_norm() {
-    double s = 0;
-    for (std::size_t u = 0; u < model_.units().size(); ++u)
-      if (model_.holds(u)) s += Ops<Dev>::sum_squares(model_.grads(u), model_.units()[u].numel);
+    const double tp = mesh_.tensor_degree;
+    double s = data_->grad_square_sum([&](std::size_t, const ParamSpec& p) { return p.split == Split::none ? 1.0 / tp : 1.0; });
+    mesh_.tensor.all_reduce(&s, 1, ReduceOp::sum);
     return std::sqrt(s);
-  }
-
-  void scale_grads(T f) {
-    for (std::size_t u = 0; u < model_.units().size(); ++u)
-      if (model_.holds(u)) Ops<Dev>::scale(model_.grads(u), f, model_.units()[u].numel);
   }
 
   TrainOptions opts_;
   Arena arena_;
+  Mesh mesh_;
   Stack model_;
   LrSchedule schedule_;
-  std::vector<AdamState<T, Arena>> adam_;
+  std::optional<DataAxis<Stack, Dev, T>> data_;
   Activations<T, Arena> acts_;
   Buffer<T, Arena> d_;
   std::int64_t step_ = 0;

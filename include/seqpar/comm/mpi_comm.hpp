@@ -1,0 +1,335 @@
+#pragma once
+// MpiComm: ranks are processes started by mpirun/srun. MpiSession initialises MPI,
+// mpi_main() runs a program under it and turns an exception on any rank into a clear
+// message and MPI_Abort, and node_local_rank() says which process of a node this is.
+// Defined only where <mpi.h> is found (link seqpar::mpi, which also defines SEQPAR_WITH_MPI);
+// SEQPAR_HAS_MPI_COMM is then 1.
+
+#if defined(SEQPAR_WITH_MPI) || __has_include(<mpi.h>)
+
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1  // the C API is all MpiComm uses
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "seqpar/comm/communicator.hpp"
+#include "seqpar/core/error.hpp"
+
+#define SEQPAR_HAS_MPI_COMM 1
+
+namespace seqpar::inline v0 {
+
+namespace detail {
+
+template <CommElement T>
+MPI_Datatype mpi_datatype() {
+  if constexpr (std::is_same_v<T, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else
+    return MPI_INT64_T;
+}
+
+inline MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::sum ? MPI_SUM : MPI_MAX; }
+
+inline std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+// Turns a failed MPI call into an Error naming the call and the rank.
+inline void mpi_check(int code, const char* call, int rank) {
+  if (code != MPI_SUCCESS)
+    fail("MpiComm rank ", rank, ": ", call, " failed: ", mpi_error_string(code));
+}
+
+inline int mpi_count(std::size_t n, const char* call, int rank) {
+  SEQPAR_CHECK(n <= static_cast<std::size_t>(INT_MAX), "MpiComm rank ", rank, ": ", call, " of ", n,
+               " elements exceeds MPI's count limit of ", INT_MAX);
+  return static_cast<int>(n);
+}
+
+inline bool mpi_finalized() {
+  int done = 0;
+  MPI_Finalized(&done);
+  return done != 0;
+}
+
+inline bool byte_ranges_overlap(const void* a, std::size_t a_bytes, const void* b,
+                                std::size_t b_bytes) {
+  const auto pa = reinterpret_cast<std::uintptr_t>(a);
+  const auto pb = reinterpret_cast<std::uintptr_t>(b);
+  return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+// An MPI communicator and the counters of this process's rank in it.
+struct MpiState {
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool owned = false;  // made by split(): freed with the last handle
+  int rank = 0;
+  int size = 1;
+  CommStats stats;
+
+  MpiState(MPI_Comm c, bool own) : comm(c), owned(own) {
+    // errors come back as codes and become seqpar::Error instead of aborting in MPI
+    mpi_check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", -1);
+    mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", -1);
+    mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", rank);
+  }
+  MpiState(const MpiState&) = delete;
+  MpiState& operator=(const MpiState&) = delete;
+  ~MpiState() {
+    if (owned && comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm);
+  }
+};
+
+}  // namespace detail
+
+/// A communicator over an MPI communicator (OpenMPI or any MPI 3 library). Collectives map to
+/// MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast, MPI_Send/MPI_Recv,
+/// MPI_Barrier and MPI_Comm_split; failed MPI calls throw Error with MPI's message and the
+/// rank. Byte counters follow the ring model of ring_bytes(), whatever MPI does inside. A
+/// cheap value type: copies share the MPI communicator and the counters.
+class MpiComm {
+ public:
+  /// MPI_COMM_WORLD; MPI must be initialised (MpiSession, mpi_main).
+  static MpiComm world() {
+    int ready = 0;
+    MPI_Initialized(&ready);
+    SEQPAR_CHECK(ready && !detail::mpi_finalized(),
+                 "MpiComm::world(): MPI is not initialised; create an MpiSession or use mpi_main");
+    return MpiComm(MPI_COMM_WORLD, false);
+  }
+
+  /// Wraps `comm`; with `take_ownership` the last copy frees it with MPI_Comm_free.
+  explicit MpiComm(MPI_Comm comm, bool take_ownership = false)
+      : state_(std::make_shared<detail::MpiState>(comm, take_ownership)) {}
+
+  int rank() const { return state_->rank; }
+  int size() const { return state_->size; }
+  MPI_Comm native() const { return state_->comm; }
+
+  CommStats& stats() { return state_->stats; }
+  const CommStats& stats() const { return state_->stats; }
+
+  /// Sums or maxes `data` (n elements) over all ranks, in place. The reduction order is
+  /// MPI's; every rank gets the same result (see docs/communicators.md).
+  template <CommElement T>
+  void all_reduce(T* data, std::size_t n, ReduceOp op) {
+    const int count = detail::mpi_count(n, "MPI_Allreduce", rank());
+    if (size() > 1 && n)
+      check(MPI_Allreduce(MPI_IN_PLACE, data, count, detail::mpi_datatype<T>(), detail::mpi_op(op),
+                          native()),
+            "MPI_Allreduce");
+    record(CollectiveKind::all_reduce, n, sizeof(T));
+  }
+
+  /// in: n * size elements; out: n elements, block `rank` of the reduction. out may overlap in.
+  template <CommElement T>
+  void reduce_scatter(const T* in, T* out, std::size_t n, ReduceOp op) {
+    const int count = detail::mpi_count(n, "MPI_Reduce_scatter_block", rank());
+    const std::size_t total = n * static_cast<std::size_t>(size());
+    if (size() == 1) {
+      if (n && out != in) std::memmove(out, in, n * sizeof(T));
+    } else {
+      std::vector<T> copy;
+      if (detail::byte_ranges_overlap(in, total * sizeof(T), out, n * sizeof(T))) {
+        copy.assign(in, in + total);  // MPI forbids aliased buffers
+        in = copy.data();
+      }
+      check(MPI_Reduce_scatter_block(in, out, count, detail::mpi_datatype<T>(), detail::mpi_op(op),
+                                     native()),
+            "MPI_Reduce_scatter_block");
+    }
+    record(CollectiveKind::reduce_scatter, n, sizeof(T));
+  }
+
+  /// in: n elements; out: n * size elements, block r from rank r. in may overlap out.
+  template <CommElement T>
+  void all_gather(const T* in, T* out, std::size_t n) {
+    const int count = detail::mpi_count(n, "MPI_Allgather", rank());
+    const std::size_t total = n * static_cast<std::size_t>(size());
+    if (size() == 1) {
+      if (n && out != in) std::memmove(out, in, n * sizeof(T));
+    } else if (in == out + static_cast<std::size_t>(rank()) * n) {
+      check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, detail::mpi_datatype<T>(),
+                          native()),
+            "MPI_Allgather");
+    } else {
+      std::vector<T> copy;
+      if (detail::byte_ranges_overlap(in, n * sizeof(T), out, total * sizeof(T))) {
+        copy.assign(in, in + n);
+        in = copy.data();
+      }
+      check(MPI_Allgather(in, count, detail::mpi_datatype<T>(), out, count,
+                          detail::mpi_datatype<T>(), native()),
+            "MPI_Allgather");
+    }
+    record(CollectiveKind::all_gather, n, sizeof(T));
+  }
+
+  /// Copies root's n elements into every rank's `data`.
+  template <CommElement T>
+  void broadcast(T* data, std::size_t n, int root) {
+    SEQPAR_CHECK(root >= 0 && root < size(), "MpiComm broadcast: root ", root,
+                 " is out of range for a ", size(), "-rank communicator (rank ", rank(), ")");
+    const int count = detail::mpi_count(n, "MPI_Bcast", rank());
+    if (size() > 1 && n)
+      check(MPI_Bcast(data, count, detail::mpi_datatype<T>(), root, native()), "MPI_Bcast");
+    record(CollectiveKind::broadcast, n, sizeof(T), root);
+  }
+
+  /// Blocking standard-mode send of n elements to `peer` with `tag`.
+  template <CommElement T>
+  void send(const T* data, std::size_t n, int peer, int tag) {
+    check_peer(peer, tag, "send");
+    const int count = detail::mpi_count(n, "MPI_Send", rank());
+    check(MPI_Send(data, count, detail::mpi_datatype<T>(), peer, tag, native()), "MPI_Send");
+    record(CollectiveKind::send, n, sizeof(T));
+  }
+
+  /// Receives exactly n elements from `peer` with `tag`.
+  template <CommElement T>
+  void recv(T* data, std::size_t n, int peer, int tag) {
+    check_peer(peer, tag, "recv");
+    const int count = detail::mpi_count(n, "MPI_Recv", rank());
+    MPI_Status status;
+    check(MPI_Recv(data, count, detail::mpi_datatype<T>(), peer, tag, native(), &status),
+          "MPI_Recv");
+    int got = 0;
+    MPI_Get_count(&status, detail::mpi_datatype<T>(), &got);
+    SEQPAR_CHECK(got == count, "MpiComm: rank ", rank(), " receives ", n, " ",
+                 dtype_name(comm_dtype<T>()), " from rank ", peer, " (tag ", tag,
+                 ") but that rank sent ", got);
+    record(CollectiveKind::recv, n, sizeof(T));
+  }
+
+  void barrier() {
+    check(MPI_Barrier(native()), "MPI_Barrier");
+    record(CollectiveKind::barrier, 0, 0);
+  }
+
+  /// Collective: ranks with the same color (>= 0) form a new communicator, ranked by
+  /// (key, old rank). It has its own counters.
+  MpiComm split(int color, int key) {
+    SEQPAR_CHECK(color >= 0, "MpiComm split: rank ", rank(), " passed color ", color,
+                 "; colors must be >= 0");
+    MPI_Comm sub = MPI_COMM_NULL;
+    check(MPI_Comm_split(native(), color, key, &sub), "MPI_Comm_split");
+    return MpiComm(sub, true);
+  }
+
+ private:
+  void check(int code, const char* call) const { detail::mpi_check(code, call, rank()); }
+
+  void record(CollectiveKind kind, std::size_t n, std::size_t elem, int root = 0) {
+    state_->stats.record(kind, ring_bytes(kind, n, elem, size(), rank(), root));
+  }
+
+  void check_peer(int peer, int tag, const char* what) const {
+    SEQPAR_CHECK(peer >= 0 && peer < size() && peer != rank(), "MpiComm ", what, ": rank ", rank(),
+                 " names peer ", peer, "; a peer must be another rank of this ", size(),
+                 "-rank communicator");
+    SEQPAR_CHECK(tag >= 0 && tag <= 32767, "MpiComm ", what, ": tag ", tag,
+                 " is outside [0, 32767]");
+  }
+
+  std::shared_ptr<detail::MpiState> state_;
+};
+
+static_assert(Communicator<MpiComm>);
+
+/// The rank of this process among the ranks of `comm` on the same node (shared memory), and
+/// how many there are: which GPU a process takes.
+inline int node_local_rank(const MpiComm& comm) {
+  MPI_Comm local = MPI_COMM_NULL;
+  detail::mpi_check(
+      MPI_Comm_split_type(comm.native(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &local),
+      "MPI_Comm_split_type", comm.rank());
+  return MpiComm(local, true).rank();
+}
+
+inline int node_local_size(const MpiComm& comm) {
+  MPI_Comm local = MPI_COMM_NULL;
+  detail::mpi_check(
+      MPI_Comm_split_type(comm.native(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &local),
+      "MPI_Comm_split_type", comm.rank());
+  return MpiComm(local, true).size();
+}
+
+/// MPI_Init_thread on construction, MPI_Finalize on destruction; does neither if MPI was
+/// already initialised by someone else.
+class MpiSession {
+ public:
+  MpiSession(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED) {
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (ready) {
+      MPI_Query_thread(&provided_);
+      return;
+    }
+    detail::mpi_check(MPI_Init_thread(&argc, &argv, required, &provided_), "MPI_Init_thread", -1);
+    owns_ = true;
+  }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  ~MpiSession() {
+    if (owns_ && !detail::mpi_finalized()) MPI_Finalize();
+  }
+
+  /// The thread support level MPI gave (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE).
+  int thread_level() const { return provided_; }
+
+ private:
+  int provided_ = MPI_THREAD_SINGLE;
+  bool owns_ = false;
+};
+
+/// Runs fn(MpiComm& world) under an MpiSession and returns its result (0 if it returns void).
+/// If fn throws on any rank, that rank prints "seqpar: rank R failed: <message>" to stderr
+/// and calls MPI_Abort, which ends every process of the job with a non-zero exit.
+template <class F>
+int mpi_main(int argc, char** argv, F&& fn) {
+  MpiSession session(argc, argv);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    MpiComm world = MpiComm::world();
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, MpiComm&>>) {
+      std::invoke(fn, world);
+      return 0;
+    } else {
+      return static_cast<int>(std::invoke(fn, world));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "seqpar: rank %d failed: %s\n", rank, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "seqpar: rank %d failed: unknown exception\n", rank);
+  }
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  return 1;
+}
+
+}  // namespace seqpar::inline v0
+
+#endif

@@ -1,0 +1,51 @@
+#pragma once
+// Mesh: a global rank's coordinates on the (pipeline, data, tensor) grid, tensor
+// innermost so that a tensor group is made of neighbouring ranks, and the three
+// sub-communicators split from the world.
+
+#include "seqpar/core/error.hpp"
+#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/parallel/plan.hpp"
+
+namespace seqpar::inline v0 {
+
+/// One rank's place in a plan and the groups it belongs to.
+struct Mesh {
+  int tensor_degree = 1, data_degree = 1, pipeline_degree = 1;
+  int tensor_rank = 0, data_rank = 0, pipeline_rank = 0;
+  AnyComm world, tensor, data, pipeline;
+
+  /// world rank = (pipeline_rank * data_degree + data_rank) * tensor_degree + tensor_rank.
+  template <ParallelPlan Plan>
+  static Mesh make(AnyComm world) {
+    using P = PlanTraits<Plan>;
+    Mesh m;
+    m.world = world;
+    const int n = world.size();
+    m.tensor_degree = P::tensor_degree;
+    m.pipeline_degree = P::pipeline_degree;
+    const int others = P::tensor_degree * P::pipeline_degree;
+    if constexpr (P::data_degree == dynamic) {
+      SEQPAR_CHECK(n % others == 0, "rank ", world.rank(), ": the world has ", n,
+                   " ranks, not a multiple of tensor x pipeline = ", others, " for the dynamic data degree");
+      m.data_degree = n / others;
+    } else {
+      m.data_degree = P::data_degree;
+    }
+    SEQPAR_CHECK(n == m.data_degree * others, "rank ", world.rank(), ": the plan needs ", m.data_degree * others,
+                 " ranks (data ", m.data_degree, " x tensor ", m.tensor_degree, " x pipeline ", m.pipeline_degree,
+                 ") but the communicator has ", n);
+    const int r = world.rank();
+    m.tensor_rank = r % m.tensor_degree;
+    m.data_rank = (r / m.tensor_degree) % m.data_degree;
+    m.pipeline_rank = r / (m.tensor_degree * m.data_degree);
+    if (n > 1) {
+      m.tensor = world.split(m.pipeline_rank * m.data_degree + m.data_rank, m.tensor_rank);
+      m.data = world.split(m.pipeline_rank * m.tensor_degree + m.tensor_rank, m.data_rank);
+      m.pipeline = world.split(m.data_rank * m.tensor_degree + m.tensor_rank, m.pipeline_rank);
+    }
+    return m;
+  }
+};
+
+}  // namespace seqpar::inline v0

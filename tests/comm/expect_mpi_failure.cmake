@@ -1,0 +1,20 @@
+# cmake -DCOMMAND=<mpirun;...> -DEXPECT=<text> -DLIMIT_S=<seconds> -P expect_mpi_failure.cmake
+# Passes when COMMAND ends within LIMIT_S seconds with a non-zero exit and prints EXPECT.
+cmake_policy(SET CMP0007 NEW)  # keep empty list items so REMOVE_ITEM can drop them
+list(REMOVE_ITEM COMMAND "")
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                TIMEOUT ${LIMIT_S})
+string(TIMESTAMP t1 "%s")
+math(EXPR elapsed "${t1} - ${t0}")
+message("exit: ${rc} after about ${elapsed} s\n--- stdout\n${out}--- stderr\n${err}---")
+if(rc MATCHES "timeout")
+  message(FATAL_ERROR "the job did not end within ${LIMIT_S} s: a failing rank left the others hanging")
+endif()
+if(rc EQUAL 0)
+  message(FATAL_ERROR "the job exited 0 although a rank threw")
+endif()
+string(FIND "${out}${err}" "${EXPECT}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "the output lacks \"${EXPECT}\"")
+endif()

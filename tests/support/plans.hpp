@@ -1,0 +1,101 @@
+#pragma once
+// Running a plan on N ThreadComm ranks and comparing it with Replicated<1>.
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "golden.hpp"
+#include "seqpar/backend/cpu/ops.hpp"
+#include "seqpar/comm/thread_comm.hpp"
+#include "seqpar/core/rng.hpp"
+#include "seqpar/train/trainer.hpp"
+
+namespace seqpar::test {
+
+using Small = Bloom<BloomConfig{.vocab_size = 200, .hidden = 32, .layers = 4, .heads = 4}>;
+
+/// Global batch `step` of a fixed sequence: 8 rows of 12 tokens, some left padding and
+/// ignored labels (so ranks see different numbers of targets).
+inline Batch plan_batch(int step) {
+  Batch b(8, 12);
+  const CounterRng rng(static_cast<std::uint64_t>(step), "plan-batch");
+  for (std::size_t i = 0; i < b.input_ids.size(); ++i) {
+    b.input_ids[i] = static_cast<std::int32_t>(4 + rng.bits(i) % 196);
+    b.labels[i] = rng.bits(i, 1) % 7 == 0 ? ignore_index : b.input_ids[i];
+  }
+  for (std::int64_t r = 0; r < 8; ++r)
+    for (std::int64_t t = 0; t < r % 4; ++t) {
+      const auto i = static_cast<std::size_t>(r * 12 + t);
+      b.attention_mask[i] = 0;
+      b.labels[i] = ignore_index;
+      b.input_ids[i] = 3;
+    }
+  return b;
+}
+
+inline TrainOptions plan_options() {
+  TrainOptions o;
+  o.lr = 3e-3;
+  o.weight_decay = 0.1;
+  o.warmup_steps = 2;
+  o.total_steps = 10;
+  o.max_grad_norm = 0.5;  // active: the norm starts near 2
+  o.micro_batch_rows = 2;
+  o.seed = 5;
+  return o;
+}
+
+/// Losses of each step and the final full weights by name.
+struct RunResult {
+  std::vector<double> losses, norms;
+  std::map<std::string, std::vector<float>> weights;
+};
+
+inline RunResult reference_run(int steps) {
+  Trainer<Small, Replicated<1>> t(plan_options());
+  RunResult r;
+  for (int s = 0; s < steps; ++s) {
+    const auto st = t.step(plan_batch(s));
+    r.losses.push_back(st.loss);
+    r.norms.push_back(st.grad_norm);
+  }
+  t.for_each_param([&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
+  return r;
+}
+
+/// Compares a rank's local block of each tensor with the same block of the full reference.
+template <class TrainerT>
+double max_weight_error(TrainerT& t, const RunResult& ref) {
+  double worst = 0;
+  t.for_each_param([&](const ParamSpec& p, float* v, float*) {
+    const auto& full = ref.weights.at(p.name);
+    std::vector<float> want(static_cast<std::size_t>(p.numel())), got(v, v + p.numel());
+    for (std::int64_t r = 0; r < p.local_rows; ++r)
+      for (std::int64_t c = 0; c < p.local_cols; ++c) {
+        const std::int64_t fr = p.row0 + r, fc = p.col0 + c;
+        want[static_cast<std::size_t>(r * p.local_cols + c)] =
+            fr < static_cast<std::int64_t>(full.size() / static_cast<std::size_t>(p.cols)) ? full[static_cast<std::size_t>(fr * p.cols + fc)] : 0.0f;
+      }
+    worst = std::max(worst, rel_norm_err(got, want));
+  });
+  return worst;
+}
+
+/// Runs `steps` steps of plan Plan on n ThreadComm ranks; fn(rank, trainer, losses) checks.
+template <class Plan, class Check>
+void run_plan(int n, int steps, Check&& check) {
+  run_ranks(n, [&](ThreadComm& comm) {
+    Trainer<Small, Plan> t(comm, plan_options());
+    std::vector<double> losses, norms;
+    for (int s = 0; s < steps; ++s) {
+      const auto st = t.step(plan_batch(s));
+      losses.push_back(st.loss);
+      norms.push_back(st.grad_norm);
+    }
+    check(comm.rank(), t, losses, norms);
+  });
+}
+
+}  // namespace seqpar::test
