@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -98,7 +99,28 @@ struct MpiState {
   MpiState(const MpiState&) = delete;
   MpiState& operator=(const MpiState&) = delete;
   ~MpiState() {
+    if (!mpi_finalized()) complete_sends(true);
     if (owned && comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm);
+  }
+
+  // Buffered sends still in flight, and their copies of the data.
+  struct PendingSend {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<std::byte> bytes;
+  };
+  std::deque<PendingSend> pending;
+
+  // Drops finished sends; with `wait`, waits for all of them.
+  void complete_sends(bool wait) {
+    while (!pending.empty()) {
+      int done = 0;
+      if (wait)
+        MPI_Wait(&pending.front().request, MPI_STATUS_IGNORE), done = 1;
+      else
+        MPI_Test(&pending.front().request, &done, MPI_STATUS_IGNORE);
+      if (!done) return;
+      pending.pop_front();
+    }
   }
 };
 
@@ -198,12 +220,19 @@ class MpiComm {
     record(CollectiveKind::broadcast, n, sizeof(T), root);
   }
 
-  /// Blocking standard-mode send of n elements to `peer` with `tag`.
+  /// Buffered send of n elements to `peer` with `tag`: the data is copied and handed to
+  /// MPI_Isend, so the call returns at once, as ThreadComm's does. Two neighbours that send
+  /// to each other before receiving (a pipeline's forward and backward) cannot deadlock.
   template <CommElement T>
   void send(const T* data, std::size_t n, int peer, int tag) {
     check_peer(peer, tag, "send");
-    const int count = detail::mpi_count(n, "MPI_Send", rank());
-    check(MPI_Send(data, count, detail::mpi_datatype<T>(), peer, tag, native()), "MPI_Send");
+    const int count = detail::mpi_count(n, "MPI_Isend", rank());
+    state_->complete_sends(false);
+    auto& p = state_->pending.emplace_back();
+    p.bytes.resize(n * sizeof(T));
+    if (n) std::memcpy(p.bytes.data(), data, n * sizeof(T));
+    check(MPI_Isend(p.bytes.data(), count, detail::mpi_datatype<T>(), peer, tag, native(), &p.request),
+          "MPI_Isend");
     record(CollectiveKind::send, n, sizeof(T));
   }
 

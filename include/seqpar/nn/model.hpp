@@ -56,10 +56,13 @@ class BloomStack {
  public:
   using Arena = DeviceArena<D>;
   using Acts = Activations<T, Arena>;
+  using Scalar = T;
   static constexpr std::int64_t H = M::hidden;
 
   /// `pad`: flat buffers are rounded up to a multiple of it (the data-parallel degree,
   /// so that they cut into equal shards).
+  BloomStack(const BloomStack&) = delete;
+  BloomStack& operator=(const BloomStack&) = delete;
   BloomStack(Arena& arena, Axis axis = {}, StageLayers stage = {0, M::layers, true, true}, std::int64_t pad = 1)
       : arena_(&arena), axis_(axis), stage_(stage), units_(bloom_units<M>(axis.size(), axis.rank())), pad_(pad) {
     SEQPAR_CHECK(M::heads % axis_.size() == 0, "tensor degree ", axis_.size(), " does not divide ", M::heads,
@@ -124,16 +127,8 @@ class BloomStack {
   void forward(const BatchView& b, Acts& a) {
     using O = Ops<D>;
     Arena& ar = *arena_;
+    prepare(b, a);
     const std::int64_t N = b.tokens();
-    if (a.tokens() != N || a.x.empty()) {
-      a.set_batch(b, ar);
-      a.x.clear();
-      for (std::int64_t l = 0; l <= stage_.count(); ++l)
-        a.x.emplace_back(ar, static_cast<std::size_t>(N * H), Memory::activations);
-      a.blocks.resize(static_cast<std::size_t>(stage_.count()));
-    } else {
-      a.set_batch(b, ar);
-    }
     if (stage_.embedding) {
       hooks_->acquire(0, false);
       const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
@@ -163,6 +158,19 @@ class BloomStack {
                            H, M::layer_norm_eps);
       hooks_->release(last_unit());
     }
+  }
+
+  /// Reads batch b into record a and allocates its residual stream, keeping a.x[0]
+  /// when the shape is unchanged (a pipeline stage receives its input there first).
+  void prepare(const BatchView& b, Acts& a) {
+    const std::int64_t N = b.tokens();
+    const bool reshape = a.tokens() != N || a.x.empty();
+    a.set_batch(b, *arena_);
+    if (!reshape) return;
+    a.x.clear();
+    for (std::int64_t l = 0; l <= stage_.count(); ++l)
+      a.x.emplace_back(*arena_, static_cast<std::size_t>(N * H), Memory::activations);
+    a.blocks.resize(static_cast<std::size_t>(stage_.count()));
   }
 
   /// Last stage: the summed token loss of `a`, and with grad_scale != 0 its gradients

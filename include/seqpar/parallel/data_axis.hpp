@@ -153,6 +153,9 @@ class DataAxis final : public UnitHooks {
     Ops<D>::copy(param_shard_[u].data(), full.data() + r_ * shards_[u].size, shards_[u].size);
   }
 
+  /// The reduced gradients of unit u this rank updates (range_size(u) elements).
+  T* grad_storage(std::size_t u) { return grad_of(u); }
+
   /// Moment buffers of unit u over this rank's range (checkpoints).
   AdamState<T, Arena>& adam_state(std::size_t u) { return adam_[u]; }
   /// Elements [begin, end) of unit u this rank updates; `size` is the padded shard length.

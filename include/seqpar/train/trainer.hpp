@@ -27,6 +27,7 @@
 #include "seqpar/parallel/policies.hpp"
 #include "seqpar/parallel/tensor_axis.hpp"
 #include "seqpar/train/batch.hpp"
+#include "seqpar/train/pipeline.hpp"
 #include "seqpar/train/precision.hpp"
 
 namespace seqpar::inline v0 {
@@ -66,7 +67,6 @@ template <BloomModel Model, ParallelPlan Plan, Device Dev = Cpu, Precision Prec 
 class Trainer {
   static_assert(CheckPlan<Model, Plan>::ok);
   using Traits = PlanTraits<Plan>;
-  static_assert(Traits::pipeline_degree == 1, "Trainer: pipeline stages are not part of this build.");
 
  public:
   using T = typename Prec::compute;
@@ -89,7 +89,8 @@ class Trainer {
   Trainer(AnyComm world, TrainOptions opts)
       : opts_(opts),
         mesh_(Mesh::make<Plan>(std::move(world))),
-        model_(arena_, make_axis(mesh_), StageLayers{0, Model::layers, true, true}, mesh_.data_degree),
+        model_(arena_, make_axis(mesh_), stage_layers(mesh_), mesh_.data_degree),
+        runner_(model_, mesh_.pipeline),
         schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay} {
     model_.initialize(opts_.seed, opts_.init_std);
     data_.emplace(model_, mesh_.data, Traits::zero_stage);
@@ -105,8 +106,6 @@ class Trainer {
     const std::int64_t targets = batch.target_count();
     const T scale = targets > 0 ? T(1) / static_cast<T>(targets) : T(0);
     double loss_sum = accumulate(local_slice(batch), scale);
-    data_->reduce_gradients();
-    mesh_.data.all_reduce(&loss_sum, 1, ReduceOp::sum);
     const double norm = grad_norm();
     const double lr = schedule_.at(step_);
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
@@ -123,11 +122,8 @@ class Trainer {
   double evaluate(const BatchView& batch) {
     batch.validate(Model::vocab_size);
     const std::int64_t targets = batch.target_count();
-    double sum = 0;
-    for_each_micro_batch(local_slice(batch), [&](const BatchView& mb) {
-      model_.forward(mb, acts_);
-      sum += model_.loss(acts_, T(0), nullptr).sum;
-    });
+    double sum = runner_.evaluate(micro_batches(local_slice(batch)));
+    mesh_.pipeline.all_reduce(&sum, 1, ReduceOp::sum);
     mesh_.data.all_reduce(&sum, 1, ReduceOp::sum);
     return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
   }
@@ -136,10 +132,11 @@ class Trainer {
   /// evaluation and tests; vocab shards are gathered over the tensor axis).
   std::vector<T> logits(const BatchView& batch) {
     batch.validate(Model::vocab_size);
-    model_.forward(batch, acts_);
+    auto& acts = runner_.forward_only(batch);
     const std::int64_t rows = model_.vocab_shard().rows, n = batch.tokens(), tp = mesh_.tensor_degree;
     std::vector<T> local(static_cast<std::size_t>(n * rows)), all(static_cast<std::size_t>(n * rows * tp));
-    model_.logits(acts_, local.data());
+    if (runner_.last()) model_.logits(acts, local.data());
+    mesh_.pipeline.broadcast(local.data(), local.size(), mesh_.pipeline_degree - 1);
     mesh_.tensor.all_gather(local.data(), all.data(), local.size());
     std::vector<T> out(static_cast<std::size_t>(n * Model::vocab_size));
     for (std::int64_t i = 0; i < n; ++i)
@@ -213,9 +210,7 @@ class Trainer {
     batch.validate(Model::vocab_size);
     data_->begin_step();
     const std::int64_t targets = batch.target_count();
-    double sum = accumulate(local_slice(batch), targets > 0 ? T(1) / static_cast<T>(targets) : T(0));
-    data_->reduce_gradients();
-    mesh_.data.all_reduce(&sum, 1, ReduceOp::sum);
+    const double sum = accumulate(local_slice(batch), targets > 0 ? T(1) / static_cast<T>(targets) : T(0));
     return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
   }
 
@@ -244,42 +239,68 @@ class Trainer {
     return b.slice(mesh_.data_rank * (b.rows / n), b.rows / n);
   }
 
-  template <class F>
-  void for_each_micro_batch(const BatchView& b, F&& fn) {
-    const std::int64_t mb = opts_.micro_batch_rows > 0 ? opts_.micro_batch_rows : b.rows;
-    for (std::int64_t r = 0; r < b.rows; r += mb) fn(b.slice(r, std::min(mb, b.rows - r)));
+  static StageLayers stage_layers(const Mesh& m) {
+    const std::int64_t per = Model::layers / m.pipeline_degree;
+    return {m.pipeline_rank * per, (m.pipeline_rank + 1) * per, m.pipeline_rank == 0,
+            m.pipeline_rank == m.pipeline_degree - 1};
   }
 
-  // Forward + backward of every micro-batch, gradients accumulating; returns the loss sum.
+  std::vector<BatchView> micro_batches(const BatchView& b) const {
+    const std::int64_t mb = opts_.micro_batch_rows > 0 ? opts_.micro_batch_rows : b.rows;
+    std::vector<BatchView> out;
+    for (std::int64_t r = 0; r < b.rows; r += mb) out.push_back(b.slice(r, std::min(mb, b.rows - r)));
+    return out;
+  }
+
+  // Forward and backward of every micro-batch through the pipeline schedule, then the
+  // gradients reduced over the data axis and the tied embedding made one again; returns
+  // the global loss sum on every rank.
   double accumulate(const BatchView& batch, T scale) {
-    double sum = 0;
-    for_each_micro_batch(batch, [&](const BatchView& mb) {
-      model_.forward(mb, acts_);
-      if (d_.size() < static_cast<std::size_t>(mb.tokens() * Model::hidden))
-        d_ = Buffer<T, Arena>(arena_, static_cast<std::size_t>(mb.tokens() * Model::hidden), Memory::buffers);
-      sum += model_.loss(acts_, scale, d_.data()).sum;
-      model_.backward(acts_, d_.data());
-    });
+    double sum = runner_.template train<typename Traits::pipeline::schedule>(micro_batches(batch), scale);
+    data_->reduce_gradients();
+    sync_tied_embedding();
+    mesh_.pipeline.all_reduce(&sum, 1, ReduceOp::sum);
+    mesh_.data.all_reduce(&sum, 1, ReduceOp::sum);
     return sum;
   }
 
+  // The first and last stage both hold the tied embedding; each adds the other's gradient
+  // (a + b == b + a exactly, so both copies take the same step and stay identical).
+  void sync_tied_embedding() {
+    if (mesh_.pipeline_degree == 1 || !(runner_.first() || runner_.last())) return;
+    const int peer = runner_.first() ? mesh_.pipeline_degree - 1 : 0;
+    T* g = data_->grad_storage(0);
+    const auto n = static_cast<std::size_t>(data_->range_size(0));
+    std::vector<T> theirs(n);
+    mesh_.pipeline.send(g, n, peer, tied_tag);
+    mesh_.pipeline.recv(theirs.data(), n, peer, tied_tag);
+    Ops<Dev>::add(g, theirs.data(), static_cast<std::int64_t>(n));
+  }
+
   // The global gradient norm: tensor-split pieces summed over the tensor group,
-  // replicated tensors (identical on every tensor rank) counted once.
+  // replicated tensors (identical on every tensor rank) counted once, the last stage's
+  // copy of the tied embedding not at all.
   double grad_norm() {
     const double tp = mesh_.tensor_degree;
-    double s = data_->grad_square_sum([&](std::size_t, const ParamSpec& p) { return p.split == Split::none ? 1.0 / tp : 1.0; });
+    const bool tied_copy = mesh_.pipeline_degree > 1 && runner_.last();
+    double s = data_->grad_square_sum([&](std::size_t u, const ParamSpec& p) {
+      if (u == 0 && tied_copy) return 0.0;
+      return p.split == Split::none ? 1.0 / tp : 1.0;
+    });
     mesh_.tensor.all_reduce(&s, 1, ReduceOp::sum);
+    mesh_.pipeline.all_reduce(&s, 1, ReduceOp::sum);
     return std::sqrt(s);
   }
+
+  static constexpr int tied_tag = 32000;
 
   TrainOptions opts_;
   Arena arena_;
   Mesh mesh_;
   Stack model_;
   LrSchedule schedule_;
+  StageRunner<Stack> runner_;
   std::optional<DataAxis<Stack, Dev, T>> data_;
-  Activations<T, Arena> acts_;
-  Buffer<T, Arena> d_;
   std::int64_t step_ = 0;
 };
 

@@ -1,0 +1,51 @@
+#pragma once
+// SEQPAR_CUDA_CHECK, SEQPAR_CUBLAS_CHECK and SEQPAR_CUDA_CHECK_LAUNCH: every CUDA runtime
+// and cuBLAS call of the CUDA backend goes through them, and every kernel launch is
+// followed by the launch check. A failure throws seqpar::Error naming file:line, the call
+// and the runtime's own message. Compiled only under nvcc.
+
+#if defined(__CUDACC__)
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "seqpar/core/error.hpp"
+
+namespace seqpar::inline v0::detail {
+
+[[noreturn]] inline void cuda_fail(cudaError_t e, const char* call, const char* file, int line) {
+  // Clear a non-sticky error, or the next launch check would report it a second time.
+  (void)cudaGetLastError();
+  fail(file, ":", line, ": CUDA call ", call, " failed: ", cudaGetErrorName(e), " (",
+       cudaGetErrorString(e), ")");
+}
+
+[[noreturn]] inline void cublas_fail(cublasStatus_t s, const char* call, const char* file,
+                                     int line) {
+  fail(file, ":", line, ": cuBLAS call ", call, " failed: ", cublasGetStatusName(s), " (",
+       cublasGetStatusString(s), ")");
+}
+
+}  // namespace seqpar::inline v0::detail
+
+/// Throws seqpar::Error when a CUDA runtime call does not return cudaSuccess.
+#define SEQPAR_CUDA_CHECK(call)                                               \
+  do {                                                                        \
+    const cudaError_t seqpar_cuda_status_ = (call);                           \
+    if (seqpar_cuda_status_ != cudaSuccess)                                   \
+      ::seqpar::detail::cuda_fail(seqpar_cuda_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/// Throws seqpar::Error when a cuBLAS call does not return CUBLAS_STATUS_SUCCESS.
+#define SEQPAR_CUBLAS_CHECK(call)                                               \
+  do {                                                                          \
+    const cublasStatus_t seqpar_cublas_status_ = (call);                        \
+    if (seqpar_cublas_status_ != CUBLAS_STATUS_SUCCESS)                         \
+      ::seqpar::detail::cublas_fail(seqpar_cublas_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/// After a kernel launch: throws when the launch itself failed (bad configuration, a
+/// sticky error from an earlier kernel).
+#define SEQPAR_CUDA_CHECK_LAUNCH() SEQPAR_CUDA_CHECK(cudaGetLastError())
+
+#endif  // __CUDACC__

@@ -1,0 +1,278 @@
+#pragma once
+// Ops<Cuda>: the op set of backend/cpu/ops.hpp on the GPU, function by function with the
+// same names and arguments, every pointer a device pointer (ids, pos, valid and slopes
+// too). Storage is float, __nv_bfloat16 or __half; all arithmetic is float; GEMMs run on
+// cuBLAS. Ops are queued on the calling thread's stream (CudaContext): results reach the
+// host through download() or synchronize(). Beyond the CPU set: upload / download /
+// synchronize, strided batched GEMM, type conversion, AdamW on fp32 master weights, row
+// gather / scatter and the row steps of the chunked cross-entropy.
+// Compiled only under nvcc; a program built by another compiler sees nothing here.
+
+#if defined(__CUDACC__)
+
+#include <cuda_runtime.h>
+
+#include <concepts>
+#include <cstdint>
+
+#include "seqpar/backend/cuda/attention.hpp"
+#include "seqpar/backend/cuda/context.hpp"
+#include "seqpar/backend/cuda/cross_entropy.hpp"
+#include "seqpar/backend/cuda/device.hpp"
+#include "seqpar/backend/cuda/elementwise.hpp"
+#include "seqpar/backend/cuda/embedding.hpp"
+#include "seqpar/backend/cuda/error.hpp"
+#include "seqpar/backend/cuda/gemm.hpp"
+#include "seqpar/backend/cuda/layernorm.hpp"
+#include "seqpar/backend/cuda/numeric.hpp"
+#include "seqpar/backend/cuda/reduce.hpp"
+#include "seqpar/backend/device.hpp"
+#include "seqpar/backend/kernels.hpp"
+
+namespace seqpar::inline v0 {
+
+template <>
+struct Ops<Cuda> {
+  // --- host <-> device ---------------------------------------------------------------
+
+  /// dev[0..n) = host[0..n), queued on the thread's stream (host may be reused at return).
+  template <class U>
+  static void upload(U* dev, const U* host, std::int64_t n) {
+    if (n <= 0) return;
+    SEQPAR_CUDA_CHECK(cudaMemcpyAsync(dev, host, sizeof(U) * static_cast<std::size_t>(n),
+                                      cudaMemcpyHostToDevice, CudaContext::current().stream()));
+  }
+  /// host[0..n) = dev[0..n) once every op queued before has run (waits for the stream).
+  template <class U>
+  static void download(U* host, const U* dev, std::int64_t n) {
+    if (n <= 0) return;
+    CudaContext& ctx = CudaContext::current();
+    SEQPAR_CUDA_CHECK(cudaMemcpyAsync(host, dev, sizeof(U) * static_cast<std::size_t>(n),
+                                      cudaMemcpyDeviceToHost, ctx.stream()));
+    ctx.synchronize();
+  }
+  /// Waits for every op this thread queued; throws if one of them failed.
+  static void synchronize() { CudaContext::current().synchronize(); }
+
+  // --- GEMM ---------------------------------------------------------------------------
+
+  /// C[M,N] = alpha * op(A) op(B) + beta * C, row-major, as Ops<Cpu>::gemm; beta == 0
+  /// never reads C. fp32 accumulation; fp32 operands use TF32 only where the thread's
+  /// context allows it.
+  template <CudaScalar T>
+  static void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+                   const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
+                   std::int64_t ldc) {
+    detail::gemm_strided_batched(ta, tb, M, N, K, detail::to_float(alpha), A, lda, 0, B, ldb, 0,
+                                 detail::to_float(beta), C, ldc, 0, 1);
+  }
+
+  /// `batch` GEMMs of gemm's shape; product i reads A + i sA, B + i sB, writes C + i sC.
+  template <CudaScalar T>
+  static void gemm_batched(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
+                           T alpha, const T* A, std::int64_t lda, std::int64_t sA, const T* B,
+                           std::int64_t ldb, std::int64_t sB, T beta, T* C, std::int64_t ldc,
+                           std::int64_t sC, std::int64_t batch) {
+    detail::gemm_strided_batched(ta, tb, M, N, K, detail::to_float(alpha), A, lda, sA, B, ldb, sB,
+                                 detail::to_float(beta), C, ldc, sC, batch);
+  }
+
+  // --- linear layers ------------------------------------------------------------------
+
+  // y[N, out] = x[N, in] W[out, in]^T (+ b[out])
+  template <CudaScalar T>
+  static void linear_forward(T* y, const T* x, const T* w, const T* b, std::int64_t n,
+                             std::int64_t in, std::int64_t out) {
+    gemm<T>(false, true, n, out, in, T(1.0f), x, in, w, in, T(0.0f), y, out);
+    if (b) add_bias(y, b, n, out);
+  }
+
+  // dx[N, in] (=|+=) dy[N, out] W[out, in];  dW[out, in] += dy^T x;  db[out] += colsum(dy)
+  template <CudaScalar T>
+  static void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w,
+                              std::int64_t n, std::int64_t in, std::int64_t out,
+                              bool accumulate_dx = false) {
+    if (dx)
+      gemm<T>(false, false, n, in, out, T(1.0f), dy, out, w, in, T(accumulate_dx ? 1.0f : 0.0f), dx,
+              in);
+    gemm<T>(true, false, out, in, n, T(1.0f), dy, out, x, in, T(1.0f), dw, in);
+    if (db) column_sum(db, dy, n, out);
+  }
+
+  template <CudaScalar T>
+  static void add_bias(T* y, const T* b, std::int64_t n, std::int64_t d) {
+    detail::launch_rows(detail::add_bias_kernel<T>, n, y, b, static_cast<const T*>(nullptr), n, d);
+  }
+
+  // acc[d] += sum over rows of y[n, d]  (deterministic: fixed-order partial sums)
+  template <CudaScalar T>
+  static void column_sum(T* acc, const T* y, std::int64_t n, std::int64_t d) {
+    detail::column_reduce<1>(detail::ColumnOutputs<T>{{acc, nullptr}}, n, d,
+                             detail::ColumnSumTerm<T>{y, d});
+  }
+
+  // y[n, d] += b[d] + r[n, d]
+  template <CudaScalar T>
+  static void add_bias_residual(T* y, const T* b, const T* r, std::int64_t n, std::int64_t d) {
+    detail::launch_rows(detail::add_bias_kernel<T>, n, y, b, r, n, d);
+  }
+
+  // --- layernorm, GELU, embedding -------------------------------------------------------
+
+  /// y[n, d] = layernorm(x) * w + b; mean[n] and rstd[n] kept for the backward, as S:
+  /// the storage type (as on the CPU) or float (recommended for bf16 and fp16).
+  template <CudaScalar T, CudaScalar S>
+  static void layernorm_forward(T* y, S* mean, S* rstd, const T* x, const T* w, const T* b,
+                                std::int64_t n, std::int64_t d, double eps) {
+    detail::layernorm_forward(y, mean, rstd, x, w, b, n, d, eps);
+  }
+
+  // dx[n, d] += layernorm'(dy); dw[d] += sum dy * xhat; db[d] += sum dy  (deterministic)
+  template <CudaScalar T, CudaScalar S>
+  static void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const S* mean,
+                                 const S* rstd, const T* w, std::int64_t n, std::int64_t d) {
+    detail::layernorm_backward(dx, dw, db, dy, x, mean, rstd, w, n, d);
+  }
+
+  template <CudaScalar T>
+  static void gelu_forward(T* y, const T* x, std::int64_t n) {
+    detail::launch_elementwise(detail::gelu_forward_kernel<T>, n, y, x, n);
+  }
+
+  // dx[i] = dy[i] * gelu'(x[i]); dx may alias dy
+  template <CudaScalar T>
+  static void gelu_backward(T* dx, const T* dy, const T* x, std::int64_t n) {
+    detail::launch_elementwise(detail::gelu_backward_kernel<T>, n, dx, dy, x, n);
+  }
+
+  // y[n, d] = table[ids[n] - row0, :] for ids inside [row0, row0 + rows), else 0
+  template <CudaScalar T, std::integral Id>
+  static void embedding_forward(T* y, const Id* ids, const T* table, std::int64_t n,
+                                std::int64_t d, std::int64_t row0, std::int64_t rows) {
+    detail::embedding_forward(y, ids, table, n, d, row0, rows);
+  }
+
+  // dtable[ids[n] - row0, :] += dy[n, :] in token order, without atomics (reproducible;
+  // for float the same bits as Ops<Cpu>)
+  template <CudaScalar T, std::integral Id>
+  static void embedding_backward(T* dtable, const Id* ids, const T* dy, std::int64_t n,
+                                 std::int64_t d, std::int64_t row0, std::int64_t rows) {
+    detail::embedding_backward(dtable, ids, dy, n, d, row0, rows);
+  }
+
+  // --- vectors ----------------------------------------------------------------------------
+
+  template <CudaScalar T>
+  static void add(T* y, const T* x, std::int64_t n) {
+    detail::launch_elementwise(detail::add_kernel<T>, n, y, x, n);
+  }
+  template <CudaScalar T>
+  static void scale(T* y, T s, std::int64_t n) {
+    detail::launch_elementwise(detail::scale_kernel<T>, n, y, detail::to_float(s), n);
+  }
+  template <CudaScalar T>
+  static void copy(T* y, const T* x, std::int64_t n) {
+    if (n <= 0) return;
+    SEQPAR_CUDA_CHECK(cudaMemcpyAsync(y, x, sizeof(T) * static_cast<std::size_t>(n),
+                                      cudaMemcpyDeviceToDevice, CudaContext::current().stream()));
+  }
+  template <CudaScalar T>
+  static void fill(T* y, T v, std::int64_t n) {
+    detail::launch_elementwise(detail::fill_kernel<T>, n, y, v, n);
+  }
+  /// Sum of squares as a double on the host (waits for the stream); fixed-order reduction.
+  template <CudaScalar T>
+  static double sum_squares(const T* x, std::int64_t n) {
+    return detail::sum_squares(x, n);
+  }
+  /// y[i] = x[i] rounded to To (float <-> bf16 / fp16 copies of weights and gradients).
+  template <CudaScalar To, CudaScalar From>
+  static void convert(To* y, const From* x, std::int64_t n) {
+    detail::launch_elementwise(detail::convert_kernel<To, From>, n, y, x, n);
+  }
+
+  // --- optimizer ----------------------------------------------------------------------------
+
+  // AdamW on n elements with one decay flag (the body of backend/kernels.hpp, in float).
+  template <CudaScalar T>
+  static void adamw(T* p, const T* g, T* m, T* v, std::int64_t n, const kernels::AdamCoeffs& c,
+                    bool decay) {
+    detail::launch_elementwise(detail::adamw_kernel<T>, n, p, g, m, v, n, c, decay);
+  }
+
+  /// Mixed-precision AdamW: fp32 master weights and moments, gradient g (bf16, fp16 or
+  /// float) times grad_factor (1 / loss scale); the updated master weight is rounded into
+  /// weight[i], the working copy the model computes with (skipped when weight is null).
+  template <CudaScalar W, CudaScalar G>
+  static void adamw_mixed(float* master, W* weight, const G* g, float* m, float* v,
+                          std::int64_t n, const kernels::AdamCoeffs& c, bool decay,
+                          float grad_factor = 1.0f) {
+    detail::launch_elementwise(detail::adamw_mixed_kernel<W, G>, n, master, weight, g, m, v, n, c,
+                               decay, grad_factor);
+  }
+
+  // --- attention ----------------------------------------------------------------------------
+
+  /// Causal ALiBi attention for one micro-batch, all local heads, as Ops<Cpu>:
+  /// qkv[B*T, 3*Hl] laid out per head as (head, {q,k,v}, hd); ctx[B*T, Hl]; probs[B, nh, T, T].
+  /// pos[B*T] (each key's ALiBi position) and slopes[nh] are S: the storage type or float
+  /// (bf16 holds integers exactly only up to 256). valid[B*T]: the key may be attended; a
+  /// query with no valid key attends uniformly to every key.
+  template <CudaScalar T, CudaScalar S>
+  static void attention_forward(T* ctx, T* probs, const T* qkv, const S* pos,
+                                const std::uint8_t* valid, const S* slopes, std::int64_t B,
+                                std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+    detail::attention_forward(ctx, probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
+  }
+
+  // dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements
+  template <CudaScalar T>
+  static void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
+                                 const std::uint8_t* valid, T* scratch, std::int64_t B,
+                                 std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+    detail::attention_backward(dqkv, dctx, qkv, probs, valid, scratch, B, Tn, nh, hd);
+  }
+
+  // --- rows and the chunked cross-entropy ------------------------------------------------------
+
+  // dst[r, :] = src[index[r], :] for r < n
+  template <CudaScalar T, std::integral Id>
+  static void gather_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d) {
+    detail::launch_rows(detail::move_rows_kernel<T, Id, false>, n, dst, src, index, n, d);
+  }
+  // dst[index[r], :] = src[r, :] for r < n (indices distinct)
+  template <CudaScalar T, std::integral Id>
+  static void scatter_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d) {
+    detail::launch_rows(detail::move_rows_kernel<T, Id, true>, n, dst, src, index, n, d);
+  }
+
+  /// One vocabulary chunk L[n, cw] (local columns [col0, col0 + cw)) of an online softmax:
+  /// mx[r] = max(mx[r], max_j L[r, j]); sum[r] = sum[r] exp(old mx - mx) + sum_j exp(L - mx);
+  /// picked[r] = L[r, target[r] - col0] when that column is in the chunk.
+  template <CudaScalar T, CudaScalar S, std::integral Id>
+  static void softmax_stats(S* mx, S* sum, S* picked, const T* L, const Id* target,
+                            std::int64_t n, std::int64_t cw, std::int64_t col0) {
+    detail::softmax_stats(mx, sum, picked, L, target, n, cw, col0);
+  }
+  /// sum[r] *= exp(mx[r] - global_mx[r]): a shard's sum of exps against the global max.
+  template <CudaScalar S>
+  static void softmax_stats_rescale(S* sum, const S* mx, const S* global_mx, std::int64_t n) {
+    detail::softmax_stats_rescale(sum, mx, global_mx, n);
+  }
+  /// lse[r] = global_mx[r] + log(sum[r]); returns sum_r (lse[r] - picked[r]) on the host.
+  template <CudaScalar S>
+  static double cross_entropy_loss(S* lse, const S* global_mx, const S* sum, const S* picked,
+                                   std::int64_t n) {
+    return detail::cross_entropy_loss(lse, global_mx, sum, picked, n);
+  }
+  /// In place on a chunk: L[r, j] = (exp(L[r, j] - lse[r]) - [j == target[r] - col0]) grad_scale.
+  template <CudaScalar T, CudaScalar S, std::integral Id>
+  static void cross_entropy_grad(T* L, const S* lse, const Id* target, std::int64_t n,
+                                 std::int64_t cw, std::int64_t col0, float grad_scale) {
+    detail::cross_entropy_grad(L, lse, target, n, cw, col0, grad_scale);
+  }
+};
+
+}  // namespace seqpar::inline v0
+
+#endif  // __CUDACC__

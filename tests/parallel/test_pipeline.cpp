@@ -1,0 +1,85 @@
+// Pipeline plans (both schedules) and their hybrids give the losses and final weights of
+// Replicated<1>; 1F1B holds fewer activations on the first stage than GPipe.
+#include <doctest/doctest.h>
+
+#include "../support/plans.hpp"
+
+using namespace seqpar;
+using test::Small;
+
+namespace {
+constexpr int kSteps = 5;
+constexpr double kLossTol = 1e-5;
+constexpr double kWeightTol = 1e-4;
+
+const test::RunResult& reference() {
+  static const test::RunResult r = test::reference_run(kSteps);
+  return r;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE_DEFINE("pipeline plan equals Replicated<1>", Plan, pipeline_plans) {
+  const auto& ref = reference();
+  std::mutex m;
+  test::run_plan<Plan>(PlanTraits<Plan>::world_size, kSteps,
+                       [&](int rank, auto& t, const std::vector<double>& losses, const std::vector<double>& norms) {
+                         const double werr = test::max_weight_error(t, ref);
+                         std::lock_guard lock(m);
+                         CAPTURE(rank);
+                         for (int s = 0; s < kSteps; ++s) {
+                           CHECK(losses[s] == doctest::Approx(ref.losses[s]).epsilon(kLossTol));
+                           CHECK(norms[s] == doctest::Approx(ref.norms[s]).epsilon(kLossTol));
+                         }
+                         CHECK(werr < kWeightTol);
+                       });
+}
+TEST_CASE_TEMPLATE_INVOKE(pipeline_plans, PP2, PP4, Pipeline<2, GPipe>, Pipeline<4, GPipe>, Hybrid<TP2, PP2>,
+                          Hybrid<TP2, PP2, DP2>, Hybrid<PP2, Sharded<Zero3, 2>>, Hybrid<PP2, Sharded<Zero2, 2>>,
+                          Hybrid<Pipeline<2, GPipe>, TP2, Sharded<Zero1, 2>>);
+
+namespace {
+template <class Plan>
+std::int64_t first_stage_activation_peak() {
+  std::int64_t peak = 0;
+  run_ranks(PlanTraits<Plan>::world_size, [&](ThreadComm& comm) {
+    auto o = test::plan_options();
+    o.micro_batch_rows = 1;  // 8 micro-batches
+    Trainer<Small, Plan> t(comm, o);
+    const auto st = t.step(test::plan_batch(0));
+    if (comm.rank() == 0) peak = st.memory.peak_of(Memory::activations);
+  });
+  return peak;
+}
+}  // namespace
+
+TEST_CASE("1F1B keeps at most S micro-batches in flight on the first stage; GPipe keeps all") {
+  const auto gpipe = first_stage_activation_peak<Pipeline<4, GPipe>>();
+  const auto one_f_one_b = first_stage_activation_peak<Pipeline<4, OneFOneB>>();
+  CHECK(one_f_one_b < gpipe);
+  // 8 micro-batches of equal size: GPipe holds 8 records, 1F1B 4.
+  CHECK(static_cast<double>(gpipe) / static_cast<double>(one_f_one_b) == doctest::Approx(2.0).epsilon(0.1));
+}
+
+TEST_CASE("pipeline: parameter bytes per stage and bytes moved between stages") {
+  std::mutex m;
+  run_ranks(2, [&](ThreadComm& comm) {
+    auto o = test::plan_options();
+    o.micro_batch_rows = 2;  // 4 micro-batches
+    Trainer<Small, PP2> t(comm, o);
+    t.step(test::plan_batch(0));
+    auto& stats = const_cast<CommStats&>(t.mesh().pipeline.stats());
+    stats.reset();
+    const auto st = t.step(test::plan_batch(1));
+    // Stage 0: the embedding and 2 blocks; stage 1: 2 blocks, ln_f and its copy of the tied table.
+    const auto units = bloom_units<Small>();
+    double expect = static_cast<double>(units[0].numel);
+    for (int l = 0; l < 2; ++l) expect += static_cast<double>(units[static_cast<std::size_t>(1 + l + 2 * comm.rank())].numel);
+    if (comm.rank() == 1) expect += static_cast<double>(units.back().numel);
+    // Each of 4 micro-batches sends [2 x 12, 32] floats one way (activations or their gradients);
+    // the tied embedding's gradient crosses once; the loss and the norm are all-reduced.
+    const double act = 4 * 2 * 12 * 32 * 4.0, tied = static_cast<double>(units[0].numel) * 4;
+    std::lock_guard lock(m);
+    CHECK(static_cast<double>(st.memory.peak_of(Memory::parameters)) == doctest::Approx(4 * expect).epsilon(0.001));
+    CHECK(static_cast<double>(stats[CollectiveKind::send].bytes_sent) == doctest::Approx(act + tied));
+  });
+}
