@@ -1,6 +1,34 @@
 #pragma once
-// The umbrella header: everything public in seqpar. CUDA parts compile only under nvcc.
+// The umbrella header: everything public in seqpar. The MPI, tokenizer and CUDA parts
+// appear only where their dependency is (the seqpar::mpi / ::tokenizer / ::cuda targets
+// define SEQPAR_WITH_*; CUDA code compiles only under nvcc).
 
-#include "seqpar/core/error.hpp"        // seqpar::Error and SEQPAR_CHECK
-#include "seqpar/core/dtype.hpp"        // DType, f16/bf16 conversions
-#include "seqpar/io/tensor_source.hpp"  // TensorEntry, read_tensor
+#include "seqpar/core/error.hpp"        // Error, SEQPAR_CHECK
+#include "seqpar/core/dtype.hpp"        // DType, exact f16/bf16 conversions
+#include "seqpar/core/arena.hpp"        // Arena, Buffer, Memory categories and their counts
+#include "seqpar/core/rng.hpp"          // CounterRng: plan-independent random numbers
+#include "seqpar/config/bloom.hpp"      // BloomConfig, Bloom<...>, SeqGPT560M
+#include "seqpar/backend/device.hpp"    // Cpu, Cuda, the Device concept, Ops<Device>
+#include "seqpar/backend/cpu/ops.hpp"   // Ops<Cpu>: Eigen GEMMs and row-wise loops
+#include "seqpar/comm/communicator.hpp" // the Communicator concept, CommStats, ring byte counts
+#include "seqpar/comm/thread_comm.hpp"  // ThreadComm, run_ranks
+#include "seqpar/parallel/policies.hpp" // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
+#include "seqpar/parallel/plan.hpp"     // PlanTraits, the ParallelPlan concept, plan rules
+#include "seqpar/parallel/mesh.hpp"     // Mesh: rank coordinates and sub-communicators
+#include "seqpar/nn/model.hpp"          // BloomStack: layers, forward and backward
+#include "seqpar/optim/adamw.hpp"       // AdamW over flat ranges
+#include "seqpar/optim/schedule.hpp"    // LrSchedule: warmup, linear or cosine decay
+#include "seqpar/io/safetensors.hpp"    // SafetensorsFile, write_safetensors
+#include "seqpar/io/torch_checkpoint.hpp"  // TorchCheckpoint: pytorch_model.bin without libtorch
+#include "seqpar/io/tensor_file.hpp"    // TensorFile: either kind, told apart by content
+#include "seqpar/train/trainer.hpp"     // Trainer<Model, Plan, Device, Precision>
+
+#if defined(SEQPAR_WITH_MPI)
+#include "seqpar/comm/mpi_comm.hpp"     // MpiComm, MpiSession, mpi_main
+#endif
+#if defined(SEQPAR_WITH_ONIGURUMA)
+#include "seqpar/io/tokenizer.hpp"      // Tokenizer: tokenizer.json byte-level BPE
+#endif
+#if defined(__CUDACC__)
+#include "seqpar/backend/cuda/ops.hpp"  // Ops<Cuda>: cuBLAS(Lt) and kernels
+#endif

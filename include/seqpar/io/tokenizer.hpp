@@ -13,12 +13,11 @@
 // Needs Oniguruma: link the seqpar::tokenizer target.
 
 #if !defined(SEQPAR_WITH_ONIGURUMA)
-#error "seqpar/io/tokenizer.hpp needs Oniguruma: link the seqpar::tokenizer CMake target (it defines SEQPAR_WITH_ONIGURUMA)"
+#error "seqpar/io/tokenizer.hpp needs Oniguruma: link the seqpar::tokenizer CMake target"
 #endif
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -78,7 +77,8 @@ class AddedTokenMatcher {
 
   /// Position of the first match in s at or after `from` (npos when none), its
   /// length and token id.
-  std::size_t find(std::string_view s, std::size_t from, std::size_t& length, std::int32_t& id) const {
+  std::size_t find(std::string_view s, std::size_t from, std::size_t& length,
+                   std::int32_t& id) const {
     std::size_t i = from;
     while (i < s.size()) {
       if (distinct_first_ == 1) {
@@ -115,6 +115,12 @@ struct PreTokenizerStep {
   bool byte_level = false;
 };
 
+/// Hash of std::string keys that also looks up std::string_view ones.
+struct TextHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 /// Scratch space of one encode call.
 struct EncodeScratch {
   OnigMatchRegion region;
@@ -125,19 +131,20 @@ struct EncodeScratch {
 /// which is internally synchronised.
 struct TokenizerModel {
   std::string file;
-  TokenIndex vocab;                     // the BPE model's vocabulary
-  PairTable merges;                     // (left, right) -> (rank, merged id)
+  TokenIndex vocab;                          // the BPE model's vocabulary
+  PairTable merges;                          // (left, right) -> (rank, merged id)
   std::array<std::int32_t, 256> byte_ids{};  // id of each byte's one-character token, -1 if none
-  std::int32_t model_unk = -1;          // model.unk_token, for bytes without a token
+  std::int32_t model_unk = -1;               // model.unk_token, for bytes without a token
   bool fuse_unk = false;
   bool ignore_merges = false;
   std::vector<PreTokenizerStep> steps;
-  AddedTokenMatcher added_raw;          // added tokens with normalized = false, matched first
-  AddedTokenMatcher added_normalized;   // then those with normalized = true
-  std::unordered_map<std::string, std::int32_t> added_ids;  // added token text -> id
-  std::unordered_map<std::int32_t, std::string> added_text;  // id -> added token text
-  std::vector<std::uint8_t> is_added;   // per id
-  std::vector<std::uint8_t> is_special; // per id
+  AddedTokenMatcher added_raw;         // added tokens with normalized = false, matched first
+  AddedTokenMatcher added_normalized;  // then those with normalized = true
+  // Added token text -> id, and id -> text.
+  std::unordered_map<std::string, std::int32_t, TextHash, std::equal_to<>> added_ids;
+  std::unordered_map<std::int32_t, std::string> added_text;
+  std::vector<std::uint8_t> is_added;    // per id
+  std::vector<std::uint8_t> is_special;  // per id
   std::size_t id_count = 0;
   std::int32_t pad = -1, eos = -1, bos = -1, unk = -1;
   mutable WordCache cache{1u << 14};
@@ -187,7 +194,8 @@ struct TokenizerModel {
   /// Runs the pre-tokenizer from `step` on `text`; calls word(piece) for each
   /// final piece (raw bytes, before the byte-level spelling).
   template <class F>
-  void pre_tokenize(std::string_view text, std::size_t step, EncodeScratch& scratch, F&& word) const {
+  void pre_tokenize(std::string_view text, std::size_t step, EncodeScratch& scratch,
+                    F&& word) const {
     if (text.empty()) return;
     if (step == steps.size()) {
       word(text);
@@ -206,8 +214,8 @@ struct TokenizerModel {
   }
 
   template <class F>
-  void split_step(const PreTokenizerStep& st, std::string_view text, std::size_t step, EncodeScratch& scratch,
-                  F&& word) const {
+  void split_step(const PreTokenizerStep& st, std::string_view text, std::size_t step,
+                  EncodeScratch& scratch, F&& word) const {
     if (!st.split) {
       pre_tokenize(text, step + 1, scratch, word);
       return;
@@ -223,7 +231,8 @@ struct TokenizerModel {
   }
 
   /// Appends the BPE ids of one pre-tokenized piece.
-  void encode_word(std::string_view w, EncodeScratch& scratch, std::vector<std::int32_t>& out) const {
+  void encode_word(std::string_view w, EncodeScratch& scratch,
+                   std::vector<std::int32_t>& out) const {
     if (w.size() == 1 && !ignore_merges) {
       const std::int32_t id = byte_ids[static_cast<unsigned char>(w[0])];
       if (id >= 0) {
@@ -279,23 +288,27 @@ class JsonFields {
     if (it == obj.end() || it->is_null()) return nullptr;
     return &*it;
   }
-  bool boolean(const nlohmann::json& obj, const std::string& where, const char* name, bool fallback) const {
+  bool boolean(const nlohmann::json& obj, const std::string& where, const char* name,
+               bool fallback) const {
     const nlohmann::json* v = get(obj, name);
     if (!v) return fallback;
-    SEQPAR_CHECK(v->is_boolean(), file_, ": ", where, ".", name, " is ", v->dump(), "; expected true or false");
+    SEQPAR_CHECK(v->is_boolean(), file_, ": ", where, ".", name, " is ", v->dump(),
+                 "; expected true or false");
     return v->get<bool>();
   }
   std::string string(const nlohmann::json& obj, const std::string& where, const char* name) const {
     const nlohmann::json* v = get(obj, name);
     SEQPAR_CHECK(v != nullptr, file_, ": ", where, ".", name, " is missing");
-    SEQPAR_CHECK(v->is_string(), file_, ": ", where, ".", name, " is ", v->dump(), "; expected a string");
+    SEQPAR_CHECK(v->is_string(), file_, ": ", where, ".", name, " is ", v->dump(),
+                 "; expected a string");
     return v->get<std::string>();
   }
-  const nlohmann::json& object(const nlohmann::json& obj, const std::string& where, const char* name) const {
+  const nlohmann::json& object(const nlohmann::json& obj, const std::string& where,
+                               const char* name) const {
     const nlohmann::json* v = get(obj, name);
     SEQPAR_CHECK(v != nullptr, file_, ": ", where.empty() ? "" : where + ".", name, " is missing");
-    SEQPAR_CHECK(v->is_object(), file_, ": ", where.empty() ? "" : where + ".", name, " is ", v->dump(),
-                 "; expected an object");
+    SEQPAR_CHECK(v->is_object(), file_, ": ", where.empty() ? "" : where + ".", name, " is ",
+                 v->dump(), "; expected an object");
     return *v;
   }
   std::string type(const nlohmann::json& obj, const std::string& where) const {
@@ -308,7 +321,8 @@ class JsonFields {
   const std::string& file_;
 };
 
-inline void read_pre_tokenizer_step(const JsonFields& f, const nlohmann::json& node, const std::string& where,
+inline void read_pre_tokenizer_step(const JsonFields& f, const nlohmann::json& node,
+                                    const std::string& where,
                                     std::vector<PreTokenizerStep>& steps) {
   const std::string& file = f.file();
   const std::string type = f.type(node, where);
@@ -325,26 +339,25 @@ inline void read_pre_tokenizer_step(const JsonFields& f, const nlohmann::json& n
       step.split = std::make_unique<OnigPattern>(re, file + ": " + where + ".pattern.Regex");
       step.bloom_split = re == bloom_split_pattern;
     } else if (pattern.contains("String")) {
-      // A literal: escape every character that is not a letter or digit.
       const std::string lit = f.string(pattern, where + ".pattern", "String");
-      std::string re;
-      for (unsigned char c : lit) {
-        if (c < 0x80 && !std::isalnum(c)) re.push_back('\\');
-        re.push_back(static_cast<char>(c));
-      }
-      step.split = std::make_unique<OnigPattern>(re, file + ": " + where + ".pattern.String");
+      SEQPAR_CHECK(!lit.empty(), file, ": ", where, ".pattern.String is empty");
+      step.split =
+          std::make_unique<OnigPattern>(lit, file + ": " + where + ".pattern.String", true);
     } else {
-      detail::fail(file, ": ", where, ".pattern is ", pattern.dump(), "; expected {\"Regex\": ...} or {\"String\": ...}");
+      detail::fail(file, ": ", where, ".pattern is ", pattern.dump(),
+                   "; expected {\"Regex\": ...} or {\"String\": ...}");
     }
     steps.push_back(std::move(step));
   } else if (type == "ByteLevel") {
-    SEQPAR_CHECK(f.get(node, "add_prefix_space") != nullptr, file, ": ", where, ".add_prefix_space is missing");
+    SEQPAR_CHECK(f.get(node, "add_prefix_space") != nullptr, file, ": ", where,
+                 ".add_prefix_space is missing");
     PreTokenizerStep step;
     step.byte_level = true;
     step.add_prefix_space = f.boolean(node, where, "add_prefix_space", false);
     // Hugging Face tokenizers reads a missing use_regex as true.
     if (f.boolean(node, where, "use_regex", true))
-      step.split = std::make_unique<OnigPattern>(byte_level_pattern, file + ": " + where + " (ByteLevel regex)");
+      step.split = std::make_unique<OnigPattern>(byte_level_pattern,
+                                                 file + ": " + where + " (ByteLevel regex)");
     steps.push_back(std::move(step));
   } else {
     detail::fail(file, ": ", where, ".type is '", type,
@@ -352,7 +365,8 @@ inline void read_pre_tokenizer_step(const JsonFields& f, const nlohmann::json& n
   }
 }
 
-inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw, const std::string& file) {
+inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
+                                                       const std::string& file) {
   auto m = std::make_shared<TokenizerModel>();
   m->file = file;
   const JsonFields f(m->file);
@@ -361,8 +375,8 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw, con
   // model: BPE only, deterministic, byte-level.
   const nlohmann::json& model = f.object(root, "", "model");
   if (const nlohmann::json* t = f.get(model, "type")) {
-    SEQPAR_CHECK(t->is_string() && t->get<std::string>() == "BPE", file, ": model.type is ", t->dump(),
-                 "; only BPE models (as BLOOM's) are supported");
+    SEQPAR_CHECK(t->is_string() && t->get<std::string>() == "BPE", file, ": model.type is ",
+                 t->dump(), "; only BPE models (as BLOOM's) are supported");
   }
   if (const nlohmann::json* d = f.get(model, "dropout")) {
     SEQPAR_CHECK(d->is_number() && d->get<double>() == 0.0, file, ": model.dropout is ", d->dump(),
@@ -370,8 +384,8 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw, con
   }
   for (const char* name : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (const nlohmann::json* v = f.get(model, name)) {
-      SEQPAR_CHECK(v->is_string() && v->get<std::string>().empty(), file, ": model.", name, " is ", v->dump(),
-                   "; not supported for byte-level BPE (expected null)");
+      SEQPAR_CHECK(v->is_string() && v->get<std::string>().empty(), file, ": model.", name, " is ",
+                   v->dump(), "; not supported for byte-level BPE (expected null)");
     }
   }
   SEQPAR_CHECK(!f.boolean(model, "model", "byte_fallback", false), file,
@@ -390,32 +404,36 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw, con
                  "; normalizers are not supported (BLOOM's tokenizer has none: expected null)");
   }
   const nlohmann::json* decoder = f.get(root, "decoder");
-  SEQPAR_CHECK(decoder != nullptr, file, ": decoder is missing; expected {\"type\": \"ByteLevel\"}");
+  SEQPAR_CHECK(decoder != nullptr, file,
+               ": decoder is missing; expected {\"type\": \"ByteLevel\"}");
   const std::string decoder_type = f.type(*decoder, "decoder");
   SEQPAR_CHECK(decoder_type == "ByteLevel", file, ": decoder.type is '", decoder_type,
                "'; only the ByteLevel decoder (BLOOM's) is supported");
 
   // pre_tokenizer: Split steps, then ByteLevel last.
   const nlohmann::json* pre = f.get(root, "pre_tokenizer");
-  SEQPAR_CHECK(pre != nullptr, file, ": pre_tokenizer is missing; byte-level BPE needs a ByteLevel pre-tokenizer");
+  SEQPAR_CHECK(pre != nullptr, file,
+               ": pre_tokenizer is missing; byte-level BPE needs a ByteLevel pre-tokenizer");
   if (f.type(*pre, "pre_tokenizer") == "Sequence") {
     const nlohmann::json* list = f.get(*pre, "pretokenizers");
-    SEQPAR_CHECK(list != nullptr && list->is_array(), file, ": pre_tokenizer.pretokenizers is missing or not an array");
+    SEQPAR_CHECK(list != nullptr && list->is_array(), file,
+                 ": pre_tokenizer.pretokenizers is missing or not an array");
     for (std::size_t i = 0; i < list->size(); ++i)
-      read_pre_tokenizer_step(f, (*list)[i], "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]", m->steps);
+      read_pre_tokenizer_step(f, (*list)[i],
+                              "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]", m->steps);
   } else {
     read_pre_tokenizer_step(f, *pre, "pre_tokenizer", m->steps);
   }
   std::size_t byte_level_steps = 0;
   for (const PreTokenizerStep& st : m->steps) byte_level_steps += st.byte_level;
   SEQPAR_CHECK(byte_level_steps == 1 && !m->steps.empty() && m->steps.back().byte_level, file,
-               ": pre_tokenizer must end with exactly one ByteLevel step, as BLOOM's does (the BPE model works "
-               "on bytes)");
+               ": pre_tokenizer must end with exactly one ByteLevel step, as BLOOM's does; the "
+               "BPE model works on bytes");
 
   // Vocabulary: ids 0..id_count-1 across the model and the added tokens.
   const nlohmann::json* added = f.get(root, "added_tokens");
-  SEQPAR_CHECK(added == nullptr || added->is_array(), file, ": added_tokens is ", added ? added->dump() : "",
-               "; expected an array");
+  SEQPAR_CHECK(added == nullptr || added->is_array(), file, ": added_tokens is ",
+               added ? added->dump() : "", "; expected an array");
   std::int64_t max_id = -1;
   for (const RawVocabEntry& e : raw.vocab) max_id = std::max<std::int64_t>(max_id, e.id);
   struct Added {
@@ -431,13 +449,15 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw, con
       const std::string where = "added_tokens[" + std::to_string(i) + "]";
       SEQPAR_CHECK(t.is_object(), file, ": ", where, " is ", t.dump(), "; expected an object");
       const nlohmann::json* id = f.get(t, "id");
-      SEQPAR_CHECK(id != nullptr && id->is_number_unsigned() && id->get<std::uint64_t>() < INT32_MAX, file, ": ",
-                   where, ".id is ", id ? id->dump() : "missing", "; expected a non-negative integer");
+      SEQPAR_CHECK(
+          id != nullptr && id->is_number_unsigned() && id->get<std::uint64_t>() < INT32_MAX, file,
+          ": ", where, ".id is ", id ? id->dump() : "missing", "; expected a non-negative integer");
       Added a{f.string(t, where, "content"), static_cast<std::int32_t>(id->get<std::uint64_t>()),
               f.boolean(t, where, "special", false), false};
       a.normalized = f.boolean(t, where, "normalized", !a.special);
       for (const char* name : {"single_word", "lstrip", "rstrip"}) {
-        SEQPAR_CHECK(!f.boolean(t, where, name, false), file, ": ", where, ".", name, " is true for '", a.content,
+        SEQPAR_CHECK(!f.boolean(t, where, name, false), file, ": ", where, ".", name,
+                     " is true for '", a.content,
                      "'; only false (as in BLOOM's added tokens) is supported");
       }
       SEQPAR_CHECK(!a.content.empty(), file, ": ", where, ".content is empty");
@@ -450,17 +470,19 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw, con
   m->vocab.reset(m->id_count, std::move(raw.vocab_text));
   for (const RawVocabEntry& e : raw.vocab) {
     if (!m->vocab.set(e.id, e.begin, e.length)) {
-      detail::fail(file, ": model.vocab gives id ", e.id, " to two tokens ('", m->vocab.token(e.id), "' and '",
-                   m->vocab.text().substr(e.begin, e.length), "')");
+      detail::fail(file, ": model.vocab gives id ", e.id, " to two tokens ('", m->vocab.token(e.id),
+                   "' and '", m->vocab.text().substr(e.begin, e.length), "')");
     }
   }
   if (const std::int32_t dup = m->vocab.build_index(); dup >= 0)
     detail::fail(file, ": model.vocab lists the token '", m->vocab.token(dup), "' twice");
 
   if (const nlohmann::json* u = f.get(model, "unk_token")) {
-    SEQPAR_CHECK(u->is_string(), file, ": model.unk_token is ", u->dump(), "; expected a string or null");
+    SEQPAR_CHECK(u->is_string(), file, ": model.unk_token is ", u->dump(),
+                 "; expected a string or null");
     m->model_unk = m->vocab.find(u->get<std::string>());
-    SEQPAR_CHECK(m->model_unk >= 0, file, ": model.unk_token '", u->get<std::string>(), "' is not in model.vocab");
+    SEQPAR_CHECK(m->model_unk >= 0, file, ": model.unk_token '", u->get<std::string>(),
+                 "' is not in model.vocab");
   }
 
   // Merges: rank = position in the list. Each rule needs three lookups that
@@ -468,9 +490,10 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw, con
   const std::string_view merge_text(raw.merge_text);
   const auto parts = [&](std::size_t r) {
     const RawMerge& mg = raw.merges[r];
-    return std::array<std::string_view, 3>{merge_text.substr(mg.begin, mg.left_length),
-                                           merge_text.substr(mg.begin + mg.left_length, mg.right_length),
-                                           merge_text.substr(mg.begin, mg.left_length + mg.right_length)};
+    return std::array<std::string_view, 3>{
+        merge_text.substr(mg.begin, mg.left_length),
+        merge_text.substr(mg.begin + mg.left_length, mg.right_length),
+        merge_text.substr(mg.begin, mg.left_length + mg.right_length)};
   };
   constexpr std::size_t ahead = 8;
   std::array<std::array<std::size_t, 3>, ahead> hashes{};
@@ -491,9 +514,12 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw, con
     const std::int32_t left = m->vocab.find_hashed(p[0], h[0]);
     const std::int32_t right = m->vocab.find_hashed(p[1], h[1]);
     const std::int32_t merged = m->vocab.find_hashed(p[2], h[2]);
-    SEQPAR_CHECK(left >= 0, file, ": model.merges[", r, "] uses '", p[0], "', which is not in model.vocab");
-    SEQPAR_CHECK(right >= 0, file, ": model.merges[", r, "] uses '", p[1], "', which is not in model.vocab");
-    SEQPAR_CHECK(merged >= 0, file, ": model.merges[", r, "] makes '", p[2], "', which is not in model.vocab");
+    SEQPAR_CHECK(left >= 0, file, ": model.merges[", r, "] uses '", p[0],
+                 "', which is not in model.vocab");
+    SEQPAR_CHECK(right >= 0, file, ": model.merges[", r, "] uses '", p[1],
+                 "', which is not in model.vocab");
+    SEQPAR_CHECK(merged >= 0, file, ": model.merges[", r, "] makes '", p[2],
+                 "', which is not in model.vocab");
     m->merges.insert(left, right, PairMerge{static_cast<std::uint32_t>(r), merged});
   }
 
@@ -514,22 +540,19 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw, con
     m->added_ids.try_emplace(a.content, a.id);
     (a.normalized ? m->added_normalized : m->added_raw).add(a.content, a.id);
   }
-  {
-    // Hugging Face tokenizers tells a special token by its text.
-    std::unordered_map<std::string_view, bool> special_text;
-    for (const Added& a : added_tokens)
-      if (a.special) special_text[a.content] = true;
-    if (!special_text.empty()) {
-      for (std::size_t id = 0; id < m->id_count; ++id) {
-        const std::string_view t = m->token(static_cast<std::int32_t>(id));
-        if (m->has(static_cast<std::int32_t>(id)) && special_text.count(t)) m->is_special[id] = 1;
-      }
-    }
+  // Hugging Face tokenizers tells a special token by its text, so a model token
+  // spelled like a special added token is skipped too.
+  for (const Added& a : added_tokens) {
+    if (!a.special) continue;
+    for (const Added& b : added_tokens)
+      if (b.content == a.content) m->is_special[b.id] = 1;
+    const std::int32_t id = m->vocab.find(a.content);
+    if (id >= 0 && !m->is_added[id]) m->is_special[id] = 1;
   }
   m->added_raw.finish();
   m->added_normalized.finish();
   const auto added_id = [&](std::string_view text) {
-    const auto it = m->added_ids.find(std::string(text));
+    const auto it = m->added_ids.find(text);
     return it == m->added_ids.end() ? -1 : it->second;
   };
   m->pad = added_id("<pad>");
@@ -550,7 +573,8 @@ class Tokenizer {
   /// Loads tokenizer.json; throws seqpar::Error naming the file and the field
   /// for anything unreadable or unsupported.
   static Tokenizer from_file(const std::filesystem::path& tokenizer_json) {
-    return Tokenizer(detail::build_tokenizer(detail::read_tokenizer_json(tokenizer_json), tokenizer_json.string()));
+    return Tokenizer(detail::build_tokenizer(detail::read_tokenizer_json(tokenizer_json),
+                                             tokenizer_json.string()));
   }
 
   /// Token ids of `utf8_text`, no special tokens added (BLOOM adds none). Each
@@ -579,7 +603,8 @@ class Tokenizer {
   /// The pieces the BPE model sees, in their byte-level spelling (what Hugging
   /// Face's pre_tokenizer.pre_tokenize_str shows); added tokens appear as themselves.
   std::vector<std::string> pre_tokenize(std::string_view utf8_text) const {
-    const std::string text = detail::utf8_valid(utf8_text) ? std::string(utf8_text) : detail::utf8_lossy(utf8_text);
+    const std::string text =
+        detail::utf8_valid(utf8_text) ? std::string(utf8_text) : detail::utf8_lossy(utf8_text);
     std::vector<std::string> pieces;
     detail::EncodeScratch scratch;
     const detail::TokenizerModel& m = *model_;
@@ -588,7 +613,8 @@ class Tokenizer {
         pieces.emplace_back(t);
         return;
       }
-      m.pre_tokenize(t, 0, scratch, [&](std::string_view w) { pieces.push_back(detail::byte_level_encode(w)); });
+      m.pre_tokenize(t, 0, scratch,
+                     [&](std::string_view w) { pieces.push_back(detail::byte_level_encode(w)); });
     });
     return pieces;
   }
@@ -613,7 +639,7 @@ class Tokenizer {
   std::int32_t token_to_id(std::string_view token) const {
     const detail::TokenizerModel& m = *model_;
     if (!m.added_ids.empty()) {
-      const auto it = m.added_ids.find(std::string(token));
+      const auto it = m.added_ids.find(token);
       if (it != m.added_ids.end()) return it->second;
     }
     return m.vocab.find(token);

@@ -77,10 +77,16 @@ struct TensorDegreeDividesHeads {
                 "TensorSplit<N>: N must divide the number of attention heads (rule<heads, N> above).");
   static constexpr bool value = true;
 };
-template <std::int64_t Hidden, int TensorDegree>
-struct TensorDegreeDividesHidden {
-  static_assert(Hidden % TensorDegree == 0,
-                "TensorSplit<N>: N must divide the hidden size (rule<hidden, N> above).");
+template <int TensorDegree>
+struct TensorDegreeIsStatic {
+  static_assert(TensorDegree != dynamic,
+                "TensorSplit: a Trainer needs a static tensor degree; it fixes every tensor's shape.");
+  static constexpr bool value = true;
+};
+template <int Stages>
+struct StagesAreStatic {
+  static_assert(Stages != dynamic,
+                "Pipeline: a Trainer needs a static number of stages; it fixes which layers a rank holds.");
   static constexpr bool value = true;
 };
 template <std::int64_t Layers, int Stages>
@@ -94,9 +100,10 @@ struct StagesDivideLayers {
 template <BloomModel M, ParallelPlan Plan>
 struct CheckPlan {
   using P = PlanTraits<Plan>;
-  static constexpr bool ok = rule::TensorDegreeDividesHeads<M::heads, P::tensor_degree>::value &&
-                             rule::TensorDegreeDividesHidden<M::hidden, P::tensor_degree>::value &&
-                             rule::StagesDivideLayers<M::layers, P::pipeline_degree>::value;
+  static constexpr bool ok =
+      rule::TensorDegreeIsStatic<P::tensor_degree>::value && rule::StagesAreStatic<P::pipeline_degree>::value &&
+      rule::TensorDegreeDividesHeads<M::heads, (P::tensor_degree == dynamic ? 1 : P::tensor_degree)>::value &&
+      rule::StagesDivideLayers<M::layers, (P::pipeline_degree == dynamic ? 1 : P::pipeline_degree)>::value;
 };
 
 }  // namespace seqpar::inline v0

@@ -3,6 +3,7 @@
 // of the axis it acts on; Hybrid composes them.
 
 #include <cstdint>
+#include <type_traits>
 
 namespace seqpar::inline v0 {
 
@@ -44,10 +45,11 @@ struct Sharded {
   static constexpr int zero_stage = Zero::stage;
 };
 
-/// Megatron-style tensor parallel over N ranks.
+/// Megatron-style tensor parallel over N ranks. (The degree may be spelled dynamic in a
+/// plan, but a Trainer needs it static: it fixes every tensor's shape.)
 template <int N>
 struct TensorSplit {
-  static_assert(N >= 1, "TensorSplit<N>: the degree must be at least 1.");
+  static_assert(N >= 0, "TensorSplit<N>: the degree must be positive.");
   using axis = TensorAxisTag;
   static constexpr int degree = N;
 };
@@ -56,10 +58,12 @@ struct TensorSplit {
 struct GPipe {};     // all forwards, then all backwards
 struct OneFOneB {};  // one forward, one backward: at most S micro-batches in flight
 
-/// Pipeline parallel over S stages.
+/// Pipeline parallel over S stages (static in a Trainer: it fixes which layers a rank holds).
 template <int S, class Schedule = OneFOneB>
 struct Pipeline {
-  static_assert(S >= 1, "Pipeline<S>: the number of stages must be at least 1.");
+  static_assert(S >= 0, "Pipeline<S>: the number of stages must be positive.");
+  static_assert(std::is_same_v<Schedule, GPipe> || std::is_same_v<Schedule, OneFOneB>,
+                "Pipeline<S, Schedule>: the schedule must be GPipe or OneFOneB.");
   using axis = PipelineAxisTag;
   using schedule = Schedule;
   static constexpr int degree = S;

@@ -25,7 +25,8 @@ template <class T, class S>
 __global__ void alibi_softmax_kernel(T* probs, const S* pos, const std::uint8_t* valid,
                                      const S* slopes, std::int64_t B, std::int64_t Tn,
                                      std::int64_t nh) {
-  const std::int64_t row = std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
+  const std::int64_t row =
+      std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   if (row >= B * nh * Tn) return;
   const std::int64_t i = row % Tn, bh = row / Tn, b = bh / nh, h = bh % nh;
@@ -58,7 +59,8 @@ __global__ void alibi_softmax_kernel(T* probs, const S* pos, const std::uint8_t*
 template <class T>
 __global__ void alibi_softmax_backward_kernel(T* ds, const T* probs, const std::uint8_t* valid,
                                               std::int64_t B, std::int64_t Tn, std::int64_t nh) {
-  const std::int64_t row = std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
+  const std::int64_t row =
+      std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   if (row >= B * nh * Tn) return;
   const std::int64_t i = row % Tn, b = row / Tn / nh;
@@ -89,8 +91,9 @@ void per_head_gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_
                    std::int64_t B, std::int64_t nh) {
   if (B <= nh) {
     for (std::int64_t b = 0; b < B; ++b)
-      gemm_strided_batched(ta, tb, M, N, K, alpha, A + b * sa.batch, lda, sa.head, Bm + b * sb.batch,
-                           ldb, sb.head, beta, C + b * sc.batch, ldc, sc.head, nh);
+      gemm_strided_batched(ta, tb, M, N, K, alpha, A + b * sa.batch, lda, sa.head,
+                           Bm + b * sb.batch, ldb, sb.head, beta, C + b * sc.batch, ldc, sc.head,
+                           nh);
   } else {
     for (std::int64_t h = 0; h < nh; ++h)
       gemm_strided_batched(ta, tb, M, N, K, alpha, A + h * sa.head, lda, sa.batch, Bm + h * sb.head,
@@ -140,13 +143,14 @@ void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
   per_head_gemm(true, false, Tn, hd, Tn, 1.0f, probs, Tn, probs_s, dctx, Hl, ctx_s, 0.0f,
                 dqkv + 2 * hd, ld, qkv_s, B, nh);
   alibi_softmax_backward_kernel<<<softmax_blocks(B * nh * Tn), softmax_threads, 0,
-                                  CudaContext::current().stream()>>>(scratch, probs, valid, B, Tn, nh);
+                                  CudaContext::current().stream()>>>(scratch, probs, valid, B, Tn,
+                                                                     nh);
   SEQPAR_CUDA_CHECK_LAUNCH();
   // dq = scale dS k;  dk = scale dS^T q
   per_head_gemm(false, false, Tn, hd, Tn, scale, scratch, Tn, probs_s, k, ld, qkv_s, 0.0f, dqkv, ld,
                 qkv_s, B, nh);
-  per_head_gemm(true, false, Tn, hd, Tn, scale, scratch, Tn, probs_s, q, ld, qkv_s, 0.0f,
-                dqkv + hd, ld, qkv_s, B, nh);
+  per_head_gemm(true, false, Tn, hd, Tn, scale, scratch, Tn, probs_s, q, ld, qkv_s, 0.0f, dqkv + hd,
+                ld, qkv_s, B, nh);
 }
 
 }  // namespace seqpar::inline v0::detail

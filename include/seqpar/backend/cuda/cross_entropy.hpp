@@ -24,7 +24,8 @@ inline constexpr int cross_entropy_threads = 256;  // 8 rows a block
 template <class T, class S, class Id>
 __global__ void softmax_stats_kernel(S* mx, S* sum, S* picked, const T* L, const Id* target,
                                      std::int64_t n, std::int64_t cw, std::int64_t col0) {
-  const std::int64_t r = std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
+  const std::int64_t r =
+      std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   if (r >= n) return;
   const T* l = L + r * cw;
@@ -44,7 +45,8 @@ __global__ void softmax_stats_kernel(S* mx, S* sum, S* picked, const T* L, const
 }
 
 template <class S>
-__global__ void softmax_stats_rescale_kernel(S* sum, const S* mx, const S* global_mx, std::int64_t n) {
+__global__ void softmax_stats_rescale_kernel(S* sum, const S* mx, const S* global_mx,
+                                             std::int64_t n) {
   for (std::int64_t r = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; r < n;
        r += std::int64_t{gridDim.x} * blockDim.x)
     sum[r] = from_float<S>(to_float(sum[r]) * expf(to_float(mx[r]) - to_float(global_mx[r])));
@@ -92,7 +94,8 @@ void softmax_stats(S* mx, S* sum, S* picked, const T* L, const Id* target, std::
                    std::int64_t cw, std::int64_t col0) {
   if (n <= 0 || cw <= 0) return;
   softmax_stats_kernel<<<rows_of_warps_blocks(n, cross_entropy_threads), cross_entropy_threads, 0,
-                         CudaContext::current().stream()>>>(mx, sum, picked, L, target, n, cw, col0);
+                         CudaContext::current().stream()>>>(mx, sum, picked, L, target, n, cw,
+                                                            col0);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -105,7 +108,8 @@ void softmax_stats_rescale(S* sum, const S* mx, const S* global_mx, std::int64_t
 }
 
 template <class S>
-double cross_entropy_loss(S* lse, const S* global_mx, const S* sum, const S* picked, std::int64_t n) {
+double cross_entropy_loss(S* lse, const S* global_mx, const S* sum, const S* picked,
+                          std::int64_t n) {
   if (n <= 0) return 0.0;
   CudaContext& ctx = CudaContext::current();
   const unsigned blocks = sum_blocks(n);

@@ -16,7 +16,7 @@ namespace seqpar::inline v0::detail {
 
 inline constexpr int elementwise_threads = 256;
 
-#define SEQPAR_GRID_STRIDE(i, n)                                                   \
+#define SEQPAR_GRID_STRIDE(i, n)                                                      \
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < (n); \
        i += std::int64_t{gridDim.x} * blockDim.x)
 
@@ -50,7 +50,8 @@ __global__ void gelu_forward_kernel(T* y, const T* x, std::int64_t n) {
 // dx may alias dy: each element is read before it is written, by the same thread.
 template <class T>
 __global__ void gelu_backward_kernel(T* dx, const T* dy, const T* x, std::int64_t n) {
-  SEQPAR_GRID_STRIDE(i, n) dx[i] = from_float<T>(to_float(dy[i]) * kernels::gelu_grad(to_float(x[i])));
+  SEQPAR_GRID_STRIDE(i, n)
+  dx[i] = from_float<T>(to_float(dy[i]) * kernels::gelu_grad(to_float(x[i])));
 }
 
 // y[n, d] += b[d] (+ r[n, d] when r is given); one row per block.

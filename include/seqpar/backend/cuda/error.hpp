@@ -29,18 +29,18 @@ namespace seqpar::inline v0::detail {
 }  // namespace seqpar::inline v0::detail
 
 /// Throws seqpar::Error when a CUDA runtime call does not return cudaSuccess.
-#define SEQPAR_CUDA_CHECK(call)                                               \
-  do {                                                                        \
-    const cudaError_t seqpar_cuda_status_ = (call);                           \
-    if (seqpar_cuda_status_ != cudaSuccess)                                   \
+#define SEQPAR_CUDA_CHECK(call)                                                    \
+  do {                                                                             \
+    const cudaError_t seqpar_cuda_status_ = (call);                                \
+    if (seqpar_cuda_status_ != cudaSuccess)                                        \
       ::seqpar::detail::cuda_fail(seqpar_cuda_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
 /// Throws seqpar::Error when a cuBLAS call does not return CUBLAS_STATUS_SUCCESS.
-#define SEQPAR_CUBLAS_CHECK(call)                                               \
-  do {                                                                          \
-    const cublasStatus_t seqpar_cublas_status_ = (call);                        \
-    if (seqpar_cublas_status_ != CUBLAS_STATUS_SUCCESS)                         \
+#define SEQPAR_CUBLAS_CHECK(call)                                                      \
+  do {                                                                                 \
+    const cublasStatus_t seqpar_cublas_status_ = (call);                               \
+    if (seqpar_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                \
       ::seqpar::detail::cublas_fail(seqpar_cublas_status_, #call, __FILE__, __LINE__); \
   } while (0)
 

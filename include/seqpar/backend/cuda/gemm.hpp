@@ -44,8 +44,8 @@ void gemm_strided_batched(bool ta, bool tb, std::int64_t M, std::int64_t N, std:
   if (M == 0 || N == 0 || batch == 0) return;
   CudaContext& ctx = CudaContext::current();
   if (K == 0) {
-    scale_matrix_kernel<<<grid_for_rows(M * batch), 256, 0, ctx.stream()>>>(C, M, N, ldc, sC,
-                                                                             batch, beta);
+    scale_matrix_kernel<<<grid_for_rows(M * batch), 256, 0, ctx.stream()>>>(C, M, N, ldc, sC, batch,
+                                                                            beta);
     SEQPAR_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -19,9 +19,10 @@ inline constexpr int layernorm_threads = 256;  // 8 rows a block
 
 // y[n, d] = (x - mean) rstd w + b; two passes over the row for the variance, as the CPU.
 template <class T, class S>
-__global__ void layernorm_forward_kernel(T* y, S* mean, S* rstd, const T* x, const T* w,
-                                         const T* b, std::int64_t n, std::int64_t d, float eps) {
-  const std::int64_t row = std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
+__global__ void layernorm_forward_kernel(T* y, S* mean, S* rstd, const T* x, const T* w, const T* b,
+                                         std::int64_t n, std::int64_t d, float eps) {
+  const std::int64_t row =
+      std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   if (row >= n) return;
   const T* xr = x + row * d;
@@ -49,7 +50,8 @@ template <class T, class S>
 __global__ void layernorm_backward_dx_kernel(T* dx, const T* dy, const T* x, const S* mean,
                                              const S* rstd, const T* w, std::int64_t n,
                                              std::int64_t d) {
-  const std::int64_t row = std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
+  const std::int64_t row =
+      std::int64_t{blockIdx.x} * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   if (row >= n) return;
   const T* dyr = dy + row * d;
@@ -106,7 +108,8 @@ void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const S* m
   layernorm_backward_dx_kernel<<<blocks, layernorm_threads, 0, CudaContext::current().stream()>>>(
       dx, dy, x, mean, rstd, w, n, d);
   SEQPAR_CUDA_CHECK_LAUNCH();
-  column_reduce<2>(ColumnOutputs<T>{{dw, db}}, n, d, LayernormParamTerms<T, S>{dy, x, mean, rstd, d});
+  column_reduce<2>(ColumnOutputs<T>{{dw, db}}, n, d,
+                   LayernormParamTerms<T, S>{dy, x, mean, rstd, d});
 }
 
 }  // namespace seqpar::inline v0::detail

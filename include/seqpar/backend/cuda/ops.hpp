@@ -147,8 +147,8 @@ struct Ops<Cuda> {
 
   // y[n, d] = table[ids[n] - row0, :] for ids inside [row0, row0 + rows), else 0
   template <CudaScalar T, std::integral Id>
-  static void embedding_forward(T* y, const Id* ids, const T* table, std::int64_t n,
-                                std::int64_t d, std::int64_t row0, std::int64_t rows) {
+  static void embedding_forward(T* y, const Id* ids, const T* table, std::int64_t n, std::int64_t d,
+                                std::int64_t row0, std::int64_t rows) {
     detail::embedding_forward(y, ids, table, n, d, row0, rows);
   }
 
@@ -204,9 +204,8 @@ struct Ops<Cuda> {
   /// float) times grad_factor (1 / loss scale); the updated master weight is rounded into
   /// weight[i], the working copy the model computes with (skipped when weight is null).
   template <CudaScalar W, CudaScalar G>
-  static void adamw_mixed(float* master, W* weight, const G* g, float* m, float* v,
-                          std::int64_t n, const kernels::AdamCoeffs& c, bool decay,
-                          float grad_factor = 1.0f) {
+  static void adamw_mixed(float* master, W* weight, const G* g, float* m, float* v, std::int64_t n,
+                          const kernels::AdamCoeffs& c, bool decay, float grad_factor = 1.0f) {
     detail::launch_elementwise(detail::adamw_mixed_kernel<W, G>, n, master, weight, g, m, v, n, c,
                                decay, grad_factor);
   }
@@ -250,8 +249,8 @@ struct Ops<Cuda> {
   /// mx[r] = max(mx[r], max_j L[r, j]); sum[r] = sum[r] exp(old mx - mx) + sum_j exp(L - mx);
   /// picked[r] = L[r, target[r] - col0] when that column is in the chunk.
   template <CudaScalar T, CudaScalar S, std::integral Id>
-  static void softmax_stats(S* mx, S* sum, S* picked, const T* L, const Id* target,
-                            std::int64_t n, std::int64_t cw, std::int64_t col0) {
+  static void softmax_stats(S* mx, S* sum, S* picked, const T* L, const Id* target, std::int64_t n,
+                            std::int64_t cw, std::int64_t col0) {
     detail::softmax_stats(mx, sum, picked, L, target, n, cw, col0);
   }
   /// sum[r] *= exp(mx[r] - global_mx[r]): a shard's sum of exps against the global max.

@@ -54,8 +54,8 @@ struct ColumnOutputs {
 };
 
 template <int kOut, class T>
-__global__ void column_finish_kernel(ColumnOutputs<T> outs, const float* partial, std::int64_t chunks,
-                                     std::int64_t d) {
+__global__ void column_finish_kernel(ColumnOutputs<T> outs, const float* partial,
+                                     std::int64_t chunks, std::int64_t d) {
   for (std::int64_t j = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < d;
        j += std::int64_t{gridDim.x} * blockDim.x) {
     for (int k = 0; k < kOut; ++k) {
@@ -138,7 +138,8 @@ double sum_squares(const T* x, std::int64_t n) {
   sum_partials_kernel<<<1, 1024, 0, ctx.stream()>>>(partial, partial + 1, static_cast<int>(blocks));
   SEQPAR_CUDA_CHECK_LAUNCH();
   auto* host = static_cast<double*>(ctx.host_scratch(sizeof(double)));
-  SEQPAR_CUDA_CHECK(cudaMemcpyAsync(host, partial, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
+  SEQPAR_CUDA_CHECK(
+      cudaMemcpyAsync(host, partial, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
   ctx.synchronize();
   return *host;
 }

@@ -452,11 +452,15 @@ class Machine {
 
   void push_global(std::string_view module, std::string_view name) {
     auto g = resolve_global(module, name);
-    if (!g && module == "torch" && (name == "UntypedStorage" || name.ends_with("Storage")))
-      fail(where_, ": storage type '", module, ".", name, "' at byte ", op_pos_,
-           " is not supported; tensors must be float16, bfloat16, float32, float64, int64, "
-           "int32, int16, int8, uint8 or bool (torch saves other dtypes, such as float8 or "
-           "complex, with other storage types)");
+    // torch saves the dtypes outside DType (float8, complex, uint16, ...) through other
+    // storage types or through _rebuild_tensor_v3 with an untyped storage.
+    const bool other_dtype = (module == "torch" && name.ends_with("Storage")) ||
+                             (module == "torch.storage" && name == "UntypedStorage") ||
+                             (module == "torch._utils" && name == "_rebuild_tensor_v3");
+    if (!g && other_dtype)
+      fail(where_, ": '", module, ".", name, "' at byte ", op_pos_,
+           " stores a tensor of a dtype that is not supported; tensors must be float16, "
+           "bfloat16, float32, float64, int64, int32, int16, int8, uint8 or bool");
     if (!g)
       fail(where_, ": global '", module, ".", name, "' at byte ", op_pos_,
            " is not allowed; a PyTorch state dict only names OrderedDict, the tensor rebuild "

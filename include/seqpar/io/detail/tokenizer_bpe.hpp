@@ -132,7 +132,8 @@ class WordCache {
 
   /// Room for `capacity` words (rounded up to a power of two).
   explicit WordCache(std::size_t capacity)
-      : slots_(std::bit_ceil(std::max<std::size_t>(16, capacity * 2))), max_words_(slots_.size() / 2) {}
+      : slots_(std::bit_ceil(std::max<std::size_t>(16, capacity * 2))),
+        max_words_(slots_.size() / 2) {}
 
   /// Appends the ids of `word` to `out` when cached; returns whether it was.
   bool lookup(std::string_view word, std::vector<std::int32_t>& out) const {
@@ -149,7 +150,8 @@ class WordCache {
       if (std::memcmp(rec, word.data(), word.size()) != 0) continue;
       const std::size_t at = out.size();
       out.resize(at + slot.id_count);
-      std::memcpy(out.data() + at, rec + ids_offset(word.size()), slot.id_count * sizeof(std::int32_t));
+      std::memcpy(out.data() + at, rec + ids_offset(word.size()),
+                  slot.id_count * sizeof(std::int32_t));
       return true;
     }
   }
@@ -175,7 +177,8 @@ class WordCache {
     const std::size_t offset = arena_.size();
     arena_.resize(offset + ids_offset(word.size()) + ids.size() * sizeof(std::int32_t));
     std::memcpy(arena_.data() + offset, word.data(), word.size());
-    std::memcpy(arena_.data() + offset + ids_offset(word.size()), ids.data(), ids.size() * sizeof(std::int32_t));
+    std::memcpy(arena_.data() + offset + ids_offset(word.size()), ids.data(),
+                ids.size() * sizeof(std::int32_t));
     slots_[s] = Slot{h, static_cast<std::uint32_t>(offset), static_cast<std::uint16_t>(word.size()),
                      static_cast<std::uint16_t>(ids.size())};
     ++words_;
@@ -189,7 +192,9 @@ class WordCache {
     std::uint16_t id_count = 0;
   };
   // The ids of a record start at the next multiple of 4 after its word.
-  static std::size_t ids_offset(std::size_t word_bytes) { return (word_bytes + 3) & ~std::size_t{3}; }
+  static std::size_t ids_offset(std::size_t word_bytes) {
+    return (word_bytes + 3) & ~std::size_t{3};
+  }
 
   mutable std::mutex mutex_;
   std::vector<Slot> slots_;

@@ -58,7 +58,8 @@ class TokenizerJsonReader final : public nlohmann::json_sax<nlohmann::json> {
   bool number_unsigned(number_unsigned_t v) override {
     if (mode() == Mode::vocab) {
       if (v > static_cast<number_unsigned_t>(INT32_MAX - 1))
-        return fail("model.vocab: token '", key_, "' has id ", v, ", above the largest supported id");
+        return fail("model.vocab: token '", key_, "' has id ", v,
+                    ", above the largest supported id");
       out_.vocab.push_back(RawVocabEntry{token_begin_, static_cast<std::uint32_t>(key_.size()),
                                          static_cast<std::int32_t>(v)});
       return true;
@@ -73,16 +74,17 @@ class TokenizerJsonReader final : public nlohmann::json_sax<nlohmann::json> {
         if (space == string_t::npos || s.find(' ', space + 1) != string_t::npos)
           return fail("model.merges[", out_.merges.size(), "]: '", s,
                       "' is not two tokens separated by one space");
-        return add_merge(std::string_view(s).substr(0, space), std::string_view(s).substr(space + 1));
+        return add_merge(std::string_view(s).substr(0, space),
+                         std::string_view(s).substr(space + 1));
       }
       case Mode::merge_pair:
-        if (pair_.size() == 2) return fail("model.merges[", out_.merges.size(), "]: a pair has more than two tokens");
+        if (pair_.size() == 2)
+          return fail("model.merges[", out_.merges.size(), "]: a pair has more than two tokens");
         pair_.push_back(s);
         return true;
       case Mode::vocab:
         return fail("model.vocab: token '", key_, "' has a string id; expected an integer");
-      default:
-        return value(std::move(s));
+      default: return value(std::move(s));
     }
   }
   bool binary(binary_t& v) override { return value(std::move(v)); }
@@ -131,7 +133,8 @@ class TokenizerJsonReader final : public nlohmann::json_sax<nlohmann::json> {
     const Mode m = mode();
     frames_.pop_back();
     if (m == Mode::merge_pair) {
-      if (pair_.size() != 2) return fail("model.merges[", out_.merges.size(), "]: a pair needs two tokens");
+      if (pair_.size() != 2)
+        return fail("model.merges[", out_.merges.size(), "]: a pair needs two tokens");
       return add_merge(pair_[0], pair_[1]);
     }
     return true;
@@ -195,7 +198,8 @@ class TokenizerJsonReader final : public nlohmann::json_sax<nlohmann::json> {
   template <class T>
   bool value(T&& v) {
     if (mode() == Mode::vocab)
-      return fail("model.vocab: token '", key_, "' has a non-integer id; expected an integer from 0");
+      return fail("model.vocab: token '", key_,
+                  "' has a non-integer id; expected an integer from 0");
     if (mode() != Mode::dom) return fail(where(), ": unexpected value; expected strings");
     place(nlohmann::json(std::forward<T>(v)));
     return true;
@@ -220,14 +224,16 @@ inline RawTokenizerJson read_tokenizer_json(const std::filesystem::path& path) {
   SEQPAR_CHECK(size < (std::uint64_t{1} << 32), file, ": the tokenizer file is larger than 4 GiB");
   std::string bytes(static_cast<std::size_t>(size), '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(size));
-  SEQPAR_CHECK(in.gcount() == static_cast<std::streamsize>(size), file, ": short read of the tokenizer file");
+  SEQPAR_CHECK(in.gcount() == static_cast<std::streamsize>(size), file,
+               ": short read of the tokenizer file");
 
   RawTokenizerJson out;
   out.vocab_text.reserve(bytes.size() / 4);
   out.merge_text.reserve(bytes.size() / 4);
   TokenizerJsonReader reader(out);
   const bool ok = nlohmann::json::sax_parse(bytes.data(), bytes.data() + bytes.size(), &reader);
-  SEQPAR_CHECK(ok, file, ": ", reader.error().empty() ? std::string("not valid JSON") : reader.error());
+  SEQPAR_CHECK(ok, file, ": ",
+               reader.error().empty() ? std::string("not valid JSON") : reader.error());
   SEQPAR_CHECK(out.rest.is_object(), file, ": the top level is not a JSON object");
   return out;
 }

@@ -45,22 +45,24 @@ class OnigMatchRegion {
   OnigRegion* region_;
 };
 
-/// A compiled pattern. `context` (file and field) starts every error message.
+/// A compiled pattern (or, with `literal`, a plain string to find). `context`
+/// (file and field) starts every error message.
 class OnigPattern {
  public:
-  OnigPattern(std::string_view pattern, std::string context) : context_(std::move(context)) {
+  OnigPattern(std::string_view pattern, std::string context, bool literal = false)
+      : context_(std::move(context)) {
     std::lock_guard lock(onig_compile_mutex());
     static const int init = [] {
       OnigEncoding encodings[] = {ONIG_ENCODING_UTF8};
       return onig_initialize(encodings, 1);
     }();
-    SEQPAR_CHECK(init == ONIG_NORMAL, context_, ": Oniguruma failed to initialise (", onig_message(init, nullptr),
-                 ")");
+    SEQPAR_CHECK(init == ONIG_NORMAL, context_, ": Oniguruma failed to initialise (",
+                 onig_message(init, nullptr), ")");
     OnigErrorInfo info{};
     OnigRegex reg = nullptr;
     const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
     const int rc = onig_new(&reg, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8,
-                            ONIG_SYNTAX_ONIGURUMA, &info);
+                            literal ? ONIG_SYNTAX_ASIS : ONIG_SYNTAX_ONIGURUMA, &info);
     SEQPAR_CHECK(rc == ONIG_NORMAL, context_, ": the regex '", pattern, "' does not compile (",
                  onig_message(rc, &info), ")");
     regex_.reset(reg);
@@ -102,7 +104,9 @@ class OnigPattern {
   struct Free {
     void operator()(OnigRegex r) const { onig_free(r); }
   };
-  static std::size_t utf8_char_len(unsigned char b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
+  static std::size_t utf8_char_len(unsigned char b) {
+    return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+  }
   std::unique_ptr<std::remove_pointer_t<OnigRegex>, Free> regex_;
   std::string context_;
 };

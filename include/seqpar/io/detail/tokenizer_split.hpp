@@ -31,17 +31,19 @@ inline constexpr std::array<bool, 128> bloom_ascii_word = [] {
   return t;
 }();
 
+/// Code points above U+007F outside the class, besides U+2000..U+200A.
+inline constexpr std::array<char32_t, 15> bloom_non_word = {0x0085, 0x00A0, 0x060C, 0x06D4, 0x0964,
+                                                            0x1680, 0x2026, 0x2028, 0x2029, 0x202F,
+                                                            0x205F, 0x3000, 0x3001, 0x3002, 0xFF0C};
+
 /// Whether code point `cp` is in the class [^(\s|[.,!?…。，、।۔،])].
 inline constexpr bool bloom_word_char(char32_t cp) {
   if (cp < 0x80) return bloom_ascii_word[cp];
-  switch (cp) {
-    case 0x0085: case 0x00A0: case 0x060C: case 0x06D4: case 0x0964: case 0x1680:
-    case 0x2026: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
-    case 0x3000: case 0x3001: case 0x3002: case 0xFF0C:
-      return false;
-    default:
-      return !(cp >= 0x2000 && cp <= 0x200A);
-  }
+  if ((cp > 0x3002 && cp < 0xFF0C) || cp > 0xFF0C) return true;  // CJK ideographs and most else
+  if (cp >= 0x2000 && cp <= 0x200A) return false;
+  for (const char32_t x : bloom_non_word)
+    if (cp == x) return false;
+  return true;
 }
 
 /// Calls piece(begin, end, is_match) for the matches of bloom_split_pattern in

@@ -47,7 +47,8 @@ class TokenIndex {
     constexpr std::size_t ahead = 8;
     const std::size_t n = spans_.size();
     for (std::size_t id = 0; id < n; ++id) {
-      if (id + ahead < n && spans_[id + ahead].length >= 0) prefetch(hash(token(static_cast<std::int32_t>(id + ahead))));
+      if (id + ahead < n && spans_[id + ahead].length >= 0)
+        prefetch(hash(token(static_cast<std::int32_t>(id + ahead))));
       if (spans_[id].length < 0) continue;
       const std::string_view t = token(static_cast<std::int32_t>(id));
       const std::size_t h = hash(t);
@@ -57,7 +58,8 @@ class TokenIndex {
         if (slots_[s].tag == tag && text_of(slots_[s]) == t) return static_cast<std::int32_t>(id);
         s = (s + 1) & mask_;
       }
-      slots_[s] = Slot{tag, static_cast<std::int32_t>(id), spans_[id].begin, static_cast<std::uint32_t>(t.size())};
+      slots_[s] = Slot{tag, static_cast<std::int32_t>(id), spans_[id].begin,
+                       static_cast<std::uint32_t>(t.size())};
     }
     return -1;
   }
@@ -88,7 +90,8 @@ class TokenIndex {
     return id >= 0 && static_cast<std::size_t>(id) < spans_.size() && spans_[id].length >= 0;
   }
   std::string_view token(std::int32_t id) const {
-    return std::string_view(text_).substr(spans_[id].begin, static_cast<std::size_t>(spans_[id].length));
+    return std::string_view(text_).substr(spans_[id].begin,
+                                          static_cast<std::size_t>(spans_[id].length));
   }
   std::string_view text() const { return text_; }
   std::size_t id_count() const { return spans_.size(); }
@@ -105,7 +108,9 @@ class TokenIndex {
     std::uint32_t begin;
     std::uint32_t length;
   };
-  std::string_view text_of(const Slot& s) const { return std::string_view(text_).substr(s.begin, s.length); }
+  std::string_view text_of(const Slot& s) const {
+    return std::string_view(text_).substr(s.begin, s.length);
+  }
 
   std::string text_;
   std::vector<Span> spans_;
@@ -134,7 +139,9 @@ class PairTable {
   }
 
   /// Starts loading the slot of (left, right).
-  void prefetch(std::int32_t left, std::int32_t right) const { __builtin_prefetch(&slots_[slot_of(key(left, right))]); }
+  void prefetch(std::int32_t left, std::int32_t right) const {
+    __builtin_prefetch(&slots_[slot_of(key(left, right))]);
+  }
 
   void insert(std::int32_t left, std::int32_t right, PairMerge m) {
     const std::uint64_t k = key(left, right);
@@ -165,7 +172,8 @@ class PairTable {
   };
   static constexpr std::uint64_t empty_key = ~std::uint64_t{0};
   static std::uint64_t key(std::int32_t l, std::int32_t r) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(l)) << 32) | static_cast<std::uint32_t>(r);
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(l)) << 32) |
+           static_cast<std::uint32_t>(r);
   }
   // Fibonacci hashing: the top bits of key * 2^64/phi spread consecutive ids.
   std::size_t slot_of(std::uint64_t k) const {

@@ -122,7 +122,9 @@ inline void utf8_append(char32_t cp, std::string& out) {
 /// Decodes the code point at s[i] and advances i past it; `s` must be
 /// well-formed at i (checked by the caller).
 inline char32_t utf8_next(std::string_view s, std::size_t& i) {
-  const auto byte = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[k])); };
+  const auto byte = [&](std::size_t k) {
+    return static_cast<char32_t>(static_cast<unsigned char>(s[k]));
+  };
   const char32_t b0 = byte(i);
   if (b0 < 0x80) {
     i += 1;

@@ -1,0 +1,75 @@
+// CpuRef: each function forwards to Ops<Cpu> in float.
+#include "cpu_reference.hpp"
+
+#include "seqpar/backend/cpu/ops.hpp"
+
+namespace seqpar::test {
+
+using O = Ops<Cpu>;
+
+void CpuRef::gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                  const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta,
+                  float* C, std::int64_t ldc) {
+  O::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void CpuRef::linear_forward(float* y, const float* x, const float* w, const float* b,
+                            std::int64_t n, std::int64_t in, std::int64_t out) {
+  O::linear_forward(y, x, w, b, n, in, out);
+}
+void CpuRef::linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                             const float* w, std::int64_t n, std::int64_t in, std::int64_t out,
+                             bool accumulate_dx) {
+  O::linear_backward(dx, dw, db, dy, x, w, n, in, out, accumulate_dx);
+}
+void CpuRef::add_bias(float* y, const float* b, std::int64_t n, std::int64_t d) {
+  O::add_bias(y, b, n, d);
+}
+void CpuRef::column_sum(float* acc, const float* y, std::int64_t n, std::int64_t d) {
+  O::column_sum(acc, y, n, d);
+}
+void CpuRef::add_bias_residual(float* y, const float* b, const float* r, std::int64_t n,
+                               std::int64_t d) {
+  O::add_bias_residual(y, b, r, n, d);
+}
+void CpuRef::layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
+                               const float* b, std::int64_t n, std::int64_t d, double eps) {
+  O::layernorm_forward(y, mean, rstd, x, w, b, n, d, eps);
+}
+void CpuRef::layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                                const float* mean, const float* rstd, const float* w,
+                                std::int64_t n, std::int64_t d) {
+  O::layernorm_backward(dx, dw, db, dy, x, mean, rstd, w, n, d);
+}
+void CpuRef::gelu_forward(float* y, const float* x, std::int64_t n) { O::gelu_forward(y, x, n); }
+void CpuRef::gelu_backward(float* dx, const float* dy, const float* x, std::int64_t n) {
+  O::gelu_backward(dx, dy, x, n);
+}
+void CpuRef::embedding_forward(float* y, const std::int32_t* ids, const float* table,
+                               std::int64_t n, std::int64_t d, std::int64_t row0,
+                               std::int64_t rows) {
+  O::embedding_forward(y, ids, table, n, d, row0, rows);
+}
+void CpuRef::embedding_backward(float* dtable, const std::int32_t* ids, const float* dy,
+                                std::int64_t n, std::int64_t d, std::int64_t row0,
+                                std::int64_t rows) {
+  O::embedding_backward(dtable, ids, dy, n, d, row0, rows);
+}
+void CpuRef::add(float* y, const float* x, std::int64_t n) { O::add(y, x, n); }
+void CpuRef::scale(float* y, float s, std::int64_t n) { O::scale(y, s, n); }
+double CpuRef::sum_squares(const float* x, std::int64_t n) { return O::sum_squares(x, n); }
+void CpuRef::adamw(float* p, const float* g, float* m, float* v, std::int64_t n,
+                   const kernels::AdamCoeffs& c, bool decay) {
+  O::adamw(p, g, m, v, n, c, decay);
+}
+void CpuRef::attention_forward(float* ctx, float* probs, const float* qkv, const float* pos,
+                               const std::uint8_t* valid, const float* slopes, std::int64_t B,
+                               std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+  O::attention_forward(ctx, probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
+}
+void CpuRef::attention_backward(float* dqkv, const float* dctx, const float* qkv,
+                                const float* probs, const std::uint8_t* valid, float* scratch,
+                                std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+  O::attention_backward(dqkv, dctx, qkv, probs, valid, scratch, B, Tn, nh, hd);
+}
+
+}  // namespace seqpar::test

@@ -1,0 +1,51 @@
+#pragma once
+// Ops<Cpu> in float, compiled by the host compiler in cpu_reference.cpp: the reference
+// the CUDA tests compare with, without Eigen passing through nvcc.
+
+#include <cstdint>
+
+#include "seqpar/backend/kernels.hpp"
+
+namespace seqpar::test {
+
+/// The Ops<Cpu> functions the CUDA tests use, in float (names and arguments as Ops<Cpu>).
+struct CpuRef {
+  static void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                   const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta,
+                   float* C, std::int64_t ldc);
+  static void linear_forward(float* y, const float* x, const float* w, const float* b,
+                             std::int64_t n, std::int64_t in, std::int64_t out);
+  static void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                              const float* w, std::int64_t n, std::int64_t in, std::int64_t out,
+                              bool accumulate_dx);
+  static void add_bias(float* y, const float* b, std::int64_t n, std::int64_t d);
+  static void column_sum(float* acc, const float* y, std::int64_t n, std::int64_t d);
+  static void add_bias_residual(float* y, const float* b, const float* r, std::int64_t n,
+                                std::int64_t d);
+  static void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
+                                const float* b, std::int64_t n, std::int64_t d, double eps);
+  static void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                                 const float* mean, const float* rstd, const float* w,
+                                 std::int64_t n, std::int64_t d);
+  static void gelu_forward(float* y, const float* x, std::int64_t n);
+  static void gelu_backward(float* dx, const float* dy, const float* x, std::int64_t n);
+  static void embedding_forward(float* y, const std::int32_t* ids, const float* table,
+                                std::int64_t n, std::int64_t d, std::int64_t row0,
+                                std::int64_t rows);
+  static void embedding_backward(float* dtable, const std::int32_t* ids, const float* dy,
+                                 std::int64_t n, std::int64_t d, std::int64_t row0,
+                                 std::int64_t rows);
+  static void add(float* y, const float* x, std::int64_t n);
+  static void scale(float* y, float s, std::int64_t n);
+  static double sum_squares(const float* x, std::int64_t n);
+  static void adamw(float* p, const float* g, float* m, float* v, std::int64_t n,
+                    const kernels::AdamCoeffs& c, bool decay);
+  static void attention_forward(float* ctx, float* probs, const float* qkv, const float* pos,
+                                const std::uint8_t* valid, const float* slopes, std::int64_t B,
+                                std::int64_t Tn, std::int64_t nh, std::int64_t hd);
+  static void attention_backward(float* dqkv, const float* dctx, const float* qkv,
+                                 const float* probs, const std::uint8_t* valid, float* scratch,
+                                 std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd);
+};
+
+}  // namespace seqpar::test

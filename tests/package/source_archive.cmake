@@ -1,0 +1,25 @@
+# package.source_archive: packs what a consumer of a release archive needs (the top-level
+# CMakeLists.txt, cmake/, include/, LICENSE, README.md, docs/) under one top-level
+# folder seqpar-<version>/, as a release tarball would.
+cmake_minimum_required(VERSION 3.24)
+include("${SETTINGS}")
+set(stage "${PKG_WORK}/archive-stage")
+set(top "seqpar-${PKG_SEQPAR_VERSION}")
+file(REMOVE_RECURSE "${stage}")
+file(REMOVE "${PKG_ARCHIVE}")
+file(MAKE_DIRECTORY "${stage}/${top}")
+foreach(item IN ITEMS CMakeLists.txt cmake include LICENSE README.md docs)
+  if(EXISTS "${PKG_SEQPAR_SOURCE}/${item}")
+    file(COPY "${PKG_SEQPAR_SOURCE}/${item}" DESTINATION "${stage}/${top}")
+  elseif(item MATCHES "^(CMakeLists.txt|cmake|include)$")
+    message(FATAL_ERROR "${PKG_SEQPAR_SOURCE}/${item} is missing")
+  endif()
+endforeach()
+execute_process(COMMAND "${CMAKE_COMMAND}" -E tar czf "${PKG_ARCHIVE}" "${top}"
+                WORKING_DIRECTORY "${stage}" RESULT_VARIABLE result ERROR_VARIABLE error)
+if(NOT result EQUAL 0)
+  message(FATAL_ERROR "could not write ${PKG_ARCHIVE}: ${error}")
+endif()
+file(REMOVE_RECURSE "${stage}")
+file(SIZE "${PKG_ARCHIVE}" size)
+message(STATUS "wrote ${PKG_ARCHIVE} (${size} bytes)")

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# tools/gpu-check.sh OUTDIR: everything seqpar checks on a GPU, in one run of a few minutes.
+#
+#   1. tests:   test_cuda, Ops<Cuda> against Ops<Cpu> on the same random inputs
+#   2. ops:     per-op timings at SeqGPT-560M's shapes (bench_cuda_ops)
+#   3. seqpar:  training-step throughput on SeqGPT-560M's shape (bench_cuda_train_step)
+#   4. pytorch: the same steps in PyTorch, Hugging Face BloomForCausalLM
+#               (tools/bench_torch_gpu.py: autocast bf16, fp32 weights, fused AdamW)
+#
+# A step whose program is missing is skipped with a message saying what to build. Full
+# logs go to OUTDIR (created); the last lines printed are a table of the test results and
+# of tokens/s, MFU and peak memory for seqpar and PyTorch.
+#
+# The binaries are built elsewhere (no GPU needed) and travel here:
+#   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSEQPAR_WITH_CUDA=ON \
+#         -DCMAKE_CUDA_ARCHITECTURES=90
+#   cmake --build build-gpu --target test_cuda bench_cuda_ops bench_cuda_train_step
+# They need libcublas.so.13 and libcublasLt.so.13 (and the benchmarks libcudart.so.13):
+# from the CUDA toolkit, or from the nvidia-* wheels next to PyTorch (both are searched
+# below). Other shared libraries a binary needs that the GPU machine lacks (the
+# benchmarks' libbenchmark.so.1debian) travel in $SEQPAR_GPU_BUILD/lib.
+#
+# Environment:
+#   SEQPAR_GPU_BUILD     build folder of the CUDA programs (default: build-gpu)
+#   SEQPAR_CUDA_TEST     test binary (default: $SEQPAR_GPU_BUILD/tests/cuda/test_cuda)
+#   SEQPAR_CUDA_OPS      per-op benchmark (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_ops)
+#   SEQPAR_CUDA_BENCH    throughput binary (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_train_step)
+#   SEQPAR_BENCH_ARGS    its arguments (default: none). It reports each configuration as one
+#                        JSON line (or Google Benchmark JSON) with tokens_per_s and, when it
+#                        knows them, mfu, peak_bytes, batch and seq.
+#   SEQPAR_TORCH_SHAPES  PyTorch batch shapes (default: 8x512,16x512)
+#   SEQPAR_STEP_TIMEOUT  seconds each step may take (default: 600)
+#   PYTHON               python with torch and transformers (default: python3)
+#
+# Exit status: 0 when no step failed (skipped steps do not fail), 1 otherwise.
+set -uo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: tools/gpu-check.sh OUTDIR" >&2
+  exit 2
+fi
+out=$1
+mkdir -p "$out" || exit 2
+out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${SEQPAR_GPU_BUILD:-$root/build-gpu}
+test_bin=${SEQPAR_CUDA_TEST:-$build/tests/cuda/test_cuda}
+ops_bin=${SEQPAR_CUDA_OPS:-$build/benchmarks/bench_cuda_ops}
+bench_bin=${SEQPAR_CUDA_BENCH:-$build/benchmarks/bench_cuda_train_step}
+torch_shapes=${SEQPAR_TORCH_SHAPES:-8x512,16x512}
+limit=${SEQPAR_STEP_TIMEOUT:-600}
+python=${PYTHON:-python3}
+summary=$out/summary.txt
+: >"$summary"
+
+note() { echo "gpu-check: $*"; }
+# record STEP STATUS DETAIL: one line of the final table
+record() { printf '%-8s %-5s %s\n' "$1" "$2" "$3" >>"$summary"; }
+have_python() { command -v "$python" >/dev/null 2>&1; }
+
+# Libraries that travelled with the binaries, then cuBLAS and the CUDA runtime: the
+# toolkit's, else those of the wheels PyTorch loads.
+lib_dirs=()
+[[ -d $build/lib ]] && lib_dirs+=("$build/lib")
+toolkit_libs=0
+for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+  if [[ -e $d/libcublas.so.13 ]]; then
+    lib_dirs+=("$d")
+    toolkit_libs=1
+  fi
+done
+if [[ $toolkit_libs -eq 0 ]] && have_python; then
+  while IFS= read -r d; do
+    [[ -n $d ]] && lib_dirs+=("$d")
+  done < <("$python" - <<'PY' 2>/dev/null
+import glob, os, site, sysconfig
+roots = set(site.getsitepackages() + [sysconfig.get_paths()["purelib"]])
+dirs = []
+for r in sorted(roots):
+    for name in ("libcublas.so.13", "libcudart.so.13"):
+        for f in sorted(glob.glob(os.path.join(r, "nvidia", "**", name), recursive=True)):
+            if os.path.dirname(f) not in dirs:
+                dirs.append(os.path.dirname(f))
+print("\n".join(dirs))
+PY
+)
+fi
+if [[ ${#lib_dirs[@]} -gt 0 ]]; then
+  joined=$(IFS=:; echo "${lib_dirs[*]}")
+  export LD_LIBRARY_PATH=$joined${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "repository: $root"
+  echo "LD_LIBRARY_PATH: ${LD_LIBRARY_PATH:-}"
+  command -v nvidia-smi >/dev/null && nvidia-smi
+  command -v nvcc >/dev/null && nvcc --version
+} >"$out/environment.log" 2>&1
+note "logs in $out"
+
+failed=0
+
+# --- 1. tests -------------------------------------------------------------------------
+if [[ ! -x $test_bin ]]; then
+  note "tests: skipped, $test_bin not found (build target test_cuda with SEQPAR_WITH_CUDA=ON)"
+  record tests SKIP "no $test_bin"
+else
+  note "tests: $test_bin"
+  timeout "$limit" "$test_bin" --duration=true >"$out/test_cuda.log" 2>&1
+  rc=$?
+  cases=$(grep -E '^\[doctest\] test cases:' "$out/test_cuda.log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
+  asserts=$(grep -E '^\[doctest\] assertions:' "$out/test_cuda.log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
+  if [[ $rc -eq 0 ]]; then
+    record tests PASS "$cases; $asserts"
+  elif [[ $rc -eq 77 ]]; then
+    record tests SKIP "$(head -1 "$out/test_cuda.log")"
+  else
+    [[ $rc -eq 124 ]] && cases="timed out after ${limit}s; $cases"
+    record tests FAIL "exit $rc; $cases; $asserts (see test_cuda.log)"
+    failed=1
+  fi
+  tail -3 "$out/test_cuda.log"
+fi
+
+# --- 2. per-op timings --------------------------------------------------------------------
+if [[ ! -x $ops_bin ]]; then
+  note "ops: skipped, $ops_bin not found (build target bench_cuda_ops with SEQPAR_WITH_CUDA=ON)"
+  record ops SKIP "no $ops_bin"
+else
+  note "ops: $ops_bin"
+  timeout "$limit" "$ops_bin" --benchmark_min_time=0.2 --benchmark_out="$out/cuda_ops.json" \
+    --benchmark_out_format=json >"$out/cuda_ops.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]]; then
+    record ops PASS "see cuda_ops.log"
+  else
+    record ops FAIL "exit $rc (see cuda_ops.log)"
+    failed=1
+  fi
+  cat "$out/cuda_ops.log"
+fi
+
+# --- 3. seqpar throughput ---------------------------------------------------------------
+if [[ ! -x $bench_bin ]]; then
+  note "seqpar: skipped, $bench_bin not found (build target bench_cuda_train_step with SEQPAR_WITH_CUDA=ON)"
+  record seqpar SKIP "no $bench_bin"
+else
+  note "seqpar: $bench_bin ${SEQPAR_BENCH_ARGS:-}"
+  # shellcheck disable=SC2086  # the arguments are meant to split
+  timeout "$limit" "$bench_bin" ${SEQPAR_BENCH_ARGS:-} >"$out/seqpar_bench.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]]; then
+    record seqpar PASS "see seqpar_bench.log"
+  else
+    record seqpar FAIL "exit $rc (see seqpar_bench.log)"
+    failed=1
+  fi
+  tail -5 "$out/seqpar_bench.log"
+fi
+
+# --- 4. PyTorch throughput ---------------------------------------------------------------
+if ! have_python; then
+  note "pytorch: skipped, no $python"
+  record pytorch SKIP "no $python"
+elif ! "$python" -c "import torch, transformers; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+  note "pytorch: skipped, $python lacks torch/transformers or sees no GPU"
+  record pytorch SKIP "$python lacks torch/transformers or CUDA"
+else
+  note "pytorch: tools/bench_torch_gpu.py --shapes $torch_shapes"
+  timeout "$limit" "$python" "$root/tools/bench_torch_gpu.py" --shapes "$torch_shapes" >"$out/torch_bench.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]]; then
+    record pytorch PASS "see torch_bench.log"
+  else
+    record pytorch FAIL "exit $rc (see torch_bench.log)"
+    failed=1
+  fi
+  tail -4 "$out/torch_bench.log"
+fi
+
+# --- the table --------------------------------------------------------------------------
+echo
+echo "== gpu-check summary ($(date -u +%H:%M:%SZ)) =="
+cat "$summary"
+if have_python; then
+  "$python" - "$out/seqpar_bench.log" "$out/torch_bench.log" <<'PY' | tee "$out/throughput.txt"
+import json, sys
+
+def records(path, impl):
+    try:
+        text = open(path).read()
+    except OSError:
+        return []
+    found = []
+    try:  # Google Benchmark's JSON report: user counters sit in each entry
+        doc = json.loads(text[text.index("{"):])
+        for b in doc.get("benchmarks", []):
+            if "tokens_per_s" in b:
+                found.append(dict(b, impl=impl, name=b.get("name", "")))
+        if found:
+            return found
+    except ValueError:
+        pass
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and "tokens_per_s" in line:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            r.setdefault("impl", impl)
+            found.append(r)
+    return found
+
+rows = records(sys.argv[1], "seqpar") + records(sys.argv[2], "pytorch")
+print(f"{'impl':<8} {'batch x seq':>11} {'tokens/s':>12} {'MFU':>7} {'peak GiB':>9}")
+for r in rows:
+    shape = f"{r.get('batch', '?')}x{r.get('seq', '?')}"
+    mfu = r.get("mfu")
+    peak = r.get("peak_bytes")
+    print(f"{r['impl']:<8} {shape:>11} {r['tokens_per_s']:>12,.0f} "
+          f"{(f'{100 * mfu:.1f}%' if isinstance(mfu, (int, float)) else '-'):>7} "
+          f"{(f'{peak / 2**30:.2f}' if isinstance(peak, (int, float)) else '-'):>9}")
+if not rows:
+    print("(no throughput figures)")
+PY
+fi
+exit "$failed"
