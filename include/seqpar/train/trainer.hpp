@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <type_traits>
 #include <cmath>
@@ -27,6 +28,7 @@
 #include "seqpar/parallel/policies.hpp"
 #include "seqpar/parallel/tensor_axis.hpp"
 #include "seqpar/train/batch.hpp"
+#include "seqpar/train/checkpoint.hpp"
 #include "seqpar/train/pipeline.hpp"
 #include "seqpar/train/precision.hpp"
 
@@ -165,29 +167,54 @@ class Trainer {
     load_weights([&f](std::string_view n) { return f.find(n); }, path.string());
   }
 
-  /// Writes every parameter with its Hugging Face name ("transformer." prefix, the tied
-  /// LM head omitted) as one safetensors file that transformers loads; atomically.
+  /// Collective. Writes every parameter, full-size, with its Hugging Face name
+  /// ("transformer." prefix, the tied LM head omitted) as one safetensors file that
+  /// transformers loads; world rank 0 writes it, atomically. Works under every plan.
   void save_weights(const std::filesystem::path& path, DType dtype = DType::f32) {
     SEQPAR_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, path.string(),
                  ": weights can be saved as F32, BF16 or F16, not ", dtype_name(dtype));
-    std::vector<std::vector<std::byte>> data;
-    std::vector<TensorToWrite> tensors;
-    for_each_param([&](const ParamSpec& p, T* values, T*) {
-      const std::int64_t rows = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
-      auto& bytes = data.emplace_back(static_cast<std::size_t>(rows * p.cols) * dtype_size(dtype));
-      for (std::int64_t i = 0; i < rows * p.cols; ++i) {
-        const auto v = static_cast<float>(values[i]);
-        if (dtype == DType::f32) {
-          std::memcpy(bytes.data() + i * 4, &v, 4);
-        } else {
-          const std::uint16_t h = dtype == DType::bf16 ? float_to_bf16(v) : float_to_f16(v);
-          std::memcpy(bytes.data() + i * 2, &h, 2);
+    write_state(path, 1, {}, dtype);
+  }
+
+  /// Collective. Saves the whole training state — weights, AdamW moments, the step and the
+  /// seed, and `metadata` (e.g. the data position) — as one safetensors file written
+  /// atomically by world rank 0. It loads under any plan (load_checkpoint).
+  void save_checkpoint(const std::filesystem::path& path, const std::map<std::string, std::string>& metadata = {}) {
+    auto meta = metadata;
+    meta["seqpar.step"] = std::to_string(step_);
+    meta["seqpar.seed"] = std::to_string(opts_.seed);
+    write_state(path, 3, std::move(meta), DType::f32);
+  }
+
+  /// Restores a checkpoint written under any plan: every rank reads its own pieces.
+  /// Returns the file's metadata (the caller's entries included).
+  std::map<std::string, std::string> load_checkpoint(const std::filesystem::path& path) {
+    const SafetensorsFile f(path);
+    const std::string file = path.string();
+    check_model_metadata<Model>(f.metadata(), file);
+    const auto it = f.metadata().find("seqpar.step");
+    SEQPAR_CHECK(it != f.metadata().end(), file, ": not a training checkpoint (metadata 'seqpar.step' is missing)");
+    load_weights([&f](std::string_view n) { return f.find(n); }, file);
+    for (std::size_t u = 0; u < model_.units().size(); ++u) {
+      if (!model_.holds(u)) continue;
+      const auto& unit = model_.units()[u];
+      auto& st = data_->adam_state(u);
+      const std::int64_t begin = data_->range_begin(u), size = data_->range_size(u);
+      for (const StateKind k : {StateKind::adam_m, StateKind::adam_v}) {
+        std::vector<T> whole(static_cast<std::size_t>(unit.numel));
+        for (const auto& p : unit.params) {
+          const std::int64_t real = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
+          const auto* e = f.find(state_name(k, p.name));
+          SEQPAR_CHECK(e, file, ": tensor '", state_name(k, p.name), "' is missing");
+          load_param_block(*e, p, real, whole.data() + p.offset);
         }
+        T* dst = (k == StateKind::adam_m ? st.m : st.v).data();
+        for (std::int64_t i = 0; i < size; ++i)
+          dst[i] = begin + i < unit.numel ? whole[static_cast<std::size_t>(begin + i)] : T(0);
       }
-      tensors.push_back({"transformer." + p.name, dtype,
-                         p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols}, bytes});
-    });
-    write_safetensors(path, tensors, {{"format", "pt"}});
+    }
+    step_ = std::stoll(it->second);
+    return f.metadata();
   }
 
   /// Visits every parameter tensor of this rank as this rank holds it under the tensor
@@ -224,6 +251,80 @@ class Trainer {
   const TrainOptions& options() const { return opts_; }
 
  private:
+  // Gathers `kinds` state kinds (weights; and the AdamW moments) to world rank 0 in the
+  // canonical layout and writes them there. Each (pipeline stage, tensor rank) position
+  // has its data rank 0 send its units; the last stage's copy of the tied table stays home.
+  void write_state(const std::filesystem::path& path, int kinds, std::map<std::string, std::string> meta,
+                   DType dtype) {
+    std::vector<std::vector<float>> mine;  // per held unit and kind, in (unit, kind) order
+    for (std::size_t u = 0; u < model_.units().size(); ++u) {
+      if (!sends_unit(mesh_.pipeline_rank, u)) continue;
+      for (int k = 0; k < kinds; ++k) mine.push_back(unit_state(u, static_cast<StateKind>(k)));
+    }
+    const int me = mesh_.world.rank();
+    if (mesh_.data_rank == 0 && me != 0) {
+      int tag = 0;
+      for (auto& v : mine) mesh_.world.send(v.data(), v.size(), 0, tag++);
+    }
+    if (me == 0) {
+      StateAssembler<Model> full(kinds);
+      for (int p = 0; p < mesh_.pipeline_degree; ++p)
+        for (int t = 0; t < mesh_.tensor_degree; ++t) {
+          const int src = p * mesh_.data_degree * mesh_.tensor_degree + t;
+          const auto units = bloom_units<Model>(mesh_.tensor_degree, t);
+          int tag = 0;
+          std::size_t next = 0;
+          for (std::size_t u = 0; u < units.size(); ++u) {
+            if (!sends_unit(p, u)) continue;
+            for (int k = 0; k < kinds; ++k) {
+              std::vector<float> v;
+              if (src == 0) {
+                v = std::move(mine[next++]);
+              } else {
+                v.resize(static_cast<std::size_t>(units[u].numel));
+                mesh_.world.recv(v.data(), v.size(), src, tag++);
+              }
+              full.place(k, units[u], v.data());
+            }
+          }
+        }
+      for (auto& [k, v] : model_metadata<Model>()) meta[k] = v;
+      full.write(path, std::move(meta), dtype);
+    }
+    mesh_.world.barrier();  // the file is complete when every rank returns
+  }
+
+  // Whether pipeline stage p contributes unit u to a saved state.
+  bool sends_unit(int p, std::size_t u) const {
+    const std::int64_t per = Model::layers / mesh_.pipeline_degree;
+    const auto last = static_cast<std::size_t>(Model::layers + 1);
+    if (u == 0) return p == 0;
+    if (u == last) return p == mesh_.pipeline_degree - 1;
+    const auto l = static_cast<std::int64_t>(u) - 1;
+    return l >= p * per && l < (p + 1) * per;
+  }
+
+  // Unit u's state of kind k on this rank, whole along the data axis (numel elements).
+  std::vector<float> unit_state(std::size_t u, StateKind k) {
+    const std::int64_t n = model_.units()[u].numel;
+    std::vector<float> out(static_cast<std::size_t>(n));
+    if (k == StateKind::weights) {
+      data_->with_full_params(u, [&](T* unit) { std::copy(unit, unit + n, out.begin()); });
+      return out;
+    }
+    auto& st = data_->adam_state(u);
+    const T* local = (k == StateKind::adam_m ? st.m : st.v).data();
+    const std::int64_t size = data_->range_size(u);
+    if (data_->zero_stage() == 0) {
+      std::copy(local, local + n, out.begin());
+      return out;
+    }
+    std::vector<T> all(static_cast<std::size_t>(size * mesh_.data_degree));
+    mesh_.data.all_gather(local, all.data(), static_cast<std::size_t>(size));
+    std::copy(all.begin(), all.begin() + n, out.begin());
+    return out;
+  }
+
   static Axis make_axis(const Mesh& m) {
     if constexpr (std::is_same_v<Axis, TensorGroup>)
       return TensorGroup{m.tensor};
