@@ -65,6 +65,20 @@ T load_element(const std::byte* p, DType dtype) {
     default: return T{};
   }
 }
+// count contiguous elements of `dtype` at p into out; the dtype switch stays out of the loop.
+template <class T>
+void convert_row(T* out, const std::byte* p, std::int64_t count, DType dtype) {
+  const auto each = [&](auto load, std::size_t size) {
+    for (std::int64_t j = 0; j < count; ++j) out[j] = static_cast<T>(load(p + j * static_cast<std::int64_t>(size)));
+  };
+  switch (dtype) {
+    case DType::f32: return each([](const std::byte* q) { float f; std::memcpy(&f, q, 4); return f; }, 4);
+    case DType::f64: return each([](const std::byte* q) { double d; std::memcpy(&d, q, 8); return d; }, 8);
+    case DType::f16: return each([](const std::byte* q) { std::uint16_t h; std::memcpy(&h, q, 2); return f16_to_float(h); }, 2);
+    case DType::bf16: return each([](const std::byte* q) { std::uint16_t h; std::memcpy(&h, q, 2); return bf16_to_float(h); }, 2);
+    default: return each([](const std::byte*) { return 0.0f; }, 1);
+  }
+}
 }  // namespace detail
 
 /// Copies `e` into dst (row-major, numel elements) converting F32/F16/BF16/F64 to T.
@@ -87,11 +101,30 @@ void read_tensor(const TensorEntry& e, std::span<T> dst) {
     if (e.shape[d] > 0) last += (e.shape[d] - 1) * e.strides[d];
   SEQPAR_CHECK(n == 0 || static_cast<std::size_t>(last + 1) * esize <= e.bytes.size(), e.file,
                ": tensor '", e.name, "' reaches past the end of its data");
+  const std::byte* base = e.bytes.data();
+  // Rows that are contiguous in the file (the common case) convert in one tight loop each.
+  const std::int64_t inner = rank == 0 ? 1 : e.shape[rank - 1];
+  if (rank == 0 || e.strides[rank - 1] == 1) {
+    const std::int64_t rows = inner == 0 ? 0 : n / inner;
+    std::vector<std::int64_t> idx(rank > 0 ? rank - 1 : 0, 0);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::int64_t off = 0;
+      for (std::size_t d = 0; d + 1 < rank; ++d) off += idx[d] * e.strides[d];
+      T* out = dst.data() + r * inner;
+      const std::byte* in = base + off * static_cast<std::int64_t>(esize);
+      detail::convert_row(out, in, inner, e.dtype);
+      for (std::size_t d = idx.size(); d-- > 0;) {
+        if (++idx[d] < e.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return;
+  }
   std::vector<std::int64_t> idx(rank, 0);
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t off = 0;
     for (std::size_t d = 0; d < rank; ++d) off += idx[d] * e.strides[d];
-    dst[static_cast<std::size_t>(i)] = detail::load_element<T>(e.bytes.data() + off * esize, e.dtype);
+    dst[static_cast<std::size_t>(i)] = detail::load_element<T>(base + off * static_cast<std::int64_t>(esize), e.dtype);
     for (std::size_t d = rank; d-- > 0;) {
       if (++idx[d] < e.shape[d]) break;
       idx[d] = 0;
