@@ -34,6 +34,7 @@
 
 #include "seqpar/core/dtype.hpp"
 #include "seqpar/core/error.hpp"
+#include "seqpar/io/detail/mapped_file.hpp"
 #include "seqpar/io/tensor_source.hpp"
 
 namespace seqpar::inline v0 {
@@ -124,60 +125,6 @@ inline const char* json_type_name(const nlohmann::json& v) {
       return "an unexpected JSON value";
   }
 }
-
-/// A whole file mapped read-only; unmapped on destruction.
-class MappedFile {
- public:
-  explicit MappedFile(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    SEQPAR_CHECK(fd >= 0, path.string(), ": cannot open for reading: ", errno_message(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      fail(path.string(), ": cannot stat: ", errno_message(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      fail(path.string(), ": not a regular file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      const int err = errno;
-      ::close(fd);
-      SEQPAR_CHECK(p != MAP_FAILED, path.string(), ": cannot map ", size_,
-                   " bytes: ", errno_message(err));
-      data_ = static_cast<const std::byte*>(p);
-    } else {
-      ::close(fd);
-    }
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  MappedFile(MappedFile&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-  MappedFile& operator=(MappedFile&& o) noexcept {
-    if (this != &o) {
-      unmap();
-      data_ = std::exchange(o.data_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-  }
-  ~MappedFile() { unmap(); }
-
-  std::span<const std::byte> bytes() const { return {data_, size_}; }
-
- private:
-  void unmap() {
-    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-  const std::byte* data_ = nullptr;
-  std::size_t size_ = 0;
-};
 
 /// The validated contents of a safetensors image: tensors in data-offset order.
 struct SafetensorsIndex {
@@ -455,7 +402,7 @@ class SafetensorsFile {
 
  private:
   std::filesystem::path path_;
-  detail::safetensors::MappedFile map_;
+  detail::MappedFile map_;
   std::vector<TensorEntry> entries_;
   std::map<std::string, std::size_t, std::less<>> by_name_;
   std::map<std::string, std::string> metadata_;

@@ -243,7 +243,7 @@ class TorchCheckpoint {
 
  private:
   std::filesystem::path path_;
-  detail::zip::MappedFile file_;
+  detail::MappedFile file_;
   detail::TorchIndex index_;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// Read-only memory mapping of a file, and an index of the records of a zip archive
+// An index of the records of a zip archive
 // whose records are stored uncompressed (what torch.save writes). Zip64 sizes and
 // offsets are understood; compressed, encrypted and multi-disk archives are refused.
 
@@ -21,64 +21,9 @@
 #include <vector>
 
 #include "seqpar/core/error.hpp"
+#include "seqpar/io/detail/mapped_file.hpp"
 
 namespace seqpar::inline v0::detail::zip {
-
-/// A whole file mapped read-only for the lifetime of the object.
-class MappedFile {
- public:
-  MappedFile() = default;
-
-  explicit MappedFile(const std::filesystem::path& path) {
-    const std::string name = path.string();
-    const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
-    SEQPAR_CHECK(fd >= 0, name, ": cannot open (", std::strerror(errno), ")");
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      fail(name, ": not a regular file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        const int err = errno;
-        ::close(fd);
-        fail(name, ": cannot map ", size_, " bytes (", std::strerror(err), ")");
-      }
-      addr_ = p;
-    }
-    ::close(fd);
-  }
-
-  MappedFile(MappedFile&& o) noexcept
-      : addr_(std::exchange(o.addr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-
-  MappedFile& operator=(MappedFile&& o) noexcept {
-    if (this != &o) {
-      release();
-      addr_ = std::exchange(o.addr_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-  }
-
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile() { release(); }
-
-  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(addr_), size_}; }
-
- private:
-  void release() noexcept {
-    if (addr_ != nullptr) ::munmap(addr_, size_);
-    addr_ = nullptr;
-    size_ = 0;
-  }
-
-  void* addr_ = nullptr;
-  std::size_t size_ = 0;
-};
 
 /// Little-endian reads at checked offsets of a byte span; a read past the end throws
 /// seqpar::Error naming the file and the structure being read.
