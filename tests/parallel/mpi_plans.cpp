@@ -12,7 +12,7 @@
 using namespace seqpar;
 
 namespace {
-constexpr int kSteps = 5;
+constexpr int kSteps = test::kPlanSteps;
 
 template <class Plan>
 int check(MpiComm& world, const test::RunResult& ref, const char* name) {

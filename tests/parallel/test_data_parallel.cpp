@@ -7,33 +7,7 @@
 using namespace seqpar;
 using test::Small;
 
-namespace {
-constexpr int kSteps = 5;
-// fp32 sums in a different order (per rank, then across ranks) after 5 AdamW steps.
-constexpr double kLossTol = 1e-5;
-constexpr double kWeightTol = 1e-4;
-
-const test::RunResult& reference() {
-  static const test::RunResult r = test::reference_run(kSteps);
-  return r;
-}
-
-template <class Plan>
-void check_equivalent(int n) {
-  const auto& ref = reference();
-  std::mutex m;
-  test::run_plan<Plan>(n, kSteps, [&](int rank, auto& t, const std::vector<double>& losses, const std::vector<double>& norms) {
-    const double werr = test::max_weight_error(t, ref);
-    std::lock_guard lock(m);
-    CAPTURE(rank);
-    for (int s = 0; s < kSteps; ++s) {
-      CHECK(losses[s] == doctest::Approx(ref.losses[s]).epsilon(kLossTol));
-      CHECK(norms[s] == doctest::Approx(ref.norms[s]).epsilon(kLossTol));
-    }
-    CHECK(werr < kWeightTol);
-  });
-}
-}  // namespace
+using test::check_equivalent;
 
 TEST_CASE_TEMPLATE_DEFINE("data-parallel plan equals Replicated<1>", Plan, data_parallel_plans) {
   check_equivalent<Plan>(PlanTraits<Plan>::world_size);

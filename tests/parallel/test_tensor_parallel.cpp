@@ -7,31 +7,8 @@
 using namespace seqpar;
 using test::Small;
 
-namespace {
-constexpr int kSteps = 5;
-constexpr double kLossTol = 1e-5;
-constexpr double kWeightTol = 1e-4;
-
-const test::RunResult& reference() {
-  static const test::RunResult r = test::reference_run(kSteps);
-  return r;
-}
-}  // namespace
-
 TEST_CASE_TEMPLATE_DEFINE("tensor-split plan equals Replicated<1>", Plan, tensor_plans) {
-  const auto& ref = reference();
-  std::mutex m;
-  test::run_plan<Plan>(PlanTraits<Plan>::world_size, kSteps,
-                       [&](int rank, auto& t, const std::vector<double>& losses, const std::vector<double>& norms) {
-                         const double werr = test::max_weight_error(t, ref);
-                         std::lock_guard lock(m);
-                         CAPTURE(rank);
-                         for (int s = 0; s < kSteps; ++s) {
-                           CHECK(losses[s] == doctest::Approx(ref.losses[s]).epsilon(kLossTol));
-                           CHECK(norms[s] == doctest::Approx(ref.norms[s]).epsilon(kLossTol));
-                         }
-                         CHECK(werr < kWeightTol);
-                       });
+  test::check_equivalent<Plan>(PlanTraits<Plan>::world_size);
 }
 TEST_CASE_TEMPLATE_INVOKE(tensor_plans, TP2, TP4, Hybrid<TP2, DP2>, Hybrid<DP2, TP2>, Hybrid<TP2, Sharded<Zero3, 2>>,
                           Hybrid<TP2, DP4>, Hybrid<TP4, Sharded<Zero1, 2>>);

@@ -98,4 +98,30 @@ void run_plan(int n, int steps, Check&& check) {
   });
 }
 
+/// The five-step Replicated<1> run every plan is compared with (computed once).
+inline constexpr int kPlanSteps = 5;
+inline const RunResult& reference() {
+  static const RunResult r = reference_run(kPlanSteps);
+  return r;
+}
+
+/// Runs Plan on n ranks and checks every rank's losses, gradient norms and final weights
+/// against Replicated<1>: fp32 sums in another order (per rank, then across ranks) after
+/// five AdamW steps stay within 1e-5 (losses, norms) and 1e-4 (weights, relative L2).
+template <class Plan>
+void check_equivalent(int n) {
+  const auto& ref = reference();
+  std::mutex m;
+  run_plan<Plan>(n, kPlanSteps, [&](int rank, auto& t, const std::vector<double>& losses, const std::vector<double>& norms) {
+    const double werr = max_weight_error(t, ref);
+    std::lock_guard lock(m);
+    CAPTURE(rank);
+    for (int s = 0; s < kPlanSteps; ++s) {
+      CHECK(losses[static_cast<std::size_t>(s)] == doctest::Approx(ref.losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
+      CHECK(norms[static_cast<std::size_t>(s)] == doctest::Approx(ref.norms[static_cast<std::size_t>(s)]).epsilon(1e-5));
+    }
+    CHECK(werr < 1e-4);
+  });
+}
+
 }  // namespace seqpar::test

@@ -10,16 +10,13 @@ using namespace seqpar;
 using test::Small;
 
 namespace {
-constexpr int kSteps = 5, kSplit = 2;
+constexpr int kSteps = test::kPlanSteps, kSplit = 2;
 
 std::filesystem::path temp_path(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("seqpar_ckpt_" + std::to_string(::getpid()) + "_" + name);
 }
 
-const test::RunResult& reference() {
-  static const test::RunResult r = test::reference_run(kSteps);
-  return r;
-}
+using test::reference;
 
 // kSplit steps under plan A, a checkpoint, then the remaining steps under plan B.
 template <class A, class B>
