@@ -29,6 +29,8 @@ int main() {
   Trainer<Bad, Replicated<1>> t;
 #elif RULE == 11
   Trainer<M, Pipeline<2, int>> t(ThreadComm{}, TrainOptions{});
+#elif RULE == 12
+  Trainer<M, Pipeline<dynamic>> t(ThreadComm{}, TrainOptions{});
 #endif
   return 0;
 }
