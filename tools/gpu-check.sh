@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # tools/gpu-check.sh OUTDIR: everything seqpar checks on a GPU, in one run of a few minutes.
 #
-#   1. tests:   test_cuda, Ops<Cuda> against Ops<Cpu> on the same random inputs
+#   1. tests:   test_cuda, Ops<Cuda> against Ops<Cpu> on the same random inputs, and
+#               Trainer<..., Cuda, Fp32 | Bf16Mixed | Fp16Mixed> against Trainer<..., Cpu>
+#      ranks:   test_cuda's "multi-rank" suite on its own (CudaThreadComm, multi-rank
+#               plans on one GPU), so that a failure there cannot hide the other results
 #   2. ops:     per-op timings at SeqGPT-560M's shapes (bench_cuda_ops)
 #   3. seqpar:  training-step throughput on SeqGPT-560M's shape (bench_cuda_train_step)
 #   4. pytorch: the same steps in PyTorch, Hugging Face BloomForCausalLM
@@ -13,8 +16,9 @@
 #
 # The binaries are built elsewhere (no GPU needed) and travel here:
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSEQPAR_WITH_CUDA=ON \
-#         -DCMAKE_CUDA_ARCHITECTURES=90
-#   cmake --build build-gpu --target test_cuda bench_cuda_ops bench_cuda_train_step
+#         -DCMAKE_CUDA_ARCHITECTURES=90 -DSEQPAR_NATIVE_ARCH=OFF
+#   cmake --build build-gpu --target test_cuda bench_cuda_ops bench_cuda_train_step -j2
+#   mkdir -p build-gpu/lib && cp /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian build-gpu/lib/
 # They need libcublas.so.13 and libcublasLt.so.13 (and the benchmarks libcudart.so.13):
 # from the CUDA toolkit, or from the nvidia-* wheels next to PyTorch (both are searched
 # below). Other shared libraries a binary needs that the GPU machine lacks (the
@@ -25,7 +29,8 @@
 #   SEQPAR_CUDA_TEST     test binary (default: $SEQPAR_GPU_BUILD/tests/cuda/test_cuda)
 #   SEQPAR_CUDA_OPS      per-op benchmark (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_ops)
 #   SEQPAR_CUDA_BENCH    throughput binary (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_train_step)
-#   SEQPAR_BENCH_ARGS    its arguments (default: none). It reports each configuration as one
+#   SEQPAR_BENCH_ARGS    its arguments (default: none: 8x512 and 16x512, whole batch per
+#                        micro-batch; e.g. --micro-batch-rows=8). It reports each configuration as one
 #                        JSON line (or Google Benchmark JSON) with tokens_per_s and, when it
 #                        knows them, mfu, peak_bytes, batch and seq.
 #   SEQPAR_TORCH_SHAPES  PyTorch batch shapes (default: 8x512,16x512)
@@ -101,26 +106,36 @@ note "logs in $out"
 
 failed=0
 
-# --- 1. tests -------------------------------------------------------------------------
+# --- 1. tests ----------------------------------------------------------------------------
+# run_tests STEP LOG ARGS...: test_cuda with doctest arguments, one line of the table.
+run_tests() {
+  local step=$1 log=$2
+  shift 2
+  note "$step: $test_bin $*"
+  timeout "$limit" "$test_bin" --duration=true "$@" >"$out/$log" 2>&1
+  local rc=$?
+  local cases asserts
+  cases=$(grep -E '^\[doctest\] test cases:' "$out/$log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
+  asserts=$(grep -E '^\[doctest\] assertions:' "$out/$log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
+  if [[ $rc -eq 0 ]]; then
+    record "$step" PASS "$cases; $asserts"
+  elif [[ $rc -eq 77 ]]; then
+    record "$step" SKIP "$(head -1 "$out/$log")"
+  else
+    [[ $rc -eq 124 ]] && cases="timed out after ${limit}s; $cases"
+    [[ $rc -gt 128 && $rc -ne 124 ]] && cases="killed by signal $((rc - 128)); $cases"
+    record "$step" FAIL "exit $rc; $cases; $asserts (see $log)"
+    failed=1
+  fi
+  tail -3 "$out/$log"
+}
+
 if [[ ! -x $test_bin ]]; then
   note "tests: skipped, $test_bin not found (build target test_cuda with SEQPAR_WITH_CUDA=ON)"
   record tests SKIP "no $test_bin"
 else
-  note "tests: $test_bin"
-  timeout "$limit" "$test_bin" --duration=true >"$out/test_cuda.log" 2>&1
-  rc=$?
-  cases=$(grep -E '^\[doctest\] test cases:' "$out/test_cuda.log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
-  asserts=$(grep -E '^\[doctest\] assertions:' "$out/test_cuda.log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
-  if [[ $rc -eq 0 ]]; then
-    record tests PASS "$cases; $asserts"
-  elif [[ $rc -eq 77 ]]; then
-    record tests SKIP "$(head -1 "$out/test_cuda.log")"
-  else
-    [[ $rc -eq 124 ]] && cases="timed out after ${limit}s; $cases"
-    record tests FAIL "exit $rc; $cases; $asserts (see test_cuda.log)"
-    failed=1
-  fi
-  tail -3 "$out/test_cuda.log"
+  run_tests tests test_cuda.log --test-suite-exclude=multi-rank
+  run_tests ranks test_cuda_ranks.log --test-suite=multi-rank
 fi
 
 # --- 2. per-op timings --------------------------------------------------------------------
@@ -152,6 +167,8 @@ else
   rc=$?
   if [[ $rc -eq 0 ]]; then
     record seqpar PASS "see seqpar_bench.log"
+  elif [[ $rc -eq 77 ]]; then
+    record seqpar SKIP "$(head -1 "$out/seqpar_bench.log")"
   else
     record seqpar FAIL "exit $rc (see seqpar_bench.log)"
     failed=1

@@ -2,8 +2,10 @@
 // Device tags: where a trainer's tensors live and which backend runs its ops.
 
 #include <concepts>
+#include <type_traits>
 
 #include "seqpar/core/arena.hpp"
+#include "seqpar/core/dtype.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -29,7 +31,33 @@ using DeviceArena = BasicArena<typename D::allocator>;
 /// The op set of a device; specialised in backend/<device>/ops.hpp.
 template <class D>
 struct Ops {
-  static_assert(sizeof(D) == 0, "No backend for this device: include its ops header (backend/cpu/ops.hpp).");
+  static_assert(sizeof(D) == 0,
+                "No backend for this device: include its ops header (backend/cpu/ops.hpp).");
 };
+
+/// The element type device D stores values of dtype `dt` in. float and double are
+/// themselves everywhere; a backend with 16-bit storage specialises bf16 and f16
+/// (backend/cuda/device.hpp: __nv_bfloat16 and __half).
+template <class D, DType dt>
+struct StorageOf {
+  static_assert(sizeof(D) == 0,
+                "This device has no storage for this dtype: bf16 and f16 models (Bf16Mixed, "
+                "Fp16Mixed) run on Cuda, compiled by nvcc; Ops<Cpu> computes in float or double, "
+                "so use Fp32 (or Fp64) on the CPU.");
+};
+template <class D>
+struct StorageOf<D, DType::f32> {
+  using type = float;
+};
+template <class D>
+struct StorageOf<D, DType::f64> {
+  using type = double;
+};
+
+/// The type of per-row statistics and optimizer state for storage type T: float for
+/// 16-bit storage (layernorm mean and rstd, ALiBi positions and slopes, softmax maxima
+/// and sums, master weights and moments), T itself for float and double.
+template <class T>
+using StatScalar = std::conditional_t<(sizeof(T) < sizeof(float)), float, T>;
 
 }  // namespace seqpar::inline v0

@@ -39,30 +39,27 @@ struct BlockScratch {
     grow(arena, d_qkv, n * 3 * s.hidden_local());
     grow(arena, d_probs, rows * s.heads_local * seq * seq);
   }
-
- private:
-  static void grow(ArenaT& arena, Buffer<T, ArenaT>& b, std::int64_t n) {
-    if (static_cast<std::int64_t>(b.size()) < n) b = Buffer<T, ArenaT>(arena, static_cast<std::size_t>(n), Memory::buffers);
-  }
 };
 
+/// x[N, H] -> out[N, H]; `a` keeps what the backward needs (its buffers are reused when
+/// their sizes did not change). slopes[heads_total] are the ALiBi slopes in device memory.
 template <Device D, class T, class ArenaT, class Axis>
 void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a, const BlockTensors<const T>& w,
-                   const Activations<T, ArenaT>& mb, const std::vector<T>& slopes, const BlockShape& s,
+                   const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes, const BlockShape& s,
                    ArenaT& arena, Axis& axis) {
   using O = Ops<D>;
   const std::int64_t B = mb.rows, S = mb.seq, N = B * S, H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local;
-  const auto alloc = [&](Buffer<T, ArenaT>& b, std::int64_t n) {
-    b = Buffer<T, ArenaT>(arena, static_cast<std::size_t>(n), Memory::activations);
-  };
-  alloc(a.ln1, N * H), alloc(a.ln1_mean, N), alloc(a.ln1_rstd, N), alloc(a.qkv, N * 3 * Hl);
-  alloc(a.probs, B * s.heads_local * S * S), alloc(a.ctx, N * Hl), alloc(a.x_mid, N * H);
-  alloc(a.ln2, N * H), alloc(a.ln2_mean, N), alloc(a.ln2_rstd, N), alloc(a.fc_pre, N * Fl), alloc(a.fc_act, N * Fl);
+  constexpr Memory kind = Memory::activations;
+  fit(a.ln1, arena, N * H, kind), fit(a.ln1_mean, arena, N, kind), fit(a.ln1_rstd, arena, N, kind);
+  fit(a.qkv, arena, N * 3 * Hl, kind), fit(a.probs, arena, B * s.heads_local * S * S, kind);
+  fit(a.ctx, arena, N * Hl, kind), fit(a.x_mid, arena, N * H, kind), fit(a.ln2, arena, N * H, kind);
+  fit(a.ln2_mean, arena, N, kind), fit(a.ln2_rstd, arena, N, kind), fit(a.fc_pre, arena, N * Fl, kind);
+  fit(a.fc_act, arena, N * Fl, kind);
 
   O::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, N, H, s.eps);
   O::linear_forward(a.qkv.data(), a.ln1.data(), w.qkv_w, w.qkv_b, N, H, 3 * Hl);  // [N, 3Hl]
   O::attention_forward(a.ctx.data(), a.probs.data(), a.qkv.data(), mb.pos.data(), mb.valid.data(),
-                       slopes.data() + s.head0, B, S, s.heads_local, s.head_dim);  // [N, Hl]
+                       slopes + s.head0, B, S, s.heads_local, s.head_dim);  // [N, Hl]
   O::linear_forward(a.x_mid.data(), a.ctx.data(), w.proj_w, static_cast<const T*>(nullptr), N, Hl, H);
   axis.sum(a.x_mid.data(), N * H);                                  // row-parallel: sum partial products
   O::add_bias_residual(a.x_mid.data(), w.proj_b, x, N, H);         // x_mid = x + dense(ctx)

@@ -4,15 +4,19 @@
 // exponentials per token (an online softmax); pass 2 recomputes each chunk's logits
 // and turns them into gradients. Over a vocab-split tensor axis the three reductions
 // of a vocab-parallel cross-entropy (max, sum of exps, target logit) are the axis hooks.
+// The row steps are device ops (gather_rows, softmax_stats, cross_entropy_grad, ...), so
+// one code path serves every device; only the compaction list is made on the host.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/core/arena.hpp"
+#include "seqpar/nn/activations.hpp"
 #include "seqpar/train/batch.hpp"
 
 namespace seqpar::inline v0 {
@@ -29,21 +33,25 @@ struct VocabShard {
   std::int64_t row0 = 0, rows = 0, real = 0;
 };
 
-/// Scratch of the head, sized for the largest micro-batch seen.
+/// Scratch of the head, sized for the largest micro-batch seen; device memory but for
+/// the host lists the row compaction starts from.
 template <class T, class ArenaT>
 struct HeadScratch {
-  Buffer<T, ArenaT> h, dh, logits;  // [Nv, H], [Nv, H], [Nv, chunk]
-  std::vector<T> mx, sum, target, lse;
+  using S = StatScalar<T>;
+  Buffer<T, ArenaT> h, dh, logits;                    // [Nv, H], [Nv, H], [Nv, chunk]
+  Buffer<S, ArenaT> dh_sum;                           // [Nv, H] dh over the chunks (16-bit T only)
+  Buffer<S, ArenaT> mx, global_mx, sum, picked, lse;  // [Nv] online softmax statistics
+  Buffer<std::int32_t, ArenaT> rows, target;          // [Nv] kept tokens; their local target
+  std::vector<std::int32_t> host_rows, host_target;
 
   void reserve(ArenaT& arena, std::int64_t n, std::int64_t hidden, std::int64_t chunk) {
     grow(arena, h, n * hidden);
     grow(arena, dh, n * hidden);
     grow(arena, logits, n * chunk);
-  }
-
- private:
-  static void grow(ArenaT& arena, Buffer<T, ArenaT>& b, std::int64_t n) {
-    if (static_cast<std::int64_t>(b.size()) < n) b = Buffer<T, ArenaT>(arena, static_cast<std::size_t>(n), Memory::buffers);
+    if constexpr (!std::is_same_v<S, T>) grow(arena, dh_sum, n * hidden);
+    for (auto* b : {&mx, &global_mx, &sum, &picked, &lse}) grow(arena, *b, n);
+    grow(arena, rows, n);
+    grow(arena, target, n);
   }
 };
 
@@ -56,93 +64,91 @@ inline std::int64_t vocab_chunk(std::int64_t n, std::int64_t rows, std::size_t e
 
 /// Loss of the tokens whose target is not ignored and, when `grad_scale` != 0, the
 /// gradients: dh[N, H] = d loss / d hf (zero rows for ignored tokens) and dW += ...
-/// hf[N, H] is the output of ln_f; W[rows, H] the local vocab rows of the tied table.
+/// hf[N, H] is the output of ln_f; W[rows, H] the local vocab rows of the tied table;
+/// targets (host) the shifted labels. Every pointer but `targets` is device memory.
 template <Device D, class T, class ArenaT, class Axis>
 LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W, const std::vector<std::int32_t>& targets,
-                     std::int64_t hidden, const VocabShard& vs, T grad_scale, HeadScratch<T, ArenaT>& sc,
-                     ArenaT& arena, Axis& axis, std::int64_t chunk_budget_bytes = 32ll << 20) {
+                     std::int64_t hidden, const VocabShard& vs, StatScalar<T> grad_scale, HeadScratch<T, ArenaT>& sc,
+                     ArenaT& arena, Axis& axis, std::int64_t chunk_budget_bytes = Ops<D>::logits_chunk_bytes) {
   using O = Ops<D>;
+  using S = StatScalar<T>;
   const std::int64_t N = static_cast<std::int64_t>(targets.size()), H = hidden;
-  // Compact the tokens that have a target: ignored ones cost nothing.
-  std::vector<std::int64_t> rows_of;
-  for (std::int64_t i = 0; i < N; ++i)
-    if (targets[static_cast<std::size_t>(i)] != ignore_index) rows_of.push_back(i);
-  const std::int64_t Nv = static_cast<std::int64_t>(rows_of.size());
-  if (dh) O::fill(dh, T(0), N * H);
+  // Compact the tokens that have a target (ignored ones cost nothing): the list of their
+  // rows and their targets in the local vocabulary go to the device once.
+  sc.host_rows.clear();
+  sc.host_target.clear();
+  for (std::int64_t i = 0; i < N; ++i) {
+    const std::int32_t t = targets[static_cast<std::size_t>(i)];
+    if (t == ignore_index) continue;
+    sc.host_rows.push_back(static_cast<std::int32_t>(i));
+    sc.host_target.push_back(static_cast<std::int32_t>(t - vs.row0));
+  }
+  const auto Nv = static_cast<std::int64_t>(sc.host_rows.size());
+  if (dh) O::fill(dh, T(0.0f), N * H);
   if (Nv == 0) return {};
   const std::int64_t chunk = vocab_chunk(Nv, vs.real, sizeof(T), chunk_budget_bytes);
   sc.reserve(arena, Nv, H, chunk);
-  for (std::int64_t r = 0; r < Nv; ++r) O::copy(sc.h.data() + r * H, hf + rows_of[static_cast<std::size_t>(r)] * H, H);
+  O::upload(sc.rows.data(), sc.host_rows.data(), Nv);
+  O::upload(sc.target.data(), sc.host_target.data(), Nv);
+  O::gather_rows(sc.h.data(), hf, sc.rows.data(), Nv, H);  // [Nv, H]
   const T* hv = sc.h.data();
   T* L = sc.logits.data();
-  sc.mx.assign(static_cast<std::size_t>(Nv), -std::numeric_limits<T>::infinity());
-  sc.sum.assign(static_cast<std::size_t>(Nv), T(0));
-  sc.target.assign(static_cast<std::size_t>(Nv), T(0));
-  const auto target_of = [&](std::int64_t r) {
-    return static_cast<std::int64_t>(targets[static_cast<std::size_t>(rows_of[static_cast<std::size_t>(r)])]);
-  };
+  S* mx = sc.mx.data();
+  S* gmx = sc.global_mx.data();
+  S* sum = sc.sum.data();
+  S* picked = sc.picked.data();
+  S* lse = sc.lse.data();
+  const std::int32_t* tgt = sc.target.data();
+  O::fill(mx, -std::numeric_limits<S>::infinity(), Nv);
+  O::fill(sum, S(0), Nv);
+  O::fill(picked, S(0), Nv);
 
   // Pass 1: running max and sum of exps over the local vocab; the target logit where local.
   for (std::int64_t c0 = 0; c0 < vs.real; c0 += chunk) {
     const std::int64_t cw = std::min(chunk, vs.real - c0);
-    O::gemm(false, true, Nv, cw, H, T(1), hv, H, W + c0 * H, H, T(0), L, cw);  // [Nv, cw]
-#pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < Nv; ++r) {
-      const T* l = L + r * cw;
-      T m = sc.mx[static_cast<std::size_t>(r)];
-      for (std::int64_t j = 0; j < cw; ++j) m = std::max(m, l[j]);
-      T s = sc.sum[static_cast<std::size_t>(r)] * std::exp(sc.mx[static_cast<std::size_t>(r)] - m);
-      for (std::int64_t j = 0; j < cw; ++j) s += std::exp(l[j] - m);
-      sc.mx[static_cast<std::size_t>(r)] = m;
-      sc.sum[static_cast<std::size_t>(r)] = s;
-      const std::int64_t t = target_of(r) - vs.row0 - c0;
-      if (t >= 0 && t < cw) sc.target[static_cast<std::size_t>(r)] = l[t];
-    }
+    O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);  // [Nv, cw]
+    O::softmax_stats(mx, sum, picked, L, tgt, Nv, cw, c0);
   }
   // Across vocab shards: global max, then rescaled sums, then the one target logit.
-  std::vector<T> global_mx = sc.mx;
-  axis.max(global_mx.data(), Nv);
-  for (std::int64_t r = 0; r < Nv; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    sc.sum[i] = vs.real > 0 ? sc.sum[i] * std::exp(sc.mx[i] - global_mx[i]) : T(0);
-  }
-  axis.sum(sc.sum.data(), Nv);
-  axis.sum(sc.target.data(), Nv);
-  sc.lse.resize(static_cast<std::size_t>(Nv));
-  LossSum out{0, Nv};
-  for (std::int64_t r = 0; r < Nv; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    sc.lse[i] = global_mx[i] + std::log(sc.sum[i]);
-    out.sum += static_cast<double>(sc.lse[i] - sc.target[i]);
-  }
-  if (grad_scale == T(0) || !dh) return out;
+  O::copy(gmx, mx, Nv);
+  axis.max(gmx, Nv);
+  if (vs.real > 0) O::softmax_stats_rescale(sum, mx, gmx, Nv);  // a shard without real rows keeps 0
+  axis.sum(sum, Nv);
+  axis.sum(picked, Nv);
+  const LossSum out{O::cross_entropy_loss(lse, gmx, sum, picked, Nv), Nv};
+  if (grad_scale == S(0) || !dh) return out;
 
   // Pass 2: G = (softmax - onehot) * grad_scale per chunk; dh += G W_c; dW_c += G^T h.
+  // With 16-bit storage each chunk's dh goes through dhv and is summed in S.
   T* dhv = sc.dh.data();
-  O::fill(dhv, T(0), Nv * H);
+  constexpr bool sum_in_s = !std::is_same_v<S, T>;
+  S* dh_sum = sum_in_s ? sc.dh_sum.data() : nullptr;
+  if constexpr (sum_in_s)
+    O::fill(dh_sum, S(0), Nv * H);
+  else
+    O::fill(dhv, T(0.0f), Nv * H);
   for (std::int64_t c0 = 0; c0 < vs.real; c0 += chunk) {
     const std::int64_t cw = std::min(chunk, vs.real - c0);
-    O::gemm(false, true, Nv, cw, H, T(1), hv, H, W + c0 * H, H, T(0), L, cw);
-#pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < Nv; ++r) {
-      T* l = L + r * cw;
-      const T lse = sc.lse[static_cast<std::size_t>(r)];
-      for (std::int64_t j = 0; j < cw; ++j) l[j] = std::exp(l[j] - lse) * grad_scale;
-      const std::int64_t t = target_of(r) - vs.row0 - c0;
-      if (t >= 0 && t < cw) l[t] -= grad_scale;
-    }
-    O::gemm(false, false, Nv, H, cw, T(1), L, cw, W + c0 * H, H, T(1), dhv, H);    // [Nv, H]
-    O::gemm(true, false, cw, H, Nv, T(1), L, cw, hv, H, T(1), dW + c0 * H, H);    // [cw, H]
+    O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);
+    O::cross_entropy_grad(L, lse, tgt, Nv, cw, c0, grad_scale);
+    O::gemm(false, false, Nv, H, cw, T(1.0f), L, cw, W + c0 * H, H, T(sum_in_s ? 0.0f : 1.0f), dhv, H);  // [Nv, H]
+    if constexpr (sum_in_s) O::add(dh_sum, dhv, Nv * H);
+    O::gemm(true, false, cw, H, Nv, T(1.0f), L, cw, hv, H, T(1.0f), dW + c0 * H, H);  // [cw, H]
   }
-  axis.sum(dhv, Nv * H);  // every vocab shard contributed to each token's dh
-  for (std::int64_t r = 0; r < Nv; ++r) O::copy(dh + rows_of[static_cast<std::size_t>(r)] * H, dhv + r * H, H);
+  if constexpr (sum_in_s) {
+    axis.sum(dh_sum, Nv * H);  // every vocab shard contributed to each token's dh
+    O::convert(dhv, dh_sum, Nv * H);
+  } else {
+    axis.sum(dhv, Nv * H);
+  }
+  O::scatter_rows(dh, dhv, sc.rows.data(), Nv, H);
   return out;
 }
 
 /// logits[N, rows] = hf[N, H] W[rows, H]^T for the local vocab rows (evaluation, tests).
 template <Device D, class T>
 void lm_head_logits(T* logits, const T* hf, const T* W, std::int64_t n, std::int64_t hidden, std::int64_t rows) {
-  Ops<D>::gemm(false, true, n, rows, hidden, T(1), hf, hidden, W, hidden, T(0), logits, rows);
+  Ops<D>::gemm(false, true, n, rows, hidden, T(1.0f), hf, hidden, W, hidden, T(0.0f), logits, rows);
 }
 
 }  // namespace seqpar::inline v0

@@ -3,8 +3,10 @@
 // split over the tensor axis), their flat parameter and gradient buffers, and the
 // forward and backward of a micro-batch as a list of layer calls.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
@@ -51,12 +53,41 @@ inline double initial_value(const ParamSpec& p, std::int64_t i, std::uint64_t se
   return std_dev * CounterRng(seed, p.name).normal(static_cast<std::uint64_t>(r * p.cols + c));
 }
 
+namespace detail {
+// dst[i] = initial_value(p, i, ...) for the elements of one parameter, spread over the
+// hardware threads for large tensors (a value depends only on its index).
+template <class T>
+void fill_initial_values(T* dst, const ParamSpec& p, std::uint64_t seed, double std_dev, std::int64_t real_rows) {
+  const std::int64_t n = p.numel();
+  const auto range = [&](std::int64_t lo, std::int64_t hi) {
+    if (p.vector) {
+      for (std::int64_t i = lo; i < hi; ++i) dst[i] = static_cast<T>(initial_value(p, i, seed, std_dev, real_rows));
+      return;
+    }
+    const CounterRng rng(seed, p.name);
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const std::int64_t r = p.row0 + i / p.local_cols, c = p.col0 + i % p.local_cols;
+      dst[i] = static_cast<T>(r >= real_rows ? 0.0 : std_dev * rng.normal(static_cast<std::uint64_t>(r * p.cols + c)));
+    }
+  };
+  const std::int64_t threads =
+      std::clamp<std::int64_t>(n / (std::int64_t{1} << 20), 1, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == 1) return range(0, n);
+  std::vector<std::thread> pool;
+  for (std::int64_t t = 0; t < threads; ++t) pool.emplace_back(range, n * t / threads, n * (t + 1) / threads);
+  for (auto& th : pool) th.join();
+}
+}  // namespace detail
+
 template <BloomModel M, Device D, class T = float, class Axis = NoTensorAxis>
 class BloomStack {
  public:
   using Arena = DeviceArena<D>;
   using Acts = Activations<T, Arena>;
   using Scalar = T;
+  /// Per-row statistics, ALiBi positions and slopes, softmax statistics: float for 16-bit T.
+  using Stat = StatScalar<T>;
+  using Dev = D;
   static constexpr std::int64_t H = M::hidden;
 
   /// `pad`: flat buffers are rounded up to a multiple of it (the data-parallel degree,
@@ -69,7 +100,11 @@ class BloomStack {
                  " heads");
     shape_ = BlockShape{H, M::heads / axis_.size(), M::head_dim, M::ffn_hidden / axis_.size(),
                         (M::heads / axis_.size()) * axis_.rank(), M::heads, M::layer_norm_eps};
-    for (std::int64_t h = 0; h < M::heads; ++h) slopes_.push_back(static_cast<T>(kernels::alibi_slope(h, M::heads)));
+    std::vector<Stat> slopes(static_cast<std::size_t>(M::heads));
+    for (std::int64_t h = 0; h < M::heads; ++h)
+      slopes[static_cast<std::size_t>(h)] = static_cast<Stat>(kernels::alibi_slope(h, M::heads));
+    slopes_ = Buffer<Stat, Arena>(arena, slopes.size(), Memory::buffers);
+    Ops<D>::upload(slopes_.data(), slopes.data(), M::heads);
     const auto& table = units_[0].params[0];
     vocab_ = VocabShard{table.row0, table.local_rows,
                         std::clamp<std::int64_t>(M::vocab_size - table.row0, 0, table.local_rows)};
@@ -104,21 +139,24 @@ class BloomStack {
   Axis& axis() { return axis_; }
   Arena& arena() { return *arena_; }
 
-  /// Seeded initialisation of every held parameter (N(0, std), biases 0, layernorm 1/0).
+  /// Seeded initialisation of every held parameter (N(0, std), biases 0, layernorm 1/0),
+  /// made on the host (in double, rounded once to T) and uploaded a unit at a time.
   void initialize(std::uint64_t seed, double std_dev = 0.02) {
+    std::vector<T> host;
     for (std::size_t u = 0; u < units_.size(); ++u) {
       if (!holds(u)) continue;
+      host.assign(static_cast<std::size_t>(padded_numel(u)), T(0.0f));
       for (const auto& p : units_[u].params) {
         const std::int64_t real_rows = p.name == "word_embeddings.weight" ? M::vocab_size : p.rows;
-        T* dst = params_[u].data() + p.offset;
-        for (std::int64_t i = 0; i < p.numel(); ++i) dst[i] = static_cast<T>(initial_value(p, i, seed, std_dev, real_rows));
+        detail::fill_initial_values(host.data() + p.offset, p, seed, std_dev, real_rows);
       }
+      Ops<D>::upload(params_[u].data(), host.data(), padded_numel(u));
     }
   }
 
   void zero_grads() {
     for (std::size_t u = 0; u < units_.size(); ++u)
-      if (!grads_[u].empty()) Ops<D>::fill(grads_[u].data(), T(0), static_cast<std::int64_t>(grads_[u].size()));
+      if (!grads_[u].empty()) Ops<D>::fill(grads_[u].data(), T(0.0f), static_cast<std::int64_t>(grads_[u].size()));
   }
 
   // --- forward and backward of one micro-batch ------------------------------------
@@ -132,9 +170,9 @@ class BloomStack {
     if (stage_.embedding) {
       hooks_->acquire(0, false);
       const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
-      a.emb = Buffer<T, Arena>(ar, static_cast<std::size_t>(N * H), Memory::activations);
-      a.emb_mean = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
-      a.emb_rstd = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
+      fit(a.emb, ar, N * H, Memory::activations);
+      fit(a.emb_mean, ar, N, Memory::activations);
+      fit(a.emb_rstd, ar, N, Memory::activations);
       O::embedding_forward(a.emb.data(), a.ids.data(), e.table, N, H, vocab_.row0, vocab_.rows);  // [N, H]
       axis_.sum(a.emb.data(), N * H);  // vocab-split table: each id's row lives on one rank
       O::layernorm_forward(a.x[0].data(), a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(), e.ln_w, e.ln_b, N,
@@ -145,15 +183,15 @@ class BloomStack {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
       hooks_->acquire(u, false);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
-      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_, shape_, ar, axis_);
+      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_, ar, axis_);
       hooks_->release(u);
     }
     if (stage_.head) {
       hooks_->acquire(last_unit(), false);
       const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
-      a.hf = Buffer<T, Arena>(ar, static_cast<std::size_t>(N * H), Memory::activations);
-      a.hf_mean = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
-      a.hf_rstd = Buffer<T, Arena>(ar, static_cast<std::size_t>(N), Memory::activations);
+      fit(a.hf, ar, N * H, Memory::activations);
+      fit(a.hf_mean, ar, N, Memory::activations);
+      fit(a.hf_rstd, ar, N, Memory::activations);
       O::layernorm_forward(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x.back().data(), f.ln_w, f.ln_b, N,
                            H, M::layer_norm_eps);
       hooks_->release(last_unit());
@@ -165,7 +203,7 @@ class BloomStack {
   void prepare(const BatchView& b, Acts& a) {
     const std::int64_t N = b.tokens();
     const bool reshape = a.tokens() != N || a.x.empty();
-    a.set_batch(b, *arena_);
+    a.template set_batch<D>(b, *arena_);
     if (!reshape) return;
     a.x.clear();
     for (std::int64_t l = 0; l <= stage_.count(); ++l)
@@ -178,16 +216,17 @@ class BloomStack {
   /// d_out receives d loss / d (stage output) [N, H].
   LossSum loss(Acts& a, T grad_scale, T* d_out) {
     const std::int64_t N = a.tokens();
-    const bool backward = grad_scale != T(0) && d_out;
-    grow(head_dh_, N * H);
+    const auto gs = static_cast<Stat>(grad_scale);
+    const bool backward = gs != Stat(0) && d_out;
+    grow(*arena_, head_dh_, N * H);
     hooks_->acquire(0, backward);
     LossSum s = lm_head_loss<D>(head_dh_.data(), backward ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
-                                vocab_, backward ? grad_scale : T(0), head_scratch_, *arena_, axis_);
+                                vocab_, backward ? gs : Stat(0), head_scratch_, *arena_, axis_);
     if (backward) {
       hooks_->acquire(last_unit(), true);
       const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
       const auto g = FinalTensors<T>::bind(grads(last_unit()), units_.back());
-      Ops<D>::fill(d_out, T(0), N * H);
+      Ops<D>::fill(d_out, T(0.0f), N * H);
       Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(), a.hf_mean.data(),
                                  a.hf_rstd.data(), f.ln_w, N, H);
       hooks_->grads_ready(last_unit());
@@ -219,8 +258,8 @@ class BloomStack {
       hooks_->acquire(0, true);
       const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
       const auto g = EmbeddingTensors<T>::bind(grads(0), units_[0]);
-      grow(emb_d_, N * H);
-      Ops<D>::fill(emb_d_.data(), T(0), N * H);
+      grow(*arena_, emb_d_, N * H);
+      Ops<D>::fill(emb_d_.data(), T(0.0f), N * H);
       Ops<D>::layernorm_backward(emb_d_.data(), g.ln_w, g.ln_b, d, a.emb.data(), a.emb_mean.data(),
                                  a.emb_rstd.data(), e.ln_w, N, H);
       Ops<D>::embedding_backward(g.table, a.ids.data(), emb_d_.data(), N, H, vocab_.row0, vocab_.rows);
@@ -229,7 +268,8 @@ class BloomStack {
     }
   }
 
-  /// Logits of the local vocab rows for every token of a forwarded batch: [N, vocab_shard().rows].
+  /// Logits of the local vocab rows for every token of a forwarded batch: out[N,
+  /// vocab_shard().rows] in device memory.
   void logits(const Acts& a, T* out) {
     hooks_->acquire(0, false);
     lm_head_logits<D>(out, a.hf.data(), params(0), a.tokens(), H, vocab_.rows);
@@ -238,9 +278,6 @@ class BloomStack {
 
  private:
   std::size_t last_unit() const { return units_.size() - 1; }
-  void grow(Buffer<T, Arena>& b, std::int64_t n) {
-    if (static_cast<std::int64_t>(b.size()) < n) b = Buffer<T, Arena>(*arena_, static_cast<std::size_t>(n), Memory::buffers);
-  }
 
   Arena* arena_;
   Axis axis_;
@@ -248,7 +285,7 @@ class BloomStack {
   std::vector<UnitTable> units_;
   BlockShape shape_{};
   VocabShard vocab_{};
-  std::vector<T> slopes_;
+  Buffer<Stat, Arena> slopes_;  // [heads] ALiBi slopes of all heads
   std::vector<Buffer<T, Arena>> params_, grads_;
   BlockScratch<T, Arena> block_scratch_;
   HeadScratch<T, Arena> head_scratch_;

@@ -24,6 +24,8 @@ template <class Stack, Device D, class T>
 class DataAxis final : public UnitHooks {
  public:
   using Arena = typename Stack::Arena;
+  /// The type of the optimizer's master weights and moments (float for 16-bit T).
+  using Master = typename AdamState<T, Arena>::Master;
 
   DataAxis(Stack& model, AnyComm comm, int zero_stage)
       : model_(&model), comm_(std::move(comm)), zero_(zero_stage), n_(comm_.size()), r_(comm_.rank()) {
@@ -41,11 +43,8 @@ class DataAxis final : public UnitHooks {
       auto& sh = shards_[u];
       sh = zero_ == 0 ? Range{0, model.units()[u].numel} : Range{r_ * s, std::min((r_ + 1) * s, model.units()[u].numel)};
       sh.size = zero_ == 0 ? model.padded_numel(u) : s;
-      auto& st = adam_[u];
-      st.begin = sh.begin;
-      st.end = std::max(sh.begin, sh.end);
-      st.m = Buffer<T, Arena>(ar, static_cast<std::size_t>(sh.size), Memory::optimizer);
-      st.v = Buffer<T, Arena>(ar, static_cast<std::size_t>(sh.size), Memory::optimizer);
+      adam_init<D>(adam_[u], ar, sh.begin, std::max(sh.begin, sh.end), sh.size,
+                   model.params(u) + (zero_ == 0 ? 0 : sh.begin));
       if (zero_ == 1) grad_shard_[u] = Buffer<T, Arena>(ar, static_cast<std::size_t>(s), Memory::buffers);
       if (zero_ >= 2) {
         grad_shard_[u] = Buffer<T, Arena>(ar, static_cast<std::size_t>(s), Memory::gradients);
@@ -105,18 +104,22 @@ class DataAxis final : public UnitHooks {
 
   /// Sum over the data axis of weight(u, spec) x the squared gradients of each tensor,
   /// every element counted once (weights let a caller count replicated copies once).
+  /// The sum is taken on the device and read once.
   template <class Weight>
   double grad_square_sum(Weight&& weight) {
+    if (square_sum_.empty()) square_sum_ = Buffer<double, Arena>(model_->arena(), 1, Memory::buffers);
     double s = 0;
+    Ops<D>::upload(square_sum_.data(), &s, 1);
     for (std::size_t u = 0; u < shards_.size(); ++u) {
       if (!model_->holds(u)) continue;
       const std::int64_t b = zero_ == 0 ? 0 : shards_[u].begin;
       const T* g = grad_of(u);
       for (const auto& spec : model_->units()[u].params) {
         const std::int64_t lo = std::max(b, spec.offset), hi = std::min(b + shards_[u].size, spec.offset + spec.numel());
-        if (lo < hi) s += weight(u, spec) * Ops<D>::sum_squares(g + (lo - b), hi - lo);
+        if (lo < hi) Ops<D>::sum_squares_accumulate(square_sum_.data(), g + (lo - b), hi - lo, weight(u, spec));
       }
     }
+    Ops<D>::download(&s, square_sum_.data(), 1);
     if (zero_ > 0) comm_.all_reduce(&s, 1, ReduceOp::sum);
     return s;
   }
@@ -128,13 +131,14 @@ class DataAxis final : public UnitHooks {
 
   /// AdamW on this rank's range of every unit, then the parameters made whole again
   /// where the plan keeps them whole (ZeRO-1/2 all-gather; ZeRO-3 keeps the shard).
-  void optimizer_step(const kernels::AdamCoeffs& c) {
+  /// `grad_factor` multiplies the gradients first (16-bit models: 1 / loss scale x clip).
+  void optimizer_step(const kernels::AdamCoeffs& c, double grad_factor = 1.0) {
     for (std::size_t u = 0; u < shards_.size(); ++u) {
       if (!model_->holds(u)) continue;
       const auto& sh = shards_[u];
       T* p = zero_ == 3 ? param_shard_[u].data() : model_->params(u) + (zero_ == 0 ? 0 : sh.begin);
-      adamw_update<D>(p, grad_of(u), adam_[u], model_->units()[u], c);
-      if (zero_ == 1 || zero_ == 2) {
+      adamw_update<D>(p, grad_of(u), adam_[u], model_->units()[u], c, grad_factor);
+      if ((zero_ == 1 || zero_ == 2) && n_ > 1) {  // one rank updated the whole unit in place
         Buffer<T, Arena> mine(model_->arena(), static_cast<std::size_t>(sh.size), Memory::buffers);
         Ops<D>::copy(mine.data(), model_->params(u) + r_ * sh.size, sh.size);
         comm_.all_gather(mine.data(), model_->params(u), static_cast<std::size_t>(sh.size));
@@ -153,6 +157,32 @@ class DataAxis final : public UnitHooks {
     Ops<D>::copy(param_shard_[u].data(), full.data() + r_ * shards_[u].size, shards_[u].size);
   }
 
+  /// Unit u's full parameters (padded_numel(u) values) copied into host memory; ZeRO-3
+  /// gathers them.
+  void read_params(std::size_t u, T* host) {
+    const std::int64_t n = model_->padded_numel(u);
+    if (zero_ != 3) return Ops<D>::download(host, model_->params(u), n);
+    Buffer<T, Arena> full;
+    gather_params(u, full);
+    Ops<D>::download(host, full.data(), n);
+  }
+
+  /// Sets unit u's full parameters from host memory (padded_numel(u) values of the master
+  /// type: float for 16-bit models, else T): the model's copy (or ZeRO-3 shard) gets them
+  /// rounded to T, the master weights of this rank's range get them exactly.
+  void write_params(std::size_t u, const Master* host) {
+    const std::int64_t n = model_->padded_numel(u);
+    const auto& sh = shards_[u];
+    Buffer<Master, Arena> full(model_->arena(), static_cast<std::size_t>(n), Memory::buffers);
+    Ops<D>::upload(full.data(), host, n);
+    if (zero_ == 3)
+      Ops<D>::convert(param_shard_[u].data(), full.data() + r_ * sh.size, sh.size);
+    else
+      Ops<D>::convert(model_->params(u), full.data(), n);
+    if constexpr (AdamState<T, Arena>::mixed)
+      Ops<D>::copy(adam_[u].master.data(), full.data() + (zero_ == 0 ? 0 : sh.begin), sh.size);
+  }
+
   /// The reduced gradients of unit u this rank updates (range_size(u) elements).
   T* grad_storage(std::size_t u) { return grad_of(u); }
 
@@ -169,14 +199,18 @@ class DataAxis final : public UnitHooks {
 
   T* grad_of(std::size_t u) { return zero_ == 0 ? model_->grads(u) : grad_shard_[u].data(); }
 
+  // With one rank the collectives are device copies (device memory never passes through a
+  // host communicator's copy).
   void gather_params(std::size_t u, Buffer<T, Arena>& full) {
     full = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
+    if (n_ == 1) return Ops<D>::copy(full.data(), param_shard_[u].data(), shards_[u].size);
     comm_.all_gather(param_shard_[u].data(), full.data(), static_cast<std::size_t>(shards_[u].size));
   }
 
   // Sum of unit u's full gradients over the ranks, this rank's shard into `out`.
   void reduce_scatter_into(std::size_t u, T* out, bool accumulate) {
     const std::int64_t s = shards_[u].size;
+    if (n_ == 1) return accumulate ? Ops<D>::add(out, model_->grads(u), s) : Ops<D>::copy(out, model_->grads(u), s);
     if (!accumulate) {
       comm_.reduce_scatter(model_->grads(u), out, static_cast<std::size_t>(s), ReduceOp::sum);
       return;
@@ -193,6 +227,7 @@ class DataAxis final : public UnitHooks {
   std::vector<AdamState<T, Arena>> adam_;
   std::vector<Buffer<T, Arena>> grad_shard_, param_shard_;
   std::vector<bool> held_;
+  Buffer<double, Arena> square_sum_;  // [1] the gradient norm's sum, on the device
 };
 
 }  // namespace seqpar::inline v0

@@ -59,6 +59,8 @@ struct StepStats {
   double seconds = 0;
   double tokens_per_s = 0;
   MemoryStats memory;           // this rank's arena
+  bool skipped = false;         // Fp16Mixed: the gradients overflowed, no update was made
+  double loss_scale = 1;        // the loss scale this step used (1 without loss scaling)
 };
 
 /// The training stack of one rank for model `Model` under plan `Plan` (Replicated<N>,
@@ -71,7 +73,11 @@ class Trainer {
   using Traits = PlanTraits<Plan>;
 
  public:
-  using T = typename Prec::compute;
+  /// The storage type of weights, activations and gradients (float, double; bf16 or fp16 on Cuda).
+  using T = ComputeType<Prec, Dev>;
+  /// The type of the optimizer's master weights and moments, and of host-side weights
+  /// given to write_params: float for 16-bit T, T otherwise.
+  using Master = StatScalar<T>;
   using Arena = DeviceArena<Dev>;
   using Axis = std::conditional_t<Traits::tensor_degree == 1, NoTensorAxis, TensorGroup>;
   using Stack = BloomStack<Model, Dev, T, Axis>;
@@ -85,39 +91,65 @@ class Trainer {
       : Trainer(AnyComm(), opts) {}
 
   /// One rank of a multi-rank trainer; `world` is this rank's handle of the world.
-  template <Communicator C>
+  /// (AnyComm is tested first: nvcc's front end rejects the recursive Communicator<AnyComm>.)
+  template <class C>
+    requires(!std::same_as<std::remove_cvref_t<C>, AnyComm> && Communicator<C>)
   Trainer(C world, TrainOptions opts) : Trainer(AnyComm(std::move(world)), opts) {}
 
   Trainer(AnyComm world, TrainOptions opts)
       : opts_(opts),
         mesh_(Mesh::make<Plan>(std::move(world))),
         model_(arena_, make_axis(mesh_), stage_layers(mesh_), mesh_.data_degree),
-        runner_(model_, mesh_.pipeline),
-        schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay} {
+        schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay},
+        runner_(model_, mesh_.pipeline) {
     model_.initialize(opts_.seed, opts_.init_std);
     data_.emplace(model_, mesh_.data, Traits::zero_stage);
   }
 
   /// One optimizer step on a global batch: forward and backward over micro-batches,
   /// a loss that is the token mean over the whole batch, clipping, AdamW.
+  /// With 16-bit weights the loss gradient is the loss scale over the token count, rounded
+  /// to T once; the optimizer divides exactly that back out of the gradients (with the
+  /// clipping coefficient) while it updates the fp32 master weights.
   StepStats step(const BatchView& batch) {
+    Ops<Dev>::synchronize();  // work queued before this step is not timed with it
     const auto t0 = std::chrono::steady_clock::now();
     batch.validate(Model::vocab_size);
     arena_.reset_peaks();
     data_->begin_step();
     const std::int64_t targets = batch.target_count();
-    const T scale = targets > 0 ? T(1) / static_cast<T>(targets) : T(0);
+    const double loss_scale = loss_scale_.value();
+    const T scale = mixed ? static_cast<T>(targets > 0 ? loss_scale / static_cast<double>(targets) : 0.0)
+                          : (targets > 0 ? T(1) / static_cast<T>(targets) : T(0));
     double loss_sum = accumulate(local_slice(batch), scale);
-    const double norm = grad_norm();
+    // The model's gradients are `unscale` times those of the token-mean loss.
+    const double unscale = mixed && targets > 0 ? 1.0 / (static_cast<double>(scale) * static_cast<double>(targets)) : 1.0;
+    const double norm = mixed ? grad_norm() * unscale : grad_norm();
     const double lr = schedule_.at(step_);
+    const bool take = loss_scale_.update(norm);
+    double grad_factor = unscale;
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
-    if (const double coef = opts_.max_grad_norm / (norm + 1e-6); opts_.max_grad_norm > 0 && coef < 1.0)
-      data_->scale_grads(static_cast<T>(coef));
-    ++step_;
-    data_->optimizer_step(adam_coeffs({opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay}, lr, step_));
+    if (const double coef = opts_.max_grad_norm / (norm + 1e-6); take && opts_.max_grad_norm > 0 && coef < 1.0) {
+      if constexpr (mixed)
+        grad_factor *= coef;
+      else
+        data_->scale_grads(static_cast<T>(coef));
+    }
+    if (take) {
+      ++step_;
+      const auto coeffs = adam_coeffs({opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay}, lr, step_);
+      if constexpr (mixed)
+        data_->optimizer_step(coeffs, grad_factor);
+      else
+        data_->optimizer_step(coeffs);
+    }
+    Ops<Dev>::synchronize();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return {step_, targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0, norm, lr, batch.tokens(), targets,
-            secs, static_cast<double>(batch.tokens()) / secs, arena_.stats()};
+    StepStats st{step_, targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0, norm, lr, batch.tokens(), targets,
+                 secs, static_cast<double>(batch.tokens()) / secs, arena_.stats()};
+    st.skipped = !take;
+    st.loss_scale = loss_scale;
+    return st;
   }
 
   /// Loss (token mean) of a batch without touching the weights.
@@ -136,28 +168,41 @@ class Trainer {
     batch.validate(Model::vocab_size);
     auto& acts = runner_.forward_only(batch);
     const std::int64_t rows = model_.vocab_shard().rows, n = batch.tokens(), tp = mesh_.tensor_degree;
-    std::vector<T> local(static_cast<std::size_t>(n * rows)), all(static_cast<std::size_t>(n * rows * tp));
-    if (runner_.last()) model_.logits(acts, local.data());
+    // Made in device memory, exchanged between ranks as Master values on the host.
+    std::vector<Master> local(static_cast<std::size_t>(n * rows)), all(static_cast<std::size_t>(n * rows * tp));
+    if (runner_.last()) {
+      Buffer<T, Arena> dev(arena_, local.size(), Memory::buffers);
+      model_.logits(acts, dev.data());
+      if constexpr (std::is_same_v<Master, T>) {
+        Ops<Dev>::download(local.data(), dev.data(), n * rows);
+      } else {
+        std::vector<T> host(local.size());
+        Ops<Dev>::download(host.data(), dev.data(), n * rows);
+        std::copy(host.begin(), host.end(), local.begin());
+      }
+    }
     mesh_.pipeline.broadcast(local.data(), local.size(), mesh_.pipeline_degree - 1);
     mesh_.tensor.all_gather(local.data(), all.data(), local.size());
     std::vector<T> out(static_cast<std::size_t>(n * Model::vocab_size));
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t v = 0; v < Model::vocab_size; ++v)
         out[static_cast<std::size_t>(i * Model::vocab_size + v)] =
-            all[static_cast<std::size_t>(((v / rows) * n + i) * rows + v % rows)];
+            static_cast<T>(all[static_cast<std::size_t>(((v / rows) * n + i) * rows + v % rows)]);
     return out;
   }
 
   /// Loads every parameter from a tensor file by Hugging Face names.
   void load_weights(const TensorLookup& lookup, const std::string& file) {
+    // A unit at a time on the host, in the master type (exact for fp32 master weights).
+    std::vector<Master> unit;
     for (std::size_t u = 0; u < model_.units().size(); ++u) {
       if (!model_.holds(u)) continue;
-      data_->with_full_params(u, [&](T* unit) {
-        for (const auto& p : model_.units()[u].params) {
-          const std::int64_t real = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
-          load_param_block(find_bloom_tensor(lookup, p.name, file), p, real, unit + p.offset);
-        }
-      });
+      unit.assign(static_cast<std::size_t>(model_.padded_numel(u)), Master(0));
+      for (const auto& p : model_.units()[u].params) {
+        const std::int64_t real = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
+        load_param_block(find_bloom_tensor(lookup, p.name, file), p, real, unit.data() + p.offset);
+      }
+      data_->write_params(u, unit.data());
     }
   }
 
@@ -220,14 +265,38 @@ class Trainer {
   /// Visits every parameter tensor of this rank as this rank holds it under the tensor
   /// split: fn(const ParamSpec&, T* values, T* grads). Under ZeRO the values are
   /// gathered for the call and grads is null (they exist only as shards).
+  /// The pointers are host copies of the device's values; what fn writes through them is
+  /// copied back (for 16-bit models the master weights of a changed unit are then reset
+  /// to its new 16-bit values).
   template <class F>
   void for_each_param(F&& fn) {
+    constexpr bool with_grads = Traits::zero_stage == 0;
+    std::vector<T> values, grads, values_before, grads_before;
     for (std::size_t u = 0; u < model_.units().size(); ++u) {
       if (!model_.holds(u)) continue;
-      data_->with_full_params(u, [&](T* unit) {
-        for (const auto& p : model_.units()[u].params)
-          fn(p, unit + p.offset, Traits::zero_stage == 0 ? model_.grads(u) + p.offset : nullptr);
-      });
+      const std::int64_t n = model_.padded_numel(u);
+      values.resize(static_cast<std::size_t>(n));
+      data_->read_params(u, values.data());
+      values_before = values;
+      if (with_grads) {
+        grads.resize(static_cast<std::size_t>(n));
+        Ops<Dev>::download(grads.data(), model_.grads(u), n);
+        grads_before = grads;
+      }
+      for (const auto& p : model_.units()[u].params)
+        fn(p, values.data() + p.offset, with_grads ? grads.data() + p.offset : nullptr);
+      const auto changed = [](const std::vector<T>& a, const std::vector<T>& b) {
+        return std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) != 0;
+      };
+      if (changed(values, values_before)) {
+        if constexpr (std::is_same_v<Master, T>) {
+          data_->write_params(u, values.data());
+        } else {
+          const std::vector<Master> wide(values.begin(), values.end());
+          data_->write_params(u, wide.data());
+        }
+      }
+      if (with_grads && changed(grads, grads_before)) Ops<Dev>::upload(model_.grads(u), grads.data(), n);
     }
   }
 
@@ -394,6 +463,7 @@ class Trainer {
   }
 
   static constexpr int tied_tag = 32000;
+  static constexpr bool mixed = !std::is_same_v<Master, T>;
 
   TrainOptions opts_;
   Arena arena_;
@@ -403,6 +473,7 @@ class Trainer {
   StageRunner<Stack> runner_;
   std::optional<DataAxis<Stack, Dev, T>> data_;
   std::int64_t step_ = 0;
+  LossScale<Prec> loss_scale_;
 };
 
 }  // namespace seqpar::inline v0

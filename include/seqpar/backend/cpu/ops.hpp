@@ -1,13 +1,18 @@
 #pragma once
 // Ops<Cpu>: the op set on host memory. GEMMs through Eigen; row- and element-wise
 // loops over the shared bodies of backend/kernels.hpp. Every op is templated on the
-// scalar so that gradient checks run it in double. Matrices are row-major.
+// scalar so that gradient checks run it in double. Matrices are row-major. The device
+// is the host: upload, download and synchronize are plain copies and a no-op, so that
+// code written once for every device (nn/, the trainer) runs here unchanged.
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
@@ -25,6 +30,23 @@ using ConstMatMap = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::OuterSt
 
 template <>
 struct Ops<Cpu> {
+  /// Logits of the chunked LM head held at once (nn/lm_head.hpp): a chunk that stays in cache.
+  static constexpr std::int64_t logits_chunk_bytes = std::int64_t{32} << 20;
+
+  // --- host <-> device: the same memory ------------------------------------------------
+  template <class U>
+  static void upload(U* dev, const U* host, std::int64_t n) {
+    static_assert(std::is_trivially_copyable_v<U>);
+    if (n > 0) std::memcpy(dev, host, sizeof(U) * static_cast<std::size_t>(n));
+  }
+  template <class U>
+  static void download(U* host, const U* dev, std::int64_t n) {
+    static_assert(std::is_trivially_copyable_v<U>);
+    if (n > 0) std::memcpy(host, dev, sizeof(U) * static_cast<std::size_t>(n));
+  }
+  /// Every op has finished when it returns.
+  static void synchronize() {}
+
   /// C[M,N] = alpha * op(A) op(B) + beta * C, with op(A) [M,K] and op(B) [K,N];
   /// A is [M,K] (or [K,M] when ta), B is [K,N] (or [N,K] when tb); ld* are row strides.
   template <class T>
@@ -179,9 +201,10 @@ struct Ops<Cpu> {
     }
   }
 
-  template <class T>
-  static void add(T* y, const T* x, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) y[i] += x[i];
+  // y[i] += x[i] (x may have another type: a 16-bit term added to a float sum)
+  template <class T, class U>
+  static void add(T* y, const U* x, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] += static_cast<T>(x[i]);
   }
   template <class T>
   static void scale(T* y, T s, std::int64_t n) {
@@ -201,12 +224,97 @@ struct Ops<Cpu> {
     for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
     return s;
   }
+  /// acc[0] += weight * sum of squares of x; acc is device memory (a gradient norm summed
+  /// over many tensors, read once).
+  template <class T>
+  static void sum_squares_accumulate(double* acc, const T* x, std::int64_t n, double weight) {
+    acc[0] += weight * sum_squares(x, n);
+  }
+  /// y[i] = x[i] converted to To.
+  template <class To, class From>
+  static void convert(To* y, const From* x, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<To>(x[i]);
+  }
 
   // AdamW on n elements with one decay flag.
   template <class T>
   static void adamw(T* p, const T* g, T* m, T* v, std::int64_t n, const kernels::AdamCoeffs& c, bool decay) {
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < n; ++i) kernels::adamw(p[i], g[i], m[i], v[i], c, decay);
+  }
+
+  /// AdamW on master weights and moments of type M, gradient g times grad_factor; the
+  /// updated master weight is rounded into weight[i] (skipped when weight is null).
+  template <class M, class W, class G>
+  static void adamw_mixed(M* master, W* weight, const G* g, M* m, M* v, std::int64_t n,
+                          const kernels::AdamCoeffs& c, bool decay, M grad_factor = M(1)) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      kernels::adamw(master[i], static_cast<M>(g[i]) * grad_factor, m[i], v[i], c, decay);
+      if (weight) weight[i] = static_cast<W>(master[i]);
+    }
+  }
+
+  // --- rows and the chunked cross-entropy (nn/lm_head.hpp) ------------------------------
+
+  // dst[r, :] = src[index[r], :] for r < n
+  template <class T, std::integral Id>
+  static void gather_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d) {
+    for (std::int64_t r = 0; r < n; ++r) std::copy_n(src + static_cast<std::int64_t>(index[r]) * d, d, dst + r * d);
+  }
+  // dst[index[r], :] = src[r, :] for r < n (indices distinct)
+  template <class T, std::integral Id>
+  static void scatter_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d) {
+    for (std::int64_t r = 0; r < n; ++r) std::copy_n(src + r * d, d, dst + static_cast<std::int64_t>(index[r]) * d);
+  }
+
+  /// One vocabulary chunk L[n, cw] (local columns [col0, col0 + cw)) of an online softmax:
+  /// mx[r] = max(mx[r], max_j L[r, j]); sum[r] = sum[r] exp(old mx - mx) + sum_j exp(L - mx);
+  /// picked[r] = L[r, target[r] - col0] when that column is in the chunk.
+  template <class T, class S, std::integral Id>
+  static void softmax_stats(S* mx, S* sum, S* picked, const T* L, const Id* target, std::int64_t n,
+                            std::int64_t cw, std::int64_t col0) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < n; ++r) {
+      const T* l = L + r * cw;
+      S m = mx[r];
+      for (std::int64_t j = 0; j < cw; ++j) m = std::max(m, static_cast<S>(l[j]));
+      S s = sum[r] * std::exp(mx[r] - m);
+      for (std::int64_t j = 0; j < cw; ++j) s += std::exp(static_cast<S>(l[j]) - m);
+      mx[r] = m;
+      sum[r] = s;
+      const std::int64_t t = static_cast<std::int64_t>(target[r]) - col0;
+      if (t >= 0 && t < cw) picked[r] = static_cast<S>(l[t]);
+    }
+  }
+  /// sum[r] *= exp(mx[r] - global_mx[r]): a shard's sum of exps against the global max.
+  template <class S>
+  static void softmax_stats_rescale(S* sum, const S* mx, const S* global_mx, std::int64_t n) {
+    for (std::int64_t r = 0; r < n; ++r) sum[r] = sum[r] * std::exp(mx[r] - global_mx[r]);
+  }
+  /// lse[r] = global_mx[r] + log(sum[r]); returns sum_r (lse[r] - picked[r]).
+  template <class S>
+  static double cross_entropy_loss(S* lse, const S* global_mx, const S* sum, const S* picked, std::int64_t n) {
+    double out = 0;
+    for (std::int64_t r = 0; r < n; ++r) {
+      lse[r] = global_mx[r] + std::log(sum[r]);
+      out += static_cast<double>(lse[r] - picked[r]);
+    }
+    return out;
+  }
+  /// In place on a chunk: L[r, j] = (exp(L[r, j] - lse[r]) - [j == target[r] - col0]) grad_scale.
+  template <class T, class S, std::integral Id>
+  static void cross_entropy_grad(T* L, const S* lse, const Id* target, std::int64_t n, std::int64_t cw,
+                                 std::int64_t col0, S grad_scale) {
+    const T gs = static_cast<T>(grad_scale);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < n; ++r) {
+      T* l = L + r * cw;
+      const T z = static_cast<T>(lse[r]);
+      for (std::int64_t j = 0; j < cw; ++j) l[j] = std::exp(l[j] - z) * gs;
+      const std::int64_t t = static_cast<std::int64_t>(target[r]) - col0;
+      if (t >= 0 && t < cw) l[t] -= gs;
+    }
   }
 
   /// Causal ALiBi attention for one micro-batch, all local heads.

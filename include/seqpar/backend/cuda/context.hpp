@@ -1,8 +1,8 @@
 #pragma once
 // CudaContext: what one host thread (one rank) needs to run the CUDA ops: a stream, a
-// cuBLAS handle with its own workspace, and grow-only scratch for multi-pass kernels.
-// Each thread has its own (thread_local), so ThreadComm ranks never share a stream, a
-// handle or scratch memory. Compiled only under nvcc.
+// cuBLAS handle with its own workspace, grow-only scratch for multi-pass kernels, and a
+// cache of freed device blocks. Each thread has its own (thread_local), so ThreadComm
+// ranks never share a stream, a handle, scratch or cached memory. Compiled only under nvcc.
 
 #if defined(__CUDACC__)
 
@@ -10,8 +10,11 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <map>
+#include <vector>
 
 #include "seqpar/backend/cuda/error.hpp"
+#include "seqpar/core/error.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -96,9 +99,79 @@ class CudaContext {
   /// Waits until everything queued on the stream has run; throws on a kernel's failure.
   void synchronize() { SEQPAR_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
+  /// Device memory of at least `bytes`: a block this thread freed before, of the same
+  /// rounded size, or a new one from cudaMalloc. cudaFree waits for the whole device, so
+  /// activations that are freed and taken again every micro-batch come from here. A
+  /// cached block is reused only by ops queued after its free on this thread's stream,
+  /// which stream order makes safe. When cudaMalloc fails, the cache is returned to the
+  /// device and the allocation tried once more; a second failure throws, naming the size
+  /// and the free and total memory of the device.
+  void* allocate(std::size_t bytes) {
+    ensure();
+    const std::size_t size = rounded(bytes);
+    if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      cached_bytes_ -= size;
+      return p;
+    }
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e != cudaSuccess && cached_bytes_ > 0) {
+      (void)cudaGetLastError();
+      release_cache();
+      e = cudaMalloc(&p, size);
+    }
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      std::size_t free_bytes = 0, total_bytes = 0;
+      (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+      (void)cudaGetLastError();
+      detail::fail(__FILE__, ":", __LINE__, ": cudaMalloc of ", bytes, " bytes on device ", device_,
+                   " failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), "); ", free_bytes,
+                   " of ", total_bytes, " bytes are free");
+    }
+    return p;
+  }
+
+  /// Keeps a block from allocate(bytes) (on any thread) for this thread's next allocation
+  /// of the same size. Called from destructors: never throws.
+  void deallocate(void* p, std::size_t bytes) noexcept {
+    if (!p) return;
+    if (!ready_) {
+      (void)cudaFree(p);
+      return;
+    }
+    const std::size_t size = rounded(bytes);
+    try {
+      cache_[size].push_back(p);
+      cached_bytes_ += size;
+    } catch (...) {
+      (void)cudaFree(p);
+    }
+  }
+
+  /// Bytes of device memory held in the cache (freed by Buffers, not yet returned).
+  std::size_t cached_bytes() const { return cached_bytes_; }
+
+  /// Returns every cached block to the device (waits for the stream first).
+  void release_cache() {
+    if (ready_) (void)cudaStreamSynchronize(active_);
+    for (auto& [size, blocks] : cache_)
+      for (void* p : blocks) (void)cudaFree(p);
+    cache_.clear();
+    cached_bytes_ = 0;
+  }
+
  private:
   // cuBLAS workspace per handle: the size cuBLAS documents for Hopper.
   static constexpr std::size_t blas_workspace_bytes = std::size_t{32} << 20;
+  // Cached blocks are told apart by their size rounded up to this granule.
+  static constexpr std::size_t block_granule = 512;
+
+  static std::size_t rounded(std::size_t bytes) {
+    return (bytes + block_granule - 1) / block_granule * block_granule;
+  }
 
   CudaContext() = default;
   ~CudaContext() { release(); }
@@ -134,6 +207,10 @@ class CudaContext {
   // statuses are ignored, as a destructor must not throw.
   void release() noexcept {
     if (own_stream_) (void)cudaStreamSynchronize(own_stream_);
+    for (auto& [size, blocks] : cache_)
+      for (void* p : blocks) (void)cudaFree(p);
+    cache_.clear();
+    cached_bytes_ = 0;
     if (blas_) (void)cublasDestroy(blas_);
     if (blas_workspace_) (void)cudaFree(blas_workspace_);
     if (scratch_) (void)cudaFree(scratch_);
@@ -158,6 +235,8 @@ class CudaContext {
   std::size_t scratch_bytes_ = 0;
   void* host_ = nullptr;
   std::size_t host_bytes_ = 0;
+  std::map<std::size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  std::size_t cached_bytes_ = 0;
 };
 
 }  // namespace seqpar::inline v0

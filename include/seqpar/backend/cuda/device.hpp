@@ -4,6 +4,8 @@
 
 #if defined(__CUDACC__)
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -14,31 +16,20 @@
 
 namespace seqpar::inline v0 {
 
-/// Device memory of the current device: cudaMalloc / cudaFree, zeroing queued on the
-/// calling thread's stream (so a Buffer is zero for every op that thread queues after it).
+/// Device memory of the current device: cudaMalloc'ed blocks (never managed memory)
+/// through the calling thread's CudaContext, which keeps freed blocks for reuse; zeroing
+/// queued on the calling thread's stream (so a Buffer is zero for every op that thread
+/// queues after it).
 struct CudaAllocator {
   static constexpr std::size_t alignment = 256;  // what cudaMalloc guarantees
 
-  static void* allocate(std::size_t bytes) {
-    void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, bytes);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      std::size_t free_bytes = 0, total_bytes = 0;
-      int device = -1;
-      (void)cudaGetDevice(&device);
-      (void)cudaMemGetInfo(&free_bytes, &total_bytes);
-      (void)cudaGetLastError();
-      detail::fail(__FILE__, ":", __LINE__, ": cudaMalloc of ", bytes, " bytes on device ", device,
-                   " failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), "); ", free_bytes,
-                   " of ", total_bytes, " bytes are free");
-    }
-    return p;
-  }
+  static void* allocate(std::size_t bytes) { return CudaContext::current().allocate(bytes); }
 
-  // Called from destructors: the status is not thrown. A failure here is a sticky error
-  // of an earlier kernel, which the next checked call reports.
-  static void deallocate(void* p, std::size_t) noexcept { (void)cudaFree(p); }
+  // Called from destructors: nothing is thrown. A failure of an earlier kernel surfaces
+  // at the next checked call.
+  static void deallocate(void* p, std::size_t bytes) noexcept {
+    CudaContext::current().deallocate(p, bytes);
+  }
 
   static void zero(void* p, std::size_t bytes) {
     SEQPAR_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, CudaContext::current().stream()));
@@ -53,6 +44,16 @@ struct Cuda {
 };
 
 static_assert(Device<Cuda>);
+
+/// 16-bit storage on the GPU: bf16 as __nv_bfloat16, f16 as __half.
+template <>
+struct StorageOf<Cuda, DType::bf16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct StorageOf<Cuda, DType::f16> {
+  using type = __half;
+};
 
 }  // namespace seqpar::inline v0
 

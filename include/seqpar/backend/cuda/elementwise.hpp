@@ -22,8 +22,8 @@ inline constexpr int elementwise_threads = 256;
 
 // ---- kernels ---------------------------------------------------------------------
 
-template <class T>
-__global__ void add_kernel(T* y, const T* x, std::int64_t n) {
+template <class T, class U>
+__global__ void add_kernel(T* y, const U* x, std::int64_t n) {
   SEQPAR_GRID_STRIDE(i, n) y[i] = from_float<T>(to_float(y[i]) + to_float(x[i]));
 }
 

@@ -15,6 +15,7 @@
 #include <concepts>
 #include <cstdint>
 
+#include "seqpar/backend/cuda/any_comm.hpp"
 #include "seqpar/backend/cuda/attention.hpp"
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/cross_entropy.hpp"
@@ -33,6 +34,10 @@ namespace seqpar::inline v0 {
 
 template <>
 struct Ops<Cuda> {
+  /// Logits of the chunked LM head held at once (nn/lm_head.hpp): chunks wide enough for
+  /// GEMMs that fill the GPU (16 chunks of SeqGPT-560M's vocabulary at 8192 bf16 tokens).
+  static constexpr std::int64_t logits_chunk_bytes = std::int64_t{256} << 20;
+
   // --- host <-> device ---------------------------------------------------------------
 
   /// dev[0..n) = host[0..n), queued on the thread's stream (host may be reused at return).
@@ -162,9 +167,10 @@ struct Ops<Cuda> {
 
   // --- vectors ----------------------------------------------------------------------------
 
-  template <CudaScalar T>
-  static void add(T* y, const T* x, std::int64_t n) {
-    detail::launch_elementwise(detail::add_kernel<T>, n, y, x, n);
+  // y[i] += x[i] (x may have another type: a 16-bit term added to a float sum)
+  template <CudaScalar T, CudaScalar U>
+  static void add(T* y, const U* x, std::int64_t n) {
+    detail::launch_elementwise(detail::add_kernel<T, U>, n, y, x, n);
   }
   template <CudaScalar T>
   static void scale(T* y, T s, std::int64_t n) {
@@ -184,6 +190,12 @@ struct Ops<Cuda> {
   template <CudaScalar T>
   static double sum_squares(const T* x, std::int64_t n) {
     return detail::sum_squares(x, n);
+  }
+  /// acc[0] += weight * sum of squares of x, acc in device memory: many tensors summed
+  /// on the device and read once (a gradient norm). Fixed-order reduction; nothing waits.
+  template <CudaScalar T>
+  static void sum_squares_accumulate(double* acc, const T* x, std::int64_t n, double weight) {
+    detail::sum_squares_accumulate(acc, x, n, weight);
   }
   /// y[i] = x[i] rounded to To (float <-> bf16 / fp16 copies of weights and gradients).
   template <CudaScalar To, CudaScalar From>

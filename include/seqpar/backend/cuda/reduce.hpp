@@ -126,6 +126,29 @@ __global__ void sum_partials_kernel(A* out, const A* partial, int count) {
   if (threadIdx.x == 0) *out = s;
 }
 
+// *acc += weight * sum of partial[0..count) by one block of 1024 threads (count <= 1024).
+template <class A>
+__global__ void accumulate_partials_kernel(A* acc, const A* partial, int count, A weight) {
+  __shared__ A shared[32];
+  A s = static_cast<int>(threadIdx.x) < count ? partial[threadIdx.x] : A(0);
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) *acc += weight * s;
+}
+
+// *acc += weight * sum of squares of x[0..n), acc in device memory; nothing waits.
+template <class T>
+void sum_squares_accumulate(double* acc, const T* x, std::int64_t n, double weight) {
+  if (n <= 0) return;
+  CudaContext& ctx = CudaContext::current();
+  const unsigned blocks = sum_blocks(n);
+  auto* partial = static_cast<double*>(ctx.scratch(sizeof(double) * blocks));
+  sum_squares_kernel<<<blocks, sum_threads, 0, ctx.stream()>>>(partial, x, n);
+  SEQPAR_CUDA_CHECK_LAUNCH();
+  accumulate_partials_kernel<<<1, 1024, 0, ctx.stream()>>>(acc, partial, static_cast<int>(blocks),
+                                                           weight);
+  SEQPAR_CUDA_CHECK_LAUNCH();
+}
+
 // Sum of squares of x[0..n) as a double, on the host (waits for the stream).
 template <class T>
 double sum_squares(const T* x, std::int64_t n) {

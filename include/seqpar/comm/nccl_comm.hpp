@@ -1,0 +1,270 @@
+#pragma once
+// NcclComm: one process per GPU, collectives by NCCL on the calling thread's CUDA stream
+// (its CudaContext), so they stay in order with the ops around them. Made over an
+// MpiComm: the process takes GPU node_local_rank() (modulo the GPUs it sees), rank 0 makes
+// the NCCL unique id and MPI broadcasts it. NCCL refuses two ranks on one GPU: several
+// ranks on one GPU use CudaThreadComm (backend/cuda/thread_comm.hpp) instead.
+//
+// Pointers are device memory (no copies) or host memory: the scalars a trainer reduces (a
+// loss, a gradient norm) go through a device buffer and are waited for. Send and recv
+// ignore the tag: NCCL delivers the messages between two ranks in the order they are
+// posted, which is the order the trainer's pipeline uses. Byte counters follow the ring
+// model of ring_bytes(), as every communicator's.
+// Compiled only under nvcc with NCCL and MPI (link seqpar::nccl and seqpar::mpi).
+
+#if defined(__CUDACC__) && __has_include(<nccl.h>)
+#include "seqpar/comm/mpi_comm.hpp"
+#endif
+
+#if defined(__CUDACC__) && __has_include(<nccl.h>) && defined(SEQPAR_HAS_MPI_COMM)
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "seqpar/backend/cuda/context.hpp"
+#include "seqpar/backend/cuda/error.hpp"
+#include "seqpar/backend/cuda/thread_comm.hpp"
+#include "seqpar/comm/communicator.hpp"
+#include "seqpar/core/error.hpp"
+
+#define SEQPAR_HAS_NCCL_COMM 1
+
+namespace seqpar::inline v0 {
+
+namespace detail {
+
+[[noreturn]] inline void nccl_fail(ncclResult_t r, const char* call, const char* file, int line) {
+  fail(file, ":", line, ": NCCL call ", call, " failed: ", ncclGetErrorString(r));
+}
+
+template <CommElement T>
+constexpr ncclDataType_t nccl_type() {
+  if constexpr (std::same_as<T, float>)
+    return ncclFloat32;
+  else if constexpr (std::same_as<T, double>)
+    return ncclFloat64;
+  else
+    return ncclInt64;
+}
+
+inline ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclMax; }
+
+// The NCCL communicator of this process's rank and its counters; destroyed with the last handle.
+struct NcclState {
+  ncclComm_t comm = nullptr;
+  int rank = 0, size = 1;
+  CommStats stats;
+
+  explicit NcclState(ncclComm_t c) : comm(c) {}
+  NcclState(const NcclState&) = delete;
+  NcclState& operator=(const NcclState&) = delete;
+  ~NcclState() {
+    if (comm) (void)ncclCommDestroy(comm);
+  }
+};
+
+}  // namespace detail
+
+/// Throws seqpar::Error when an NCCL call does not return ncclSuccess.
+#define SEQPAR_NCCL_CHECK(call)                                                    \
+  do {                                                                             \
+    const ncclResult_t seqpar_nccl_status_ = (call);                               \
+    if (seqpar_nccl_status_ != ncclSuccess)                                        \
+      ::seqpar::detail::nccl_fail(seqpar_nccl_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/// A rank of an NCCL communicator (see the top of this file). A cheap handle: copies share
+/// the NCCL communicator and the counters; use it from one thread.
+class NcclComm {
+ public:
+  /// Collective over `mpi`: selects this process's GPU (call it before any other CUDA
+  /// work of the process) and makes an NCCL communicator of mpi's ranks.
+  explicit NcclComm(MpiComm& mpi) {
+    int devices = 0;
+    SEQPAR_CUDA_CHECK(cudaGetDeviceCount(&devices));
+    SEQPAR_CHECK(devices > 0, "NcclComm: rank ", mpi.rank(), " sees no CUDA device");
+    const int local = node_local_rank(mpi);
+    SEQPAR_CUDA_CHECK(cudaSetDevice(local % devices));
+    // The 128-byte id crosses MPI as 16 int64 values.
+    std::array<std::int64_t, (NCCL_UNIQUE_ID_BYTES + 7) / 8> words{};
+    ncclUniqueId id{};
+    if (mpi.rank() == 0) {
+      SEQPAR_NCCL_CHECK(ncclGetUniqueId(&id));
+      std::memcpy(words.data(), &id, sizeof id);
+    }
+    mpi.broadcast(words.data(), words.size(), 0);
+    std::memcpy(&id, words.data(), sizeof id);
+    init(mpi.size(), id, mpi.rank());
+  }
+
+  /// A group of one rank on the current GPU, without MPI (one process alone).
+  static NcclComm single() {
+    ncclUniqueId id{};
+    SEQPAR_NCCL_CHECK(ncclGetUniqueId(&id));
+    NcclComm c;
+    c.init(1, id, 0);
+    return c;
+  }
+
+  int rank() const { return state_->rank; }
+  int size() const { return state_->size; }
+  ncclComm_t native() const { return state_->comm; }
+  CommStats& stats() { return state_->stats; }
+  const CommStats& stats() const { return state_->stats; }
+
+  template <CommElement T>
+  void all_reduce(T* data, std::size_t n, ReduceOp op) {
+    record(CollectiveKind::all_reduce, n, sizeof(T));
+    OnDevice<T> d(data, n, true);
+    SEQPAR_NCCL_CHECK(ncclAllReduce(d.ptr, d.ptr, n, detail::nccl_type<T>(), detail::nccl_op(op),
+                                    native(), stream()));
+    d.finish(data, n);
+  }
+
+  // in: n * size elements, out: n (this rank's block of the reduction).
+  template <CommElement T>
+  void reduce_scatter(const T* in, T* out, std::size_t n, ReduceOp op) {
+    record(CollectiveKind::reduce_scatter, n, sizeof(T));
+    OnDevice<T> din(const_cast<T*>(in), n * static_cast<std::size_t>(size()), true);
+    OnDevice<T> dout(out, n, false);
+    SEQPAR_NCCL_CHECK(ncclReduceScatter(din.ptr, dout.ptr, n, detail::nccl_type<T>(),
+                                        detail::nccl_op(op), native(), stream()));
+    dout.finish(out, n);
+  }
+
+  // in: n elements, out: n * size (block r from rank r).
+  template <CommElement T>
+  void all_gather(const T* in, T* out, std::size_t n) {
+    record(CollectiveKind::all_gather, n, sizeof(T));
+    OnDevice<T> din(const_cast<T*>(in), n, true);
+    OnDevice<T> dout(out, n * static_cast<std::size_t>(size()), false);
+    SEQPAR_NCCL_CHECK(
+        ncclAllGather(din.ptr, dout.ptr, n, detail::nccl_type<T>(), native(), stream()));
+    dout.finish(out, n * static_cast<std::size_t>(size()));
+  }
+
+  template <CommElement T>
+  void broadcast(T* data, std::size_t n, int root) {
+    check_rank(root, "broadcast root");
+    state_->stats.record(CollectiveKind::broadcast,
+                         ring_bytes(CollectiveKind::broadcast, n, sizeof(T), size(), rank(), root));
+    OnDevice<T> d(data, n, rank() == root);
+    SEQPAR_NCCL_CHECK(
+        ncclBroadcast(d.ptr, d.ptr, n, detail::nccl_type<T>(), root, native(), stream()));
+    d.finish(data, n);
+  }
+
+  template <CommElement T>
+  void send(const T* data, std::size_t n, int peer, int /*tag*/) {
+    check_rank(peer, "send peer");
+    record(CollectiveKind::send, n, sizeof(T));
+    OnDevice<T> d(const_cast<T*>(data), n, true);
+    SEQPAR_NCCL_CHECK(ncclSend(d.ptr, n, detail::nccl_type<T>(), peer, native(), stream()));
+    d.finish(nullptr, 0);  // a staged message must have left before its buffer goes
+  }
+
+  template <CommElement T>
+  void recv(T* data, std::size_t n, int peer, int /*tag*/) {
+    check_rank(peer, "recv peer");
+    record(CollectiveKind::recv, n, sizeof(T));
+    OnDevice<T> d(data, n, false);
+    SEQPAR_NCCL_CHECK(ncclRecv(d.ptr, n, detail::nccl_type<T>(), peer, native(), stream()));
+    d.finish(data, n);
+  }
+
+  /// Returns once every rank has called barrier() with all its queued device work done.
+  void barrier() {
+    state_->stats.record(CollectiveKind::barrier, {});
+    CudaContext& ctx = CudaContext::current();
+    auto* one = static_cast<float*>(ctx.allocate(sizeof(float)));
+    const ncclResult_t r = ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, native(), ctx.stream());
+    ctx.deallocate(one, sizeof(float));
+    SEQPAR_NCCL_CHECK(r);
+    ctx.synchronize();
+  }
+
+  /// Collective: ranks with the same color (>= 0) form a new communicator, ranked by (key,
+  /// old rank) (ncclCommSplit).
+  NcclComm split(int color, int key) {
+    SEQPAR_CHECK(color >= 0, "NcclComm split: rank ", rank(), " passed color ", color,
+                 "; colors must be >= 0");
+    ncclComm_t sub = nullptr;
+    SEQPAR_NCCL_CHECK(ncclCommSplit(native(), color, key, &sub, nullptr));
+    NcclComm c;
+    c.adopt(sub);
+    return c;
+  }
+
+ private:
+  NcclComm() = default;
+
+  void init(int nranks, const ncclUniqueId& id, int rank) {
+    ncclComm_t comm = nullptr;
+    SEQPAR_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+    adopt(comm);
+  }
+  void adopt(ncclComm_t comm) {
+    state_ = std::make_shared<detail::NcclState>(comm);
+    SEQPAR_NCCL_CHECK(ncclCommUserRank(comm, &state_->rank));
+    SEQPAR_NCCL_CHECK(ncclCommCount(comm, &state_->size));
+  }
+
+  static cudaStream_t stream() { return CudaContext::current().stream(); }
+
+  void record(CollectiveKind k, std::size_t n, std::size_t elem) {
+    state_->stats.record(k, ring_bytes(k, n, elem, size(), rank()));
+  }
+  void check_rank(int r, const char* what) const {
+    SEQPAR_CHECK(r >= 0 && r < size(), "NcclComm: ", what, " ", r, " is not a rank of a group of ",
+                 size());
+  }
+
+  // Device memory for a collective's argument: the pointer itself when it is device
+  // memory, else a device copy of the host data (`in`: copied there first) whose result
+  // goes back to the host in finish(), which waits for the stream.
+  template <class T>
+  struct OnDevice {
+    T* ptr;
+    bool staged;
+
+    OnDevice(T* p, std::size_t n, bool in)
+        : ptr(p), staged(n > 0 && !detail::is_device_pointer(p)) {
+      if (!staged) return;
+      CudaContext& ctx = CudaContext::current();
+      ptr = static_cast<T*>(ctx.allocate(n * sizeof(T)));
+      bytes = n * sizeof(T);
+      if (in)
+        SEQPAR_CUDA_CHECK(cudaMemcpyAsync(ptr, p, bytes, cudaMemcpyHostToDevice, ctx.stream()));
+    }
+    OnDevice(const OnDevice&) = delete;
+    OnDevice& operator=(const OnDevice&) = delete;
+    ~OnDevice() {
+      if (staged) CudaContext::current().deallocate(ptr, bytes);
+    }
+    void finish(T* host, std::size_t n) {
+      if (!staged) return;
+      CudaContext& ctx = CudaContext::current();
+      if (host && n)
+        SEQPAR_CUDA_CHECK(
+            cudaMemcpyAsync(host, ptr, n * sizeof(T), cudaMemcpyDeviceToHost, ctx.stream()));
+      ctx.synchronize();
+    }
+
+   private:
+    std::size_t bytes = 0;
+  };
+
+  std::shared_ptr<detail::NcclState> state_;
+};
+
+static_assert(Communicator<NcclComm>);
+
+}  // namespace seqpar::inline v0
+
+#endif  // __CUDACC__ && NCCL && MPI

@@ -1,0 +1,171 @@
+// CudaThreadComm: ThreadComm ranks whose collectives take device buffers (staged through
+// pinned host memory), and multi-rank plans of the Trainer on one GPU against the one-rank
+// trainer on the same GPU. Test suite "multi-rank" (tools/gpu-check.sh runs it apart).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.hpp"
+#include "seqpar/backend/cuda/ops.hpp"
+#include "seqpar/backend/cuda/thread_comm.hpp"
+#include "seqpar/train/trainer.hpp"
+#include "trainer_reference.hpp"
+
+using namespace seqpar;
+using namespace seqpar::test;
+
+namespace {
+
+// Value of element i on rank r: distinct everywhere, exact in float sums.
+float value(int r, std::size_t i) {
+  return static_cast<float>(r * 1000 + static_cast<int>(i % 997));
+}
+
+template <class T>
+std::vector<T> download_all(const DeviceBuffer<T>& b) {
+  std::vector<T> h(b.size());
+  Ops<Cuda>::download(h.data(), b.data(), static_cast<std::int64_t>(b.size()));
+  return h;
+}
+
+}  // namespace
+
+TEST_SUITE("multi-rank") {
+  TEST_CASE("CudaThreadComm: collectives on device buffers and on host scalars") {
+    constexpr int n_ranks = 3;
+    constexpr std::size_t n = 1031;
+    std::mutex m;
+    run_ranks(n_ranks, [&](ThreadComm& host) {
+      CudaThreadComm comm(host);
+      const int r = comm.rank();
+      CudaArena arena;
+      std::vector<float> mine(n);
+      for (std::size_t i = 0; i < n; ++i) mine[i] = value(r, i);
+
+      // all_reduce, sum and max, in place on the device
+      DeviceBuffer<float> a(arena, n, Memory::buffers);
+      Ops<Cuda>::upload(a.data(), mine.data(), n);
+      comm.all_reduce(a.data(), n, ReduceOp::sum);
+      const auto sum = download_all(a);
+      Ops<Cuda>::upload(a.data(), mine.data(), n);
+      comm.all_reduce(a.data(), n, ReduceOp::max);
+      const auto mx = download_all(a);
+
+      // reduce_scatter of n * size elements into a block of n; all_gather back
+      std::vector<float> big(n * n_ranks);
+      for (std::size_t i = 0; i < big.size(); ++i) big[i] = value(r, i);
+      DeviceBuffer<float> in(arena, big.size(), Memory::buffers), block(arena, n, Memory::buffers),
+          gathered(arena, big.size(), Memory::buffers);
+      Ops<Cuda>::upload(in.data(), big.data(), big.size());
+      comm.reduce_scatter(in.data(), block.data(), n, ReduceOp::sum);
+      const auto rs = download_all(block);
+      comm.all_gather(block.data(), gathered.data(), n);
+      const auto ag = download_all(gathered);
+
+      // broadcast from rank 1; send / recv around the ring
+      DeviceBuffer<double> b(arena, 7, Memory::buffers);
+      std::vector<double> seven(7, r == 1 ? 2.5 : -1.0);
+      Ops<Cuda>::upload(b.data(), seven.data(), 7);
+      comm.broadcast(b.data(), 7, 1);
+      const auto bc = download_all(b);
+      DeviceBuffer<std::int64_t> msg(arena, 5, Memory::buffers), got(arena, 5, Memory::buffers);
+      std::vector<std::int64_t> payload(5, 100 + r);
+      Ops<Cuda>::upload(msg.data(), payload.data(), 5);
+      comm.send(msg.data(), 5, (r + 1) % n_ranks, 9);
+      comm.recv(got.data(), 5, (r + n_ranks - 1) % n_ranks, 9);
+      const auto p2p = download_all(got);
+
+      // a host scalar goes through unstaged
+      double loss = r + 1.0;
+      comm.all_reduce(&loss, 1, ReduceOp::sum);
+      comm.barrier();
+
+      std::lock_guard lock(m);
+      CAPTURE(r);
+      bool ok_sum = true, ok_max = true, ok_rs = true, ok_ag = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        float s = 0, x = value(0, i);
+        for (int q = 0; q < n_ranks; ++q) s += value(q, i), x = std::max(x, value(q, i));
+        ok_sum = ok_sum && sum[i] == s;
+        ok_max = ok_max && mx[i] == x;
+        float srs = 0;
+        for (int q = 0; q < n_ranks; ++q) srs += value(q, static_cast<std::size_t>(r) * n + i);
+        ok_rs = ok_rs && rs[i] == srs;
+      }
+      for (std::size_t i = 0; i < big.size(); ++i) {
+        float s = 0;
+        for (int q = 0; q < n_ranks; ++q) s += value(q, i);
+        ok_ag = ok_ag && ag[i] == s;
+      }
+      CHECK(ok_sum);
+      CHECK(ok_max);
+      CHECK(ok_rs);
+      CHECK(ok_ag);
+      CHECK(bc == std::vector<double>(7, 2.5));
+      CHECK(p2p == std::vector<std::int64_t>(5, 100 + (r + n_ranks - 1) % n_ranks));
+      CHECK(loss == 6.0);
+      // Counters follow ThreadComm's ring model.
+      CHECK(comm.stats()[CollectiveKind::all_reduce].calls == 3);
+      CHECK(comm.stats()[CollectiveKind::send].bytes_sent == 5 * 8);
+    });
+  }
+
+  TEST_CASE_TEMPLATE("a multi-rank plan on one GPU trains as the one-rank trainer", Plan,
+                     Replicated<2>, Sharded<Zero1, 2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>,
+                     TensorSplit<2>, Hybrid<TensorSplit<2>, Replicated<2>>) {
+    constexpr int steps = 3;
+    std::vector<double> ref_losses, ref_norms;
+    std::map<std::string, std::vector<float>> ref_weights;
+    {
+      Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
+      for (int s = 0; s < steps; ++s) {
+        const auto st = t.step(trainer_batch(s));
+        ref_losses.push_back(st.loss);
+        ref_norms.push_back(st.grad_norm);
+      }
+      t.for_each_param([&](const ParamSpec& p, float* v, float*) {
+        ref_weights[p.name].assign(v, v + p.numel());
+      });
+    }
+    std::mutex m;
+    run_ranks(PlanTraits<Plan>::world_size, [&](ThreadComm& host) {
+      CudaThreadComm comm(host);
+      Trainer<TrainTiny, Plan, Cuda, Fp32> t(comm, trainer_options());
+      std::vector<double> losses, norms;
+      for (int s = 0; s < steps; ++s) {
+        const auto st = t.step(trainer_batch(s));
+        losses.push_back(st.loss);
+        norms.push_back(st.grad_norm);
+      }
+      double worst = 0;
+      t.for_each_param([&](const ParamSpec& p, float* v, float*) {
+        // This rank's block of the full reference tensor.
+        const auto& full = ref_weights.at(p.name);
+        std::vector<float> want(static_cast<std::size_t>(p.numel())), got(v, v + p.numel());
+        for (std::int64_t r = 0; r < p.local_rows; ++r)
+          for (std::int64_t c = 0; c < p.local_cols; ++c) {
+            const std::int64_t fr = p.row0 + r, fc = p.col0 + c;
+            const bool inside = fr * p.cols < static_cast<std::int64_t>(full.size());
+            want[static_cast<std::size_t>(r * p.local_cols + c)] =
+                inside ? full[static_cast<std::size_t>(fr * p.cols + fc)] : 0.0f;
+          }
+        worst = std::max(worst, rel_err(got, want));
+      });
+      std::lock_guard lock(m);
+      CAPTURE(comm.rank());
+      for (int s = 0; s < steps; ++s) {
+        CAPTURE(s);
+        CHECK(losses[s] == doctest::Approx(ref_losses[s]).epsilon(1e-5));
+        CHECK(norms[s] == doctest::Approx(ref_norms[s]).epsilon(1e-5));
+      }
+      INFO("worst weight rel err ", worst);
+      CHECK(worst < 1e-4);
+    });
+  }
+
+}  // TEST_SUITE

@@ -1,0 +1,234 @@
+// The Trainer on the GPU against the Trainer on the CPU: the same tiny model trained from
+// the same seed on the same batches. Fp32 must agree to 1e-4 (losses, gradient norms,
+// every weight, logits); bf16 and fp16 models (fp32 master weights) to 2e-2 in the loss.
+// Fp16Mixed's loss scaling skips a step whose gradients overflow and recovers.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.hpp"
+#include "seqpar/backend/cuda/ops.hpp"
+#include "seqpar/train/trainer.hpp"
+#include "trainer_reference.hpp"
+
+using namespace seqpar;
+using namespace seqpar::test;
+
+namespace {
+
+constexpr int kSteps = 3;
+
+// Loss-scaled fp16 whose first scale overflows the gradients (2^24 / ~50 targets is
+// past fp16's 65504), one that never overflows here, and one that grows fast.
+struct Fp16HugeScale : Fp16Mixed {
+  static constexpr double initial_loss_scale = 0x1p24;
+};
+struct Fp16SmallScale : Fp16Mixed {
+  static constexpr double initial_loss_scale = 256.0;
+};
+struct Fp16Window2 : Fp16Mixed {
+  static constexpr double initial_loss_scale = 256.0;
+  static constexpr std::int64_t loss_scale_window = 2;
+};
+
+template <class TrainerT>
+std::map<std::string, std::vector<float>> weights_of(TrainerT& t) {
+  std::map<std::string, std::vector<float>> w;
+  t.for_each_param([&](const ParamSpec& p, auto* v, auto*) {
+    auto& out = w[p.name];
+    out.resize(static_cast<std::size_t>(p.numel()));
+    for (std::int64_t i = 0; i < p.numel(); ++i)
+      out[static_cast<std::size_t>(i)] = static_cast<float>(v[i]);
+  });
+  return w;
+}
+
+template <class Prec>
+TrainRun cuda_train_run(int steps) {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Prec> t(trainer_options());
+  TrainRun r;
+  for (int s = 0; s < steps; ++s) {
+    const auto st = t.step(trainer_batch(s));
+    CHECK_FALSE(st.skipped);
+    r.losses.push_back(st.loss);
+    r.norms.push_back(st.grad_norm);
+  }
+  r.weights = weights_of(t);
+  const auto logits = t.logits(trainer_batch(0));
+  for (const auto& v : logits) r.logits.push_back(static_cast<float>(v));
+  return r;
+}
+
+const TrainRun& cpu_reference() {
+  static const TrainRun r = cpu_train_run(kSteps);
+  return r;
+}
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+std::string temp_file(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("seqpar_cuda_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+}  // namespace
+
+TEST_CASE("Trainer<Cuda, Fp32> trains as Trainer<Cpu, Fp32>: losses, norms, weights, logits") {
+  const TrainRun& cpu = cpu_reference();
+  const TrainRun gpu = cuda_train_run<Fp32>(kSteps);
+  REQUIRE(gpu.losses.size() == cpu.losses.size());
+  for (int s = 0; s < kSteps; ++s) {
+    CAPTURE(s);
+    INFO("loss cpu ", cpu.losses[s], " cuda ", gpu.losses[s]);
+    CHECK(std::isfinite(gpu.losses[s]));
+    CHECK(rel(gpu.losses[s], cpu.losses[s]) < 1e-4);
+    CHECK(rel(gpu.norms[s], cpu.norms[s]) < 1e-4);
+  }
+  CHECK(cpu.losses[0] > 5.0);  // about log(300) from the initialisation: the run is not trivial
+  REQUIRE(gpu.weights.size() == cpu.weights.size());
+  for (const auto& [name, w] : cpu.weights) {
+    CAPTURE(name);
+    REQUIRE(gpu.weights.count(name) == 1);
+    const double err = rel_err(gpu.weights.at(name), w);
+    INFO("rel err ", err);
+    CHECK(err < 1e-4);
+  }
+  const double logit_err = rel_err(gpu.logits, cpu.logits);
+  INFO("logits rel err ", logit_err);
+  CHECK(logit_err < 1e-4);
+}
+
+TEST_CASE("weights saved by a Cuda trainer load into a Cpu trainer and evaluate the same") {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
+  t.step(trainer_batch(0));
+  const std::string path = temp_file("w.safetensors");
+  t.save_weights(path);
+  const double gpu = t.evaluate(trainer_batch(1));
+  const double cpu = cpu_evaluate_file(path, 1);
+  CHECK(rel(gpu, cpu) < 1e-5);
+  // ...and back: a fresh Cuda trainer loading the file evaluates the same.
+  TrainOptions o = trainer_options();
+  o.seed = 2;
+  Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> u(o);
+  CHECK(u.evaluate(trainer_batch(1)) != gpu);  // a different initialisation
+  u.load_weights(path);
+  CHECK(rel(u.evaluate(trainer_batch(1)), gpu) < 1e-6);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("for_each_param writes reach the device") {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
+  const double before = t.evaluate(trainer_batch(0));
+  t.for_each_param([](const ParamSpec& p, float* v, float*) {
+    if (p.name == "ln_f.weight")
+      for (std::int64_t i = 0; i < p.numel(); ++i) v[i] = 0.0f;
+  });
+  // ln_f.weight = 0: every logit is 0 (the LM head is tied, ln_f.bias is 0), the loss log(300).
+  const double after = t.evaluate(trainer_batch(0));
+  CHECK(after == doctest::Approx(std::log(300.0)).epsilon(1e-5));
+  CHECK(before != doctest::Approx(after));
+}
+
+// Concatenated weights in name order (the norm of a difference over the whole model).
+static std::vector<float> flat(const std::map<std::string, std::vector<float>>& w) {
+  std::vector<float> out;
+  for (const auto& [name, v] : w) out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+TEST_CASE_TEMPLATE("Trainer<Cuda, 16-bit mixed> follows the Cpu losses within 2e-2", Prec,
+                   Bf16Mixed, Fp16SmallScale) {
+  const TrainRun& cpu = cpu_reference();
+  const TrainRun gpu = cuda_train_run<Prec>(kSteps);
+  for (int s = 0; s < kSteps; ++s) {
+    CAPTURE(s);
+    INFO("loss cpu ", cpu.losses[s], " cuda ", gpu.losses[s], "; norm cpu ", cpu.norms[s], " cuda ",
+         gpu.norms[s]);
+    CHECK(rel(gpu.losses[s], cpu.losses[s]) < 2e-2);
+    CHECK(rel(gpu.norms[s], cpu.norms[s]) < 1e-1);
+  }
+  // The loss moved: three steps of training are seen by both.
+  CHECK(std::abs(cpu.losses[2] - cpu.losses[0]) > 1e-3);
+  // The weights took the same steps: AdamW moves an element by about lr a step whatever
+  // its gradient's size, so the few elements whose tiny gradient has another sign in
+  // 16 bits differ; the rest make the GPU's weights far closer to the CPU's than the
+  // CPU's are to where both started.
+  const auto start = flat(cpu.initial_weights), cpu_end = flat(cpu.weights),
+             gpu_end = flat(gpu.weights);
+  const double moved = rel_err(cpu_end, start), apart = rel_err(gpu_end, cpu_end);
+  INFO("the CPU's weights moved ", moved, " (relative); the GPU's end ", apart, " from them");
+  CHECK(moved > 0.05);
+  CHECK(apart < 0.5 * moved);
+}
+
+TEST_CASE("Bf16Mixed keeps 16 bytes per parameter: 2 + 2 in the model, 12 in the optimizer") {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(trainer_options());
+  static_assert(std::is_same_v<decltype(t)::T, __nv_bfloat16>);
+  static_assert(std::is_same_v<decltype(t)::Master, float>);
+  std::int64_t psi = 0;
+  for (const auto& u : bloom_units<TrainTiny>()) psi += u.numel;
+  const auto& m = t.memory();
+  CHECK(m.current_of(Memory::parameters) == 2 * psi);
+  CHECK(m.current_of(Memory::gradients) == 2 * psi);
+  CHECK(m.current_of(Memory::optimizer) == 12 * psi);
+}
+
+TEST_CASE("Fp16Mixed: an overflowing loss scale skips steps, halving the scale, then trains") {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Fp16HugeScale> t(trainer_options());
+  const auto start = weights_of(t);
+  auto st = t.step(trainer_batch(0));
+  CHECK(st.skipped);
+  CHECK(st.loss_scale == 0x1p24);
+  CHECK_FALSE(std::isfinite(st.grad_norm));
+  CHECK(std::isfinite(st.loss));
+  CHECK(t.steps_taken() == 0);
+  const auto after_skip = weights_of(t);
+  for (const auto& [name, w] : start) {
+    CAPTURE(name);
+    CHECK(same_bits(after_skip.at(name), w));
+  }
+  double scale = st.loss_scale;
+  int skipped = 1;
+  for (int i = 0; i < 40 && st.skipped; ++i) {
+    st = t.step(trainer_batch(0));
+    CHECK(st.loss_scale == scale / 2);  // halved after every skipped step
+    scale = st.loss_scale;
+    skipped += st.skipped;
+  }
+  REQUIRE_FALSE(st.skipped);
+  INFO(skipped, " steps skipped; training resumed at scale ", st.loss_scale);
+  CHECK(skipped >= 3);  // 2^24, 2^23 and 2^22 over ~50 targets all overflow fp16
+  CHECK(t.steps_taken() == 1);
+  CHECK(std::isfinite(st.grad_norm));
+  // The first step taken saw the initial weights: its loss and norm are the CPU's first.
+  CHECK(rel(st.loss, cpu_reference().losses[0]) < 2e-2);
+  CHECK(rel(st.grad_norm, cpu_reference().norms[0]) < 1e-1);
+  double moved = 0;
+  for (const auto& [name, w] : weights_of(t)) moved = std::max(moved, rel_err(w, start.at(name)));
+  CHECK(moved > 1e-4);
+  const auto next = t.step(trainer_batch(1));
+  CHECK_FALSE(next.skipped);
+  CHECK(next.loss_scale == st.loss_scale);
+  CHECK(t.steps_taken() == 2);
+}
+
+TEST_CASE("Fp16Mixed doubles the loss scale after a window of clean steps") {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Fp16Window2> t(trainer_options());
+  std::vector<double> scales;
+  for (int s = 0; s < 5; ++s) {
+    const auto st = t.step(trainer_batch(s));
+    CHECK_FALSE(st.skipped);
+    scales.push_back(st.loss_scale);
+  }
+  CHECK(scales == std::vector<double>{256, 256, 512, 512, 1024});
+  // Fp32 and Bf16Mixed do not scale.
+  Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> b(trainer_options());
+  CHECK(b.step(trainer_batch(0)).loss_scale == 1.0);
+}

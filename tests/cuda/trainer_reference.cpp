@@ -1,0 +1,33 @@
+// The CPU side of test_trainer.cu.
+#include "trainer_reference.hpp"
+
+#include "seqpar/backend/cpu/ops.hpp"
+
+namespace seqpar::test {
+
+TrainRun cpu_train_run(int steps) {
+  Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(trainer_options());
+  TrainRun r;
+  t.for_each_param([&](const ParamSpec& p, float* v, float*) {
+    r.initial_weights[p.name].assign(v, v + p.numel());
+  });
+  for (int s = 0; s < steps; ++s) {
+    const auto st = t.step(trainer_batch(s));
+    r.losses.push_back(st.loss);
+    r.norms.push_back(st.grad_norm);
+  }
+  t.for_each_param(
+      [&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
+  r.logits = t.logits(trainer_batch(0));
+  return r;
+}
+
+double cpu_evaluate_file(const std::string& path, int step) {
+  TrainOptions o = trainer_options();
+  o.seed = 1;  // overwritten by the load
+  Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(o);
+  t.load_weights(path);
+  return t.evaluate(trainer_batch(step));
+}
+
+}  // namespace seqpar::test

@@ -1,0 +1,67 @@
+#pragma once
+// The trainer-level comparison of test_trainer.cu: one tiny model, one batch sequence and
+// one set of options for both devices, and the CPU runs (trainer_reference.cpp, compiled
+// by the host compiler so that Eigen never goes through nvcc).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "seqpar/config/bloom.hpp"
+#include "seqpar/core/rng.hpp"
+#include "seqpar/train/batch.hpp"
+#include "seqpar/train/trainer.hpp"
+
+namespace seqpar::test {
+
+/// 300 tokens (padded to 384), 2 layers of 64 with 4 heads.
+using TrainTiny = Bloom<BloomConfig{.vocab_size = 300, .hidden = 64, .layers = 2, .heads = 4}>;
+
+/// Global batch `step`: 4 rows of 16 random tokens (never all one id), left padding on
+/// two rows and some ignored labels.
+inline Batch trainer_batch(int step) {
+  Batch b(4, 16);
+  const CounterRng rng(static_cast<std::uint64_t>(step) + 100, "cuda-trainer-batch");
+  for (std::size_t i = 0; i < b.input_ids.size(); ++i) {
+    b.input_ids[i] = static_cast<std::int32_t>(4 + rng.bits(i) % 296);
+    b.labels[i] = rng.bits(i, 1) % 9 == 0 ? ignore_index : b.input_ids[i];
+  }
+  for (std::int64_t r = 1; r < 4; r += 2)
+    for (std::int64_t t = 0; t < r; ++t) {
+      const auto i = static_cast<std::size_t>(r * 16 + t);
+      b.attention_mask[i] = 0;
+      b.labels[i] = ignore_index;
+      b.input_ids[i] = 3;
+    }
+  return b;
+}
+
+/// Two micro-batches of two rows, clipping active, weight decay on.
+inline TrainOptions trainer_options() {
+  TrainOptions o;
+  o.lr = 2e-3;
+  o.weight_decay = 0.01;
+  o.warmup_steps = 1;
+  o.total_steps = 10;
+  o.max_grad_norm = 0.5;
+  o.micro_batch_rows = 2;
+  o.seed = 17;
+  return o;
+}
+
+/// What a run leaves: per-step loss and gradient norm, the initial and final weights by
+/// name (the CPU run), and the logits [tokens, vocab] of batch 0 after the last step.
+struct TrainRun {
+  std::vector<double> losses, norms;
+  std::map<std::string, std::vector<float>> initial_weights, weights;
+  std::vector<float> logits;
+};
+
+/// `steps` steps of Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> on trainer_batch(0, 1, ...).
+TrainRun cpu_train_run(int steps);
+
+/// The loss of trainer_batch(step) under the weights of a safetensors file, on the CPU.
+double cpu_evaluate_file(const std::string& path, int step);
+
+}  // namespace seqpar::test
