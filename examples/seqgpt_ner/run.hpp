@@ -1,0 +1,527 @@
+// seqgpt_ner for one model type: training under a plan, evaluation and prediction.
+#pragma once
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data.hpp"
+#include "options.hpp"
+#include "plans.hpp"
+#include "seqpar/backend/cpu/ops.hpp"
+#include "seqpar/comm/thread_comm.hpp"
+#include "seqpar/data/batching.hpp"
+#include "seqpar/data/metrics.hpp"
+#include "seqpar/data/prompt.hpp"
+#include "seqpar/io/bloom_weights.hpp"
+#include "seqpar/io/tensor_file.hpp"
+#include "seqpar/nn/generate.hpp"
+#include "seqpar/train/trainer.hpp"
+
+namespace ner {
+
+using namespace seqpar;
+using Clock = std::chrono::steady_clock;
+
+inline double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+inline std::string duration_text(double s) {
+  char buf[32];
+  const auto n = static_cast<long long>(s + 0.5);
+  if (n >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", n / 3600, n / 60 % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", n / 60, n % 60);
+  return buf;
+}
+
+inline int cores() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+inline void set_threads(int n) {
+#if defined(_OPENMP)
+  omp_set_num_threads(std::max(1, n));
+#else
+  (void)n;
+#endif
+}
+
+inline std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i];
+  return s;
+}
+
+/// A whole model on one rank for generation: its own arena and stack, weights from a file.
+template <BloomModel M>
+struct GenerationModel {
+  DeviceArena<Cpu> arena;
+  BloomStack<M, Cpu, float> stack{arena};
+
+  /// Loads weights by Hugging Face names (a model, checkpoint or pytorch_model.bin).
+  void load(const fs::path& path) {
+    const TensorFile f(path);
+    const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
+    for (std::size_t u = 0; u < stack.units().size(); ++u)
+      for (const auto& p : stack.units()[u].params) {
+        const std::int64_t real = p.name == "word_embeddings.weight" ? M::vocab_size : p.rows;
+        load_param_block(find_bloom_tensor(lookup, p.name, path.string()), p, real,
+                         stack.params(u) + p.offset);
+      }
+  }
+};
+
+/// What an evaluation found.
+struct EvalResult {
+  NerScore score;
+  std::int64_t records = 0, prompts = 0, generated_tokens = 0, bad_lines = 0;
+  double seconds = 0;
+  std::vector<std::string> samples;  // "text -> answer" of the first records
+};
+
+/// Generates the answer of every prompt of `ex` (of the first `limit` records; 0: all),
+/// reads it back and scores it against the records' mentions.
+template <BloomModel M>
+EvalResult evaluate_ner(BloomStack<M, Cpu, float>& model, const Tokenizer& tok,
+                        const NerDataset& dev, const ExampleSet& ex,
+                        const std::vector<std::string>& labels, std::int64_t limit,
+                        std::int64_t rows, std::int64_t max_new) {
+  const auto t0 = Clock::now();
+  const auto chunks = chunk_labels(labels);
+  std::vector<std::int32_t> order;
+  for (std::size_t i = 0; i < ex.size(); ++i)
+    if (limit <= 0 || ex.record(i) < limit) order.push_back(static_cast<std::int32_t>(i));
+  // Longest prompts first: batches of similar length pad little.
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+    return ex.prompt_length(static_cast<std::size_t>(a)) >
+           ex.prompt_length(static_cast<std::size_t>(b));
+  });
+  EvalResult res;
+  std::map<std::int32_t, std::string> answers;  // by record, of the first records: the samples
+  GenerateOptions go;
+  go.max_new_tokens = max_new;
+  go.eos_id = tok.eos_id();
+  for (std::size_t b = 0; b < order.size(); b += static_cast<std::size_t>(rows)) {
+    const std::span<const std::int32_t> idx(
+        order.data() + b, std::min(order.size() - b, static_cast<std::size_t>(rows)));
+    const Batch prompts = collate(ex, idx, tok.pad_id(), true);
+    const Generated g = greedy_generate(model, prompts.view(), go);
+    for (std::size_t r = 0; r < idx.size(); ++r) {
+      const auto e = static_cast<std::size_t>(idx[r]);
+      const auto& chunk = chunks[static_cast<std::size_t>(ex.chunk(e))];
+      const std::string answer = tok.decode(g.tokens[r], true);
+      const ParsedAnswer p = parse_answer(answer, chunk);
+      res.score.add(p.mentions,
+                    gold_mentions(dev.records[static_cast<std::size_t>(ex.record(e))], chunk));
+      res.bad_lines += p.bad_lines + p.unknown_labels;
+      res.generated_tokens += static_cast<std::int64_t>(g.tokens[r].size());
+      if (ex.record(e) < 3) {
+        auto& a = answers[ex.record(e)];
+        a += (a.empty() ? "" : " | ") + answer;
+      }
+    }
+    res.prompts += static_cast<std::int64_t>(idx.size());
+  }
+  std::int32_t last = -1;
+  for (auto i : order) last = std::max(last, ex.record(static_cast<std::size_t>(i)));
+  res.records = last + 1;
+  for (const auto& [rec, a] : answers) {
+    std::string one = a;
+    for (char& c : one)
+      if (c == '\n') c = ';';
+    res.samples.push_back(dev.records[static_cast<std::size_t>(rec)].text + "  ->  " + one);
+  }
+  res.seconds = since(t0);
+  return res;
+}
+
+inline nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::string& split) {
+  const PrfCounts& c = r.score.micro();
+  nlohmann::json by = nlohmann::json::object();
+  for (const auto& [label, l] : r.score.by_label())
+    by[label] = {
+        {"precision", l.precision()}, {"recall", l.recall()}, {"f1", l.f1()}, {"gold", l.gold}};
+  return {{"event", "eval"},
+          {"split", split},
+          {"step", step},
+          {"precision", c.precision()},
+          {"recall", c.recall()},
+          {"f1", c.f1()},
+          {"correct", c.correct},
+          {"predicted", c.predicted},
+          {"gold", c.gold},
+          {"records", r.records},
+          {"prompts", r.prompts},
+          {"seconds", r.seconds},
+          {"unusable_lines", r.bad_lines},
+          {"by_label", by}};
+}
+
+inline void print_eval(const EvalResult& r, const char* what, bool details) {
+  std::printf("%s: F1 %.4f  P %.4f  R %.4f  (%lld records, %lld prompts, %.1f s)\n", what,
+              r.score.micro().f1(), r.score.micro().precision(), r.score.micro().recall(),
+              static_cast<long long>(r.records), static_cast<long long>(r.prompts), r.seconds);
+  if (!details) return;
+  for (const auto& [label, c] : r.score.by_label())
+    std::printf("  %-14s F1 %.4f  P %.4f  R %.4f  gold %lld\n", label.c_str(), c.f1(),
+                c.precision(), c.recall(), static_cast<long long>(c.gold));
+  for (const auto& s : r.samples) std::printf("  e.g. %s\n", s.c_str());
+}
+
+/// Data, tokenizer and examples of a run, made before any rank starts.
+struct Prepared {
+  fs::path train_file, dev_file, tokenizer_file;
+  std::vector<std::string> labels;
+  std::optional<Tokenizer> tok;
+  std::string tokenizer_id;
+  NerDataset train, dev;
+  ExampleSet train_ex, dev_ex;
+  std::int64_t max_new_tokens = 0;
+};
+
+inline Prepared prepare_training(const Options& o, std::int64_t model_vocab) {
+  Prepared d;
+  fs::create_directories(o.out_dir);
+  d.train_file = find_split(o.data_dir, "train");
+  d.dev_file = find_split(o.data_dir, "dev");
+  std::printf("data\n");
+  ReadOptions ro;
+  ro.labels = o.labels;
+  ro.max_chars = o.max_chars;
+  d.train = read_split(d.train_file, ro);
+  d.labels = o.labels.empty() ? d.train.labels() : o.labels;
+  SEQPAR_CHECK(!d.labels.empty(), d.train_file.string(),
+               ": no labelled mention; cannot choose a label set");
+  ro.labels = d.labels;
+  d.dev = read_split(d.dev_file, ro);
+  print_report(d.train.report);
+  print_report(d.dev.report);
+  std::printf("  labels (%zu, %zu prompt(s) per sentence): %s\n", d.labels.size(),
+              chunk_labels(d.labels).size(), joined(d.labels).c_str());
+  std::vector<std::string> texts;
+  for (const auto& r : d.train.records) texts.push_back(r.text);
+  d.tokenizer_file = tokenizer_path(o, texts, d.labels, model_vocab);
+  d.tok = load_tokenizer(d.tokenizer_file, model_vocab);
+  d.tokenizer_id = file_hash(d.tokenizer_file);
+  std::printf("  tokenizer %s: %zu ids\n", d.tokenizer_file.string().c_str(), d.tok->vocab_size());
+  ExampleReport tr, dr;
+  d.train_ex =
+      cached_examples(o, "train", d.train_file, d.train, d.labels, *d.tok, d.tokenizer_id, tr);
+  d.dev_ex = cached_examples(o, "dev", d.dev_file, d.dev, d.labels, *d.tok, d.tokenizer_id, dr);
+  d.max_new_tokens = o.max_new_tokens > 0 ? o.max_new_tokens : tr.max_answer_tokens + 16;
+  return d;
+}
+
+/// Trains model M under plan Plan on ThreadComm ranks.
+template <BloomModel M, class Plan>
+int train_ner(const Options& o) {
+  using TrainerT = Trainer<M, Plan>;
+  constexpr int world = TrainerT::world_size;
+  static_assert(world > 0, "seqgpt_ner's plans have static degrees");
+  const auto t_start = Clock::now();
+  Prepared d = prepare_training(o, M::vocab_size);
+  const Tokenizer& tok = *d.tok;
+
+  BatchingOptions bo;
+  bo.rows = o.batch;
+  bo.seed = o.seed;
+  const std::int64_t per_epoch = static_cast<std::int64_t>(d.train_ex.size()) / o.batch;
+  SEQPAR_CHECK(per_epoch > 0, d.train_file.string(), ": ", d.train_ex.size(),
+               " examples cannot fill one batch of ", o.batch, " rows");
+  const std::int64_t total = o.max_steps > 0 ? o.max_steps : o.epochs * per_epoch;
+  TrainOptions to;
+  to.lr = o.lr;
+  to.weight_decay = o.weight_decay;
+  to.warmup_steps = static_cast<std::int64_t>(o.warmup_ratio * static_cast<double>(total) + 0.5);
+  to.total_steps = total;
+  to.decay = LrDecay::linear;
+  to.max_grad_norm = o.max_grad_norm;
+  to.seed = o.seed;
+  constexpr int data_degree = PlanTraits<Plan>::data_degree;
+  to.micro_batch_rows = o.micro_batch;
+  if (to.micro_batch_rows == 0 && PlanTraits<Plan>::pipeline_degree > 1)
+    to.micro_batch_rows = std::max<std::int64_t>(1, o.batch / data_degree / 4);
+  SEQPAR_CHECK(o.batch % data_degree == 0, "--batch ", o.batch,
+               " is not a multiple of the plan's data-parallel degree ", data_degree);
+
+  const fs::path ckpt = o.out_dir / "checkpoint.safetensors",
+                 model_file = o.out_dir / "model.safetensors";
+  SEQPAR_CHECK(!o.resume || fs::exists(ckpt), ckpt.string(), ": no checkpoint to resume from");
+  RunInfo{o.model, o.plan, d.labels, d.tokenizer_file, d.max_new_tokens}.write(o.out_dir /
+                                                                               "run.json");
+  MetricsLog log(o.out_dir / "metrics.jsonl");
+  log.append({{"event", "start"},
+              {"command", "train"},
+              {"plan", o.plan},
+              {"model", o.model},
+              {"world", world},
+              {"steps", total},
+              {"batch", o.batch},
+              {"lr", o.lr},
+              {"seed", o.seed},
+              {"resume", o.resume},
+              {"train_examples", d.train_ex.size()},
+              {"labels", d.labels},
+              {"parameters", M::parameter_count}});
+  const int threads = o.threads > 0 ? static_cast<int>(o.threads) : std::max(1, cores() / world);
+  std::printf("model %s: %lld parameters (hidden %lld, %lld layers, %lld heads, vocab %lld)\n",
+              o.model.c_str(), static_cast<long long>(M::parameter_count),
+              static_cast<long long>(M::hidden), static_cast<long long>(M::layers),
+              static_cast<long long>(M::heads), static_cast<long long>(M::vocab_size));
+  std::printf(
+      "plan %s: %d rank(s) as threads, %d OpenMP thread(s) each; %lld steps of %lld rows "
+      "(%lld per epoch), lr %.2g, warmup %lld\n",
+      o.plan.c_str(), world, threads, static_cast<long long>(total),
+      static_cast<long long>(o.batch), static_cast<long long>(per_epoch), o.lr,
+      static_cast<long long>(to.warmup_steps));
+
+  const std::string labels_key = joined(d.labels);
+  const auto metadata = [&](const DataPosition& pos) {
+    std::map<std::string, std::string> m{{"ner.labels", labels_key},
+                                         {"ner.tokenizer", d.tokenizer_id},
+                                         {"ner.plan", o.plan},
+                                         {"ner.model", o.model}};
+    pos.to_metadata(m, bo);
+    return m;
+  };
+  EvalResult final_eval;
+
+  run_ranks(world, [&](ThreadComm& comm) {
+    set_threads(threads);
+    const bool rank0 = comm.rank() == 0;
+    TrainerT t(comm, to);
+    BatchStream stream(d.train_ex, bo, tok.pad_id());
+    if (o.resume) {
+      const auto meta = t.load_checkpoint(ckpt);
+      const auto check = [&](const char* key, const std::string& want) {
+        const auto it = meta.find(key);
+        SEQPAR_CHECK(it != meta.end() && it->second == want, ckpt.string(), ": written with ", key,
+                     " = '", it == meta.end() ? std::string("?") : it->second, "'; this run has '",
+                     want, "'");
+      };
+      check("ner.labels", labels_key);
+      check("ner.tokenizer", d.tokenizer_id);
+      stream.seek(DataPosition::from_metadata(meta, bo, ckpt.string()));
+      if (rank0)
+        std::printf("resumed from %s at step %lld (epoch %lld, batch %lld)\n",
+                    ckpt.string().c_str(), static_cast<long long>(t.steps_taken()),
+                    static_cast<long long>(stream.position().epoch),
+                    static_cast<long long>(stream.position().batch));
+    } else if (!o.weights.empty()) {
+      t.load_weights(o.weights);
+      if (rank0) std::printf("weights from %s\n", o.weights.string().c_str());
+    }
+    std::unique_ptr<GenerationModel<M>> gen;  // rank 0: the whole model, for evaluation
+    const auto evaluate = [&](std::int64_t step, std::int64_t limit, bool details) {
+      // The checkpoint just written holds the whole model whatever the plan; rank 0
+      // generates from it while the other ranks wait.
+      comm.barrier();
+      if (rank0) {
+        EvalResult r;
+        if constexpr (world == 1 &&
+                      std::is_same_v<typename TrainerT::Stack, BloomStack<M, Cpu, float>>) {
+          r = evaluate_ner(t.model(), tok, d.dev, d.dev_ex, d.labels, limit, o.eval_rows,
+                           d.max_new_tokens);
+        } else {
+          if (!gen) gen = std::make_unique<GenerationModel<M>>();
+          gen->load(ckpt);
+          r = evaluate_ner(gen->stack, tok, d.dev, d.dev_ex, d.labels, limit, o.eval_rows,
+                           d.max_new_tokens);
+        }
+        log.append(eval_json(r, step, "dev"));
+        print_eval(r, ("step " + std::to_string(step) + " dev").c_str(), details);
+        std::fflush(stdout);
+        if (details) final_eval = r;
+      }
+      comm.barrier();
+    };
+
+    std::int64_t step = t.steps_taken();
+    const auto t0 = Clock::now();
+    const std::int64_t first = step;
+    double eval_s = 0;  // kept out of the ETA
+    double window_s = 0, window_tokens = 0, loss_sum = 0;
+    std::int64_t window_steps = 0;
+    while (step < total) {
+      const Batch b = stream.next();
+      const StepStats st = t.step(b);
+      step = st.step;
+      if (rank0) {
+        window_s += st.seconds;
+        window_tokens += static_cast<double>(st.tokens);
+        loss_sum += st.loss;
+        ++window_steps;
+        log.append({{"event", "train"},
+                    {"step", step},
+                    {"loss", st.loss},
+                    {"lr", st.lr},
+                    {"grad_norm", st.grad_norm},
+                    {"tokens", st.tokens},
+                    {"targets", st.targets},
+                    {"seconds", st.seconds},
+                    {"memory_peak_bytes", st.memory.total_peak}});
+        if (!o.quiet && (step % o.log_every == 0 || step == first + 1 || step == total)) {
+          const double elapsed = since(t0) - eval_s;
+          const double eta =
+              elapsed / static_cast<double>(step - first) * static_cast<double>(total - step);
+          const double epoch = static_cast<double>(step) / static_cast<double>(per_epoch);
+          std::printf(
+              "step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  grad %.2f  %.0f tok/s  ETA %s  mem "
+              "%.1f MiB\n",
+              static_cast<long long>(step), static_cast<long long>(total), epoch,
+              loss_sum / static_cast<double>(window_steps), st.lr, st.grad_norm,
+              window_tokens / window_s, duration_text(eta).c_str(),
+              static_cast<double>(st.memory.total_peak) / (1 << 20));
+          std::fflush(stdout);
+          window_s = window_tokens = loss_sum = 0;
+          window_steps = 0;
+        }
+      }
+      const bool epoch_end = stream.position().batch == 0;
+      const bool last = step == total;
+      const bool stop = o.stop_after > 0 && step == o.stop_after && !last;
+      const bool eval =
+          !o.no_eval && (last || (o.eval_every > 0 ? step % o.eval_every == 0 : epoch_end));
+      if (epoch_end || eval || stop || last) t.save_checkpoint(ckpt, metadata(stream.position()));
+      if (eval) {
+        const auto e0 = Clock::now();
+        evaluate(step, last ? 0 : o.eval_limit < 0 ? 100 : o.eval_limit, last);
+        eval_s += since(e0);
+      }
+      if (stop) {
+        if (rank0)
+          std::printf("stopped after step %lld; continue with --resume\n",
+                      static_cast<long long>(step));
+        break;
+      }
+    }
+    if (step == total) t.save_weights(model_file);
+  });
+  if (final_eval.prompts > 0) {
+    std::printf("dev F1 %.4f (precision %.4f, recall %.4f) after %s; weights in %s\n",
+                final_eval.score.micro().f1(), final_eval.score.micro().precision(),
+                final_eval.score.micro().recall(), duration_text(since(t_start)).c_str(),
+                model_file.string().c_str());
+  }
+  log.append({{"event", "end"}, {"seconds", since(t_start)}});
+  return 0;
+}
+
+/// The weights, tokenizer and labels eval and predict use: the options', else the run's.
+struct Trained {
+  fs::path weights, tokenizer;
+  std::vector<std::string> labels;
+  std::int64_t max_new_tokens = 0;
+};
+
+inline Trained trained(const Options& o) {
+  const auto info = RunInfo::read(o.out_dir / "run.json");
+  Trained t;
+  t.weights = !o.weights.empty() ? o.weights : o.out_dir / "model.safetensors";
+  if (o.weights.empty() && !fs::exists(t.weights)) t.weights = o.out_dir / "checkpoint.safetensors";
+  SEQPAR_CHECK(fs::exists(t.weights), t.weights.string(),
+               ": no weights; train first or pass --weights");
+  t.tokenizer = !o.tokenizer.empty() ? o.tokenizer
+                : info               ? info->tokenizer
+                                     : o.out_dir / "tokenizer.json";
+  t.labels = !o.labels.empty() ? o.labels : info ? info->labels : std::vector<std::string>{};
+  SEQPAR_CHECK(!t.labels.empty(), "no label set: pass --labels a,b,c (or train into --out first)");
+  t.max_new_tokens = o.max_new_tokens > 0               ? o.max_new_tokens
+                     : info && info->max_new_tokens > 0 ? info->max_new_tokens
+                                                        : 128;
+  return t;
+}
+
+template <BloomModel M>
+int eval_ner(const Options& o) {
+  const Trained tr = trained(o);
+  const Tokenizer tok = load_tokenizer(tr.tokenizer, M::vocab_size);
+  const fs::path dev_file = find_split(o.data_dir, "dev");
+  ReadOptions ro;
+  ro.labels = tr.labels;
+  ro.max_chars = o.max_chars;
+  std::printf("data\n");
+  const NerDataset dev = read_split(dev_file, ro);
+  print_report(dev.report);
+  ExampleReport rep;
+  fs::create_directories(o.out_dir);
+  const ExampleSet ex =
+      cached_examples(o, "dev", dev_file, dev, tr.labels, tok, file_hash(tr.tokenizer), rep);
+  set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
+  GenerationModel<M> model;
+  model.load(tr.weights);
+  std::printf("weights %s\n", tr.weights.string().c_str());
+  const EvalResult r =
+      evaluate_ner(model.stack, tok, dev, ex, tr.labels, std::max<std::int64_t>(o.eval_limit, 0),
+                   o.eval_rows, tr.max_new_tokens);
+  print_eval(r, "dev", true);
+  MetricsLog(o.out_dir / "metrics.jsonl").append(eval_json(r, 0, "dev"));
+  return 0;
+}
+
+template <BloomModel M>
+int predict_ner(const Options& o) {
+  const Trained tr = trained(o);
+  const Tokenizer tok = load_tokenizer(tr.tokenizer, M::vocab_size);
+  const auto texts = predict_texts(o);
+  const auto chunks = chunk_labels(tr.labels);
+  set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
+  GenerationModel<M> model;
+  model.load(tr.weights);
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (const auto& t : texts)
+    for (const auto& c : chunks)
+      prompts.push_back(tok.encode(seqgpt_prompt(t, Task::extraction, c)));
+  std::vector<std::string> answers(prompts.size());
+  GenerateOptions go;
+  go.max_new_tokens = tr.max_new_tokens;
+  go.eos_id = tok.eos_id();
+  for (std::size_t b = 0; b < prompts.size(); b += static_cast<std::size_t>(o.eval_rows)) {
+    const std::size_t n = std::min(prompts.size() - b, static_cast<std::size_t>(o.eval_rows));
+    const Batch batch = left_pad(std::span(prompts).subspan(b, n), tok.pad_id());
+    const Generated g = greedy_generate(model.stack, batch.view(), go);
+    for (std::size_t r = 0; r < n; ++r) answers[b + r] = tok.decode(g.tokens[r], true);
+  }
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    nlohmann::json entities = nlohmann::json::array();
+    std::string answer;
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      const std::string& a = answers[i * chunks.size() + c];
+      answer += (c ? "\n" : "") + a;
+      for (const auto& m : parse_answer(a, chunks[c]).mentions)
+        entities.push_back({{"label", m.label}, {"text", m.text}});
+    }
+    std::printf("%s\n",
+                nlohmann::json{{"text", texts[i]}, {"entities", entities}, {"answer", answer}}
+                    .dump()
+                    .c_str());
+  }
+  return 0;
+}
+
+/// Runs the command of `o` with model M.
+template <BloomModel M>
+int run_model(const Options& o) {
+  if (o.command == "eval") return eval_ner<M>(o);
+  if (o.command == "predict") return predict_ner<M>(o);
+  int rc = -1;
+  const bool known =
+      with_plan(o.plan, [&](auto plan) { rc = train_ner<M, typename decltype(plan)::type>(o); });
+  SEQPAR_CHECK(known, "--plan '", o.plan, "' is not one of: ", plan_list());
+  return rc;
+}
+
+}  // namespace ner

@@ -1,0 +1,189 @@
+#pragma once
+// Tokenized SeqGPT examples: for each record and each chunk of labels, the prompt's tokens
+// followed by the answer's tokens and the end-of-sequence token. Training puts the loss on
+// the answer and eos only (the prompt's labels are -100); evaluation feeds the prompt and
+// compares the generated answer with the record's mentions.
+
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "seqpar/core/error.hpp"
+#include "seqpar/data/ner_record.hpp"
+#include "seqpar/data/prompt.hpp"
+
+namespace seqpar::inline v0 {
+
+/// Turns UTF-8 text into token ids and names its end-of-sequence and padding ids
+/// (seqpar::Tokenizer is one).
+template <class T>
+concept TextEncoder = requires(const T& t, std::string_view s) {
+  { t.encode(s) } -> std::convertible_to<std::vector<std::int32_t>>;
+  { t.eos_id() } -> std::convertible_to<std::int32_t>;
+  { t.pad_id() } -> std::convertible_to<std::int32_t>;
+};
+
+/// How records become examples. Everything here is part of a token cache's key.
+struct NerExampleOptions {
+  std::vector<std::string> labels;  // in prompt order, cut into chunks
+  std::size_t labels_per_prompt = seqpar::labels_per_prompt;
+  std::int64_t max_tokens = 1024;  // longer examples are skipped and counted
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << "labels=";
+    for (std::size_t i = 0; i < labels.size(); ++i) os << (i ? "," : "") << labels[i];
+    os << ";labels_per_prompt=" << labels_per_prompt << ";max_tokens=" << max_tokens;
+    return os.str();
+  }
+};
+
+/// What building examples did.
+struct ExampleReport {
+  std::int64_t examples = 0;
+  std::int64_t skipped_too_long = 0;
+  std::int64_t tokens = 0;  // in the kept examples
+  std::int64_t max_prompt_tokens = 0;
+  std::int64_t max_answer_tokens = 0;  // answer + eos
+};
+
+/// Tokenized examples in flat columns: example i is tokens[offsets[i], offsets[i + 1]), of
+/// which the first prompt_lengths[i] are the prompt and the rest the answer and eos; it
+/// comes from record records[i], label chunk chunks[i]. The columns live in memory or in a
+/// memory-mapped cache file (token_cache.hpp); copies share them.
+class ExampleSet {
+ public:
+  /// Views of the columns.
+  struct Columns {
+    std::span<const std::int32_t> tokens;
+    std::span<const std::int64_t> offsets;  // size() + 1 entries, offsets[0] == 0
+    std::span<const std::int32_t> prompt_lengths, records, chunks;
+  };
+
+  ExampleSet() = default;
+  /// Columns that `keep` keeps alive (owned vectors or a mapped file); checks them.
+  ExampleSet(Columns c, std::shared_ptr<const void> keep, bool mapped, const std::string& what)
+      : c_(c), keep_(std::move(keep)), mapped_(mapped) {
+    const std::size_t n = c.prompt_lengths.size();
+    SEQPAR_CHECK(c.offsets.size() == n + 1 && c.records.size() == n && c.chunks.size() == n, what,
+                 ": example columns disagree in length (offsets ", c.offsets.size(),
+                 ", prompt_lengths ", n, ", records ", c.records.size(), ", chunks ",
+                 c.chunks.size(), ")");
+    SEQPAR_CHECK(c.offsets[0] == 0 && c.offsets[n] == static_cast<std::int64_t>(c.tokens.size()),
+                 what, ": offsets do not span the ", c.tokens.size(), " tokens");
+    for (std::size_t i = 0; i < n; ++i)
+      SEQPAR_CHECK(c.offsets[i + 1] > c.offsets[i] && c.prompt_lengths[i] > 0 &&
+                       c.prompt_lengths[i] < c.offsets[i + 1] - c.offsets[i],
+                   what, ": example ", i, " has offsets [", c.offsets[i], ", ", c.offsets[i + 1],
+                   ") and prompt length ", c.prompt_lengths[i],
+                   "; expected a prompt and an answer");
+  }
+
+  std::size_t size() const { return c_.prompt_lengths.size(); }
+  bool empty() const { return size() == 0; }
+  bool mapped() const { return mapped_; }
+  const Columns& columns() const { return c_; }
+
+  std::span<const std::int32_t> tokens(std::size_t i) const {
+    return c_.tokens.subspan(static_cast<std::size_t>(c_.offsets[i]),
+                             static_cast<std::size_t>(length(i)));
+  }
+  std::span<const std::int32_t> prompt(std::size_t i) const {
+    return tokens(i).first(prompt_length(i));
+  }
+  /// The answer's tokens and the eos.
+  std::span<const std::int32_t> answer(std::size_t i) const {
+    return tokens(i).subspan(prompt_length(i));
+  }
+  std::int64_t length(std::size_t i) const { return c_.offsets[i + 1] - c_.offsets[i]; }
+  std::size_t prompt_length(std::size_t i) const {
+    return static_cast<std::size_t>(c_.prompt_lengths[i]);
+  }
+  std::int32_t record(std::size_t i) const { return c_.records[i]; }
+  std::int32_t chunk(std::size_t i) const { return c_.chunks[i]; }
+  std::vector<std::int64_t> lengths() const {
+    std::vector<std::int64_t> out(size());
+    for (std::size_t i = 0; i < size(); ++i) out[i] = length(i);
+    return out;
+  }
+  std::int64_t total_tokens() const { return static_cast<std::int64_t>(c_.tokens.size()); }
+
+ private:
+  Columns c_;
+  std::shared_ptr<const void> keep_;
+  bool mapped_ = false;
+};
+
+/// Collects examples in memory.
+class ExampleSetBuilder {
+ public:
+  void add(std::span<const std::int32_t> prompt, std::span<const std::int32_t> answer_and_eos,
+           std::int32_t record, std::int32_t chunk) {
+    SEQPAR_CHECK(!prompt.empty() && !answer_and_eos.empty(), "example of record ", record,
+                 ", chunk ", chunk, ": the prompt and the answer must both have tokens");
+    auto& s = *store_;
+    s.tokens.insert(s.tokens.end(), prompt.begin(), prompt.end());
+    s.tokens.insert(s.tokens.end(), answer_and_eos.begin(), answer_and_eos.end());
+    s.offsets.push_back(static_cast<std::int64_t>(s.tokens.size()));
+    s.prompt_lengths.push_back(static_cast<std::int32_t>(prompt.size()));
+    s.records.push_back(record);
+    s.chunks.push_back(chunk);
+  }
+
+  ExampleSet finish(const std::string& what = "examples") {
+    auto s = std::move(store_);
+    store_ = std::make_shared<Store>();
+    const ExampleSet::Columns c{s->tokens, s->offsets, s->prompt_lengths, s->records, s->chunks};
+    return ExampleSet(c, std::shared_ptr<const void>(std::move(s)), false, what);
+  }
+
+ private:
+  struct Store {
+    std::vector<std::int32_t> tokens;
+    std::vector<std::int64_t> offsets{0};
+    std::vector<std::int32_t> prompt_lengths, records, chunks;
+  };
+  std::shared_ptr<Store> store_ = std::make_shared<Store>();
+};
+
+/// Examples of `records`: one per record and chunk of options.labels, in record order.
+/// Examples longer than options.max_tokens are skipped (counted in `report`).
+template <TextEncoder Enc>
+ExampleSet make_ner_examples(std::span<const NerRecord> records, const NerExampleOptions& options,
+                             const Enc& tok, ExampleReport* report = nullptr) {
+  SEQPAR_CHECK(!options.labels.empty(), "make_ner_examples: NerExampleOptions::labels is empty");
+  const std::int32_t eos = tok.eos_id();
+  SEQPAR_CHECK(eos >= 0, "make_ner_examples: the tokenizer has no end-of-sequence token (</s>)");
+  const auto chunks = chunk_labels(options.labels, options.labels_per_prompt);
+  ExampleReport rep;
+  ExampleSetBuilder b;
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      const auto prompt = tok.encode(seqgpt_prompt(records[r].text, Task::extraction, chunks[c]));
+      auto answer = tok.encode(ner_answer(records[r], chunks[c]));
+      answer.push_back(eos);
+      const auto len = static_cast<std::int64_t>(prompt.size() + answer.size());
+      if (len > options.max_tokens) {
+        ++rep.skipped_too_long;
+        continue;
+      }
+      b.add(prompt, answer, static_cast<std::int32_t>(r), static_cast<std::int32_t>(c));
+      ++rep.examples;
+      rep.tokens += len;
+      rep.max_prompt_tokens =
+          std::max<std::int64_t>(rep.max_prompt_tokens, static_cast<std::int64_t>(prompt.size()));
+      rep.max_answer_tokens =
+          std::max<std::int64_t>(rep.max_answer_tokens, static_cast<std::int64_t>(answer.size()));
+    }
+  }
+  if (report) *report = rep;
+  return b.finish();
+}
+
+}  // namespace seqpar::inline v0

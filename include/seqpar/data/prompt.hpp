@@ -1,0 +1,160 @@
+#pragma once
+// SeqGPT prompts and the answer contract (docs/ner.md).
+//
+//   prompt:  输入: {text}\n{task}: {label1}，{label2}，...\n输出: [GEN]
+//   answer:  {label1}: {span}，{span}\n{label2}: None\n...
+//
+// task is 抽取 (extraction) or 分类 (classification); labels and spans are joined with the
+// full-width comma U+FF0C. An extraction label set is cut into chunks of at most 6 labels,
+// one prompt each. The answer has one line per label of the chunk, in the chunk's order;
+// a label's spans are its mentions in text order (a mention that occurs twice is listed
+// twice), and "None" stands for no mention.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "seqpar/core/error.hpp"
+#include "seqpar/data/ner_record.hpp"
+
+namespace seqpar::inline v0 {
+
+/// The two SeqGPT tasks.
+enum class Task : std::uint8_t { extraction, classification };
+
+/// The word a prompt names the task with.
+constexpr std::string_view task_word(Task t) { return t == Task::extraction ? "抽取" : "分类"; }
+
+/// Joins labels in a prompt and spans in an answer: the full-width comma.
+inline constexpr std::string_view list_separator = "，";
+/// The answer of a label without mentions.
+inline constexpr std::string_view no_mention = "None";
+/// Labels per extraction prompt.
+inline constexpr std::size_t labels_per_prompt = 6;
+
+/// The SeqGPT prompt for `text` and `labels`.
+inline std::string seqgpt_prompt(std::string_view text, Task task,
+                                 std::span<const std::string> labels) {
+  SEQPAR_CHECK(!labels.empty(), "seqgpt_prompt: the label list is empty");
+  std::string s = "输入: ";
+  s.append(text).append("\n").append(task_word(task)).append(": ");
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const std::string& l = labels[i];
+    SEQPAR_CHECK(!l.empty() && l.find(list_separator) == std::string::npos &&
+                     l.find('\n') == std::string::npos && l.find(": ") == std::string::npos,
+                 "seqgpt_prompt: label '", l, "' is empty or holds '，', ': ' or a newline");
+    if (i) s.append(list_separator);
+    s.append(l);
+  }
+  s.append("\n输出: [GEN]");
+  return s;
+}
+
+/// `labels` cut into consecutive chunks of at most `max_per_chunk`.
+inline std::vector<std::vector<std::string>> chunk_labels(
+    std::span<const std::string> labels, std::size_t max_per_chunk = labels_per_prompt) {
+  SEQPAR_CHECK(max_per_chunk > 0, "chunk_labels: max_per_chunk must be positive");
+  std::vector<std::vector<std::string>> out;
+  for (std::size_t i = 0; i < labels.size(); i += max_per_chunk)
+    out.emplace_back(
+        labels.begin() + static_cast<std::ptrdiff_t>(i),
+        labels.begin() + static_cast<std::ptrdiff_t>(std::min(labels.size(), i + max_per_chunk)));
+  return out;
+}
+
+/// One mention as the metric sees it: a label and the mention's text.
+struct NerMention {
+  std::string label, text;
+  auto operator<=>(const NerMention&) const = default;
+};
+
+/// The mentions of `r` whose label is in `labels` (every mention when `labels` is empty),
+/// in text order.
+inline std::vector<NerMention> gold_mentions(const NerRecord& r,
+                                             std::span<const std::string> labels = {}) {
+  std::vector<NerMention> out;
+  for (const auto& sp : r.spans)
+    if (labels.empty() || std::find(labels.begin(), labels.end(), sp.label) != labels.end())
+      out.push_back({sp.label, sp.text});
+  return out;
+}
+
+/// The answer text of record `r` for one chunk of labels (no trailing newline).
+inline std::string ner_answer(const NerRecord& r, std::span<const std::string> chunk) {
+  std::string s;
+  for (std::size_t i = 0; i < chunk.size(); ++i) {
+    if (i) s += '\n';
+    s.append(chunk[i]).append(": ");
+    bool any = false;
+    for (const auto& sp : r.spans) {
+      if (sp.label != chunk[i]) continue;
+      if (any) s.append(list_separator);
+      s.append(sp.text);
+      any = true;
+    }
+    if (!any) s.append(no_mention);
+  }
+  return s;
+}
+
+/// An answer read back: its mentions, and the lines it could not use.
+struct ParsedAnswer {
+  std::vector<NerMention> mentions;
+  std::int64_t bad_lines = 0;       // lines without "label: "
+  std::int64_t unknown_labels = 0;  // lines whose label is not in the chunk
+};
+
+namespace detail {
+inline std::string_view trim_spaces(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+}  // namespace detail
+
+/// Reads an answer back into (label, text) mentions. Lines are "label: span，span" or
+/// "label: None"; a line whose label is not in `labels` (when given) or that has no ": "
+/// is counted and ignored. A mention whose text holds the separator "，" comes back as
+/// its pieces (the format cannot tell; docs/ner.md counts how rare that is).
+inline ParsedAnswer parse_answer(std::string_view answer,
+                                 std::span<const std::string> labels = {}) {
+  ParsedAnswer out;
+  while (!answer.empty()) {
+    const std::size_t nl = answer.find('\n');
+    const std::string_view line = detail::trim_spaces(answer.substr(0, nl));
+    answer = nl == std::string_view::npos ? std::string_view{} : answer.substr(nl + 1);
+    if (line.empty()) continue;
+    std::size_t colon = line.find(": ");
+    if (colon == std::string_view::npos) colon = line.find(':');
+    if (colon == std::string_view::npos) {
+      ++out.bad_lines;
+      continue;
+    }
+    const std::string label(detail::trim_spaces(line.substr(0, colon)));
+    if (label.empty()) {
+      ++out.bad_lines;
+      continue;
+    }
+    if (!labels.empty() && std::find(labels.begin(), labels.end(), label) == labels.end()) {
+      ++out.unknown_labels;
+      continue;
+    }
+    std::string_view value = detail::trim_spaces(line.substr(colon + 1));
+    if (value == no_mention) continue;
+    while (!value.empty()) {
+      const std::size_t sep = value.find(list_separator);
+      const std::string_view piece = detail::trim_spaces(value.substr(0, sep));
+      if (!piece.empty()) out.mentions.push_back({label, std::string(piece)});
+      value = sep == std::string_view::npos ? std::string_view{}
+                                            : value.substr(sep + list_separator.size());
+    }
+  }
+  return out;
+}
+
+}  // namespace seqpar::inline v0
