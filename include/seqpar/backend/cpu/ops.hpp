@@ -345,7 +345,7 @@ struct Ops<Cpu> {
       }
   }
 
-  // dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds nthreads*T*T elements
+  // dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements (dS per head)
   template <class T>
   static void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs, const std::uint8_t* valid,
                                  T* scratch, std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
