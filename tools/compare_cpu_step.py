@@ -12,12 +12,15 @@ GFLOP/s uses the same count for both: (6 P + 12 L h s) FLOPs per token. If the b
 reports shape counters (hidden, layers, heads, vocab, batch, seq), those set the PyTorch
 shape; otherwise the flags below do, and they must match what the executable was built for.
 The executable gets OMP_NUM_THREADS = --threads. If it does not exist, this says so and still
-prints the PyTorch row.
+prints the PyTorch row. With --rounds N (default 3) the two run in turn N times, each round is
+printed, and the medians and the median of the per-round ratios close the table.
 """
 
 import argparse
+import io
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -56,7 +59,7 @@ def run_seqpar(path, threads, extra_args):
 
 def row(name, ms, tps, gflops, ratio):
     ratio_s = "" if ratio is None else f"{ratio:.2f}x"
-    return f"| {name:14s} | {ms:10.2f} | {tps:12.1f} | {gflops:8.2f} | {ratio_s:>14s} |"
+    return f"| {name:19s} | {ms:10.2f} | {tps:12.1f} | {gflops:8.2f} | {ratio_s:>14s} |"
 
 
 def main():
@@ -67,46 +70,63 @@ def main():
     ap.add_argument("--seqpar-arg", action="append", default=[],
                     help="extra argument for the executable (repeatable), e.g. --benchmark_min_time=5x")
     ap.add_argument("--json", action="store_true", help="also print both results as one JSON line")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="seqpar then PyTorch, this many times in turn (default 3): on a shared machine the "
+                         "speed drifts, and rounds taken in turn see the same drift; prints each round and "
+                         "the medians")
     bench_torch_step.add_shape_args(ap)
     args = ap.parse_args()
 
-    bench, why = run_seqpar(args.seqpar, args.threads, args.seqpar_arg)
-    if bench is not None:
-        for k in SHAPE_KEYS:
-            if k in bench:
-                v = int(round(float(bench[k])))
-                if v != getattr(args, k):
-                    print(f"note: BM_TrainStep reports {k}={v}; using it instead of {getattr(args, k)}")
-                    setattr(args, k, v)
+    rounds = []  # (seqpar result or None, torch result) per round
+    why = None
+    for r in range(args.rounds):
+        bench, why = run_seqpar(args.seqpar, args.threads, args.seqpar_arg)
+        if bench is not None and r == 0:
+            for k in SHAPE_KEYS:
+                if k in bench:
+                    v = int(round(float(bench[k])))
+                    if v != getattr(args, k):
+                        print(f"note: BM_TrainStep reports {k}={v}; using it instead of {getattr(args, k)}")
+                        setattr(args, k, v)
+        torch_res = bench_torch_step.measure(args, log=sys.stdout if r == 0 else io.StringIO())
+        rounds.append((bench, torch_res))
 
-    torch_res = bench_torch_step.measure(args)
-    params = torch_res["params"]
+    params = rounds[0][1]["params"]
     fpt = bench_torch_step.flops_per_token(params, args.layers, args.hidden, args.seq)
     tokens = args.batch * args.seq
     shape = ", ".join(f"{k} {getattr(args, k)}" for k in SHAPE_KEYS)
     print(f"shape: {shape}; threads {args.threads}; params {params}; {fpt / 1e6:.2f} MFLOP/token")
 
-    seqpar_res = None
-    if bench is not None:
-        unit = bench.get("time_unit", "ns")
-        ms = float(bench["real_time"]) * TO_MS[unit]
+    def seqpar_result(bench):
+        if bench is None:
+            return None
+        ms = float(bench["real_time"]) * TO_MS[bench.get("time_unit", "ns")]
         tps = float(bench["tokens_per_s"]) if "tokens_per_s" in bench else tokens / (ms / 1e3)
-        seqpar_res = {"ms_per_step": ms, "tokens_per_s": tps, "gflops": fpt * tps / 1e9,
-                      "iterations": bench.get("iterations")}
+        return {"ms_per_step": ms, "tokens_per_s": tps, "gflops": fpt * tps / 1e9, "iterations": bench.get("iterations")}
 
-    print("| implementation |    ms/step |     tokens/s |  GFLOP/s | seqpar/PyTorch |")
-    print("|----------------|-----------:|-------------:|---------:|---------------:|")
-    if seqpar_res is not None:
-        ratio = seqpar_res["tokens_per_s"] / torch_res["tokens_per_s"]
-        print(row("seqpar", seqpar_res["ms_per_step"], seqpar_res["tokens_per_s"], seqpar_res["gflops"], ratio))
-    print(row("PyTorch " + torch_res["torch"].split("+")[0], torch_res["ms_per_step"], torch_res["tokens_per_s"],
-              torch_res["gflops"], None))
-    if seqpar_res is not None:
+    results = [(seqpar_result(b), t) for b, t in rounds]
+    torch_name = "PyTorch " + results[0][1]["torch"].split("+")[0]
+    print("| implementation      |    ms/step |     tokens/s |  GFLOP/s | seqpar/PyTorch |")
+    print("|---------------------|-----------:|-------------:|---------:|---------------:|")
+    ratios = []
+    for i, (sp, tr) in enumerate(results):
+        tag = f" #{i + 1}" if len(results) > 1 else ""
+        if sp is not None:
+            ratios.append(sp["tokens_per_s"] / tr["tokens_per_s"])
+            print(row("seqpar" + tag, sp["ms_per_step"], sp["tokens_per_s"], sp["gflops"], ratios[-1]))
+        print(row(torch_name + tag, tr["ms_per_step"], tr["tokens_per_s"], tr["gflops"], None))
+    if ratios:
+        if len(results) > 1:
+            med = statistics.median
+            sp_ms = med(sp["ms_per_step"] for sp, _ in results)
+            tr_ms = med(tr["ms_per_step"] for _, tr in results)
+            print(f"median over {len(results)} rounds: seqpar {sp_ms:.1f} ms/step, PyTorch {tr_ms:.1f} ms/step; "
+                  f"ratio per round {', '.join(f'{x:.2f}' for x in ratios)}; median ratio {med(ratios):.2f}x")
         print("seqpar/PyTorch is the throughput ratio (tokens/s): above 1 means seqpar is faster.")
     else:
         print(f"seqpar: {why}")
     if args.json:
-        print(json.dumps({"seqpar": seqpar_res, "pytorch": torch_res, "seqpar_error": why}))
+        print(json.dumps({"rounds": [{"seqpar": sp, "pytorch": tr} for sp, tr in results], "seqpar_error": why}))
     return 0
 
 

@@ -9,17 +9,32 @@
 
 namespace seqpar::inline v0::kernels {
 
+// The math the bodies call unqualified, so that a SIMD type of a backend (detail::F32x8)
+// brings its own by argument-dependent lookup and a body runs on many lanes at once.
+template <class T>
+SEQPAR_HOST_DEVICE T tanh_of(T x) {
+  return std::tanh(x);
+}
+template <class T>
+SEQPAR_HOST_DEVICE T exp_of(T x) {
+  return std::exp(x);
+}
+template <class T>
+SEQPAR_HOST_DEVICE T sqrt_of(T x) {
+  return std::sqrt(x);
+}
+
 // tanh-form GELU as BLOOM computes it: 0.5 x (1 + tanh(0.79788456 x (1 + 0.044715 x^2))).
 template <class T>
 SEQPAR_HOST_DEVICE T gelu(T x) {
-  const T t = std::tanh(T(0.79788456) * x * (T(1) + T(0.044715) * x * x));
+  const T t = tanh_of(T(0.79788456) * x * (T(1) + T(0.044715) * x * x));
   return x * T(0.5) * (T(1) + t);
 }
 
 // d gelu / dx = 0.5 x (1 - t^2)(0.79788456 + 0.1070322243 x^2) + 0.5 (1 + t).
 template <class T>
 SEQPAR_HOST_DEVICE T gelu_grad(T x) {
-  const T t = std::tanh(T(0.79788456) * x * (T(1) + T(0.044715) * x * x));
+  const T t = tanh_of(T(0.79788456) * x * (T(1) + T(0.044715) * x * x));
   return T(0.5) * x * ((T(1) - t * t) * (T(0.79788456) + T(0.1070322243) * x * x)) + T(0.5) * (T(1) + t);
 }
 
@@ -37,7 +52,7 @@ SEQPAR_HOST_DEVICE void adamw(T& p, G g_in, T& m, T& v, const AdamCoeffs& c, boo
   if (decay) p *= T(1) - T(c.lr) * T(c.weight_decay);
   m += (T(1) - T(c.beta1)) * (g - m);
   v = v * T(c.beta2) + (T(1) - T(c.beta2)) * g * g;
-  const T denom = std::sqrt(v) / T(c.bias_correction2_sqrt) + T(c.eps);
+  const T denom = sqrt_of(v) / T(c.bias_correction2_sqrt) + T(c.eps);
   p -= T(c.step_size) * (m / denom);
 }
 

@@ -1,13 +1,17 @@
 #pragma once
 // Arena and Buffer: every allocation of a rank, counted by category (current and peak bytes).
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <new>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "seqpar/core/error.hpp"
 
@@ -33,30 +37,57 @@ struct MemoryStats {
   std::int64_t peak_of(Memory m) const { return peak[static_cast<std::size_t>(m)]; }
 };
 
-/// Host memory, 64-byte aligned (a cache line; AVX-512 loads).
+/// Host memory, 64-byte aligned (a cache line; AVX-512 loads). Its arena keeps freed
+/// blocks for reuse (the device allocator keeps its own cache).
 struct HostAllocator {
   static constexpr std::size_t alignment = 64;
+  static constexpr bool arena_caches = true;
   static void* allocate(std::size_t bytes) {
     return ::operator new(bytes, std::align_val_t{alignment});
   }
   static void deallocate(void* p, std::size_t) { ::operator delete(p, std::align_val_t{alignment}); }
-  static void zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+  /// Large blocks are zeroed by all threads (when built with OpenMP), in 1 MiB pieces.
+  static void zero(void* p, std::size_t bytes) {
+    constexpr std::size_t piece = std::size_t{1} << 20;
+    const auto pieces = static_cast<std::int64_t>((bytes + piece - 1) / piece);
+#pragma omp parallel for schedule(static) if (pieces > 1)
+    for (std::int64_t i = 0; i < pieces; ++i) {
+      const std::size_t at = static_cast<std::size_t>(i) * piece;
+      std::memset(static_cast<char*>(p) + at, 0, std::min(piece, bytes - at));
+    }
+  }
 };
 
 /// A rank's allocator: forwards to `Alloc` and keeps the books. One arena per rank;
-/// not shared between threads.
+/// not shared between threads. Where the allocator asks for it (`Alloc::arena_caches`),
+/// freed blocks are kept by size and handed out again, so that memory freed and asked for
+/// again every step (activation records, gathered shards) does not go back to the system
+/// and fault in anew each time; the blocks kept never take the arena past its peak
+/// (`reserved_bytes() <= stats().total_peak`). The counts are of live blocks only.
 template <class Alloc>
 class BasicArena {
  public:
   using allocator = Alloc;
 
+  BasicArena() = default;
+  BasicArena(const BasicArena&) = delete;
+  BasicArena& operator=(const BasicArena&) = delete;
+  ~BasicArena() { release_cached(); }
+
   void* allocate(std::size_t bytes, Memory kind) {
-    void* p = bytes ? Alloc::allocate(bytes) : nullptr;
+    void* p = bytes ? take(bytes) : nullptr;
     account(kind, static_cast<std::int64_t>(bytes));
     return p;
   }
   void deallocate(void* p, std::size_t bytes, Memory kind) {
-    if (p) Alloc::deallocate(p, bytes);
+    if (p) {
+      if constexpr (caches) {
+        cached_[bytes].push_back(p);
+        cached_bytes_ += static_cast<std::int64_t>(bytes);
+      } else {
+        Alloc::deallocate(p, bytes);
+      }
+    }
     account(kind, -static_cast<std::int64_t>(bytes));
   }
   const MemoryStats& stats() const { return stats_; }
@@ -65,8 +96,42 @@ class BasicArena {
     stats_.peak = stats_.current;
     stats_.total_peak = stats_.total_current;
   }
+  /// Bytes held from the allocator: the live blocks and the freed ones kept for reuse.
+  std::int64_t reserved_bytes() const { return stats_.total_current + cached_bytes_; }
+  /// Returns every kept block to the allocator.
+  void release_cached() {
+    for (auto& [bytes, blocks] : cached_)
+      for (void* p : blocks) Alloc::deallocate(p, bytes);
+    cached_.clear();
+    cached_bytes_ = 0;
+  }
 
  private:
+  static constexpr bool caches = requires { requires Alloc::arena_caches; };
+
+  void* take(std::size_t bytes) {
+    if constexpr (caches) {
+      if (auto it = cached_.find(bytes); it != cached_.end()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        if (it->second.empty()) cached_.erase(it);
+        cached_bytes_ -= static_cast<std::int64_t>(bytes);
+        return p;
+      }
+      // a new block: first give back kept ones (largest first) that would hold the arena
+      // above the larger of its peak and what it is about to hold live
+      const auto live_after = stats_.total_current + static_cast<std::int64_t>(bytes);
+      const auto bound = std::max(stats_.total_peak, live_after);
+      while (!cached_.empty() && live_after + cached_bytes_ > bound) {
+        auto largest = std::prev(cached_.end());
+        Alloc::deallocate(largest->second.back(), largest->first);
+        cached_bytes_ -= static_cast<std::int64_t>(largest->first);
+        largest->second.pop_back();
+        if (largest->second.empty()) cached_.erase(largest);
+      }
+    }
+    return Alloc::allocate(bytes);
+  }
   void account(Memory kind, std::int64_t delta) {
     const auto k = static_cast<std::size_t>(kind);
     stats_.current[k] += delta;
@@ -75,6 +140,8 @@ class BasicArena {
     if (stats_.total_current > stats_.total_peak) stats_.total_peak = stats_.total_current;
   }
   MemoryStats stats_;
+  std::map<std::size_t, std::vector<void*>> cached_;  // freed blocks by size
+  std::int64_t cached_bytes_ = 0;
 };
 
 using Arena = BasicArena<HostAllocator>;

@@ -2,7 +2,8 @@
 // The tied LM head and the shifted cross-entropy, over vocabulary chunks: the
 // [tokens x vocab] logits are never held whole. Pass 1 keeps a running max and sum of
 // exponentials per token (an online softmax); pass 2 recomputes each chunk's logits
-// and turns them into gradients. Over a vocab-split tensor axis the three reductions
+// and turns them into gradients (when one chunk covers the local vocabulary, pass 1's
+// logits are still in the chunk buffer and are used as they are). Over a vocab-split tensor axis the three reductions
 // of a vocab-parallel cross-entropy (max, sum of exps, target logit) are the axis hooks.
 // The row steps are device ops (gather_rows, softmax_stats, cross_entropy_grad, ...), so
 // one code path serves every device; only the compaction list is made on the host.
@@ -127,9 +128,10 @@ LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W, const std::vector<st
     O::fill(dh_sum, S(0), Nv * H);
   else
     O::fill(dhv, T(0.0f), Nv * H);
+  const bool one_chunk = chunk >= vs.real;
   for (std::int64_t c0 = 0; c0 < vs.real; c0 += chunk) {
     const std::int64_t cw = std::min(chunk, vs.real - c0);
-    O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);
+    if (!one_chunk) O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);
     O::cross_entropy_grad(L, lse, tgt, Nv, cw, c0, grad_scale);
     O::gemm(false, false, Nv, H, cw, T(1.0f), L, cw, W + c0 * H, H, T(sum_in_s ? 0.0f : 1.0f), dhv, H);  // [Nv, H]
     if constexpr (sum_in_s) O::add(dh_sum, dhv, Nv * H);

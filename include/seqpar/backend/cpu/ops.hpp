@@ -1,7 +1,9 @@
 #pragma once
-// Ops<Cpu>: the op set on host memory. GEMMs through Eigen; row- and element-wise
-// loops over the shared bodies of backend/kernels.hpp. Every op is templated on the
-// scalar so that gradient checks run it in double. Matrices are row-major. The device
+// Ops<Cpu>: the op set on host memory. GEMMs through Eigen; row- and element-wise loops
+// over the shared bodies of backend/kernels.hpp. Compiled for AVX2 + FMA, float GEMMs take
+// the packed kernel of sgemm_avx2.hpp and (except under nvcc) the float loops run eight
+// lanes at a time on F32x8 (simd_avx2.hpp). Every op is templated on the scalar so that
+// gradient checks run it in double. Matrices are row-major. The device
 // is the host: upload, download and synchronize are plain copies and a no-op, so that
 // code written once for every device (nn/, the trainer) runs here unchanged.
 
@@ -13,9 +15,28 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
+#if defined(__AVX2__) && defined(__FMA__)
+#include "seqpar/backend/cpu/sgemm_avx2.hpp"
+#define SEQPAR_CPU_AVX2 1
+#else
+#define SEQPAR_CPU_AVX2 0
+#endif
+// The eight-lane loops run the shared __host__ __device__ bodies on F32x8, a type nvcc does
+// not accept in them: in translation units that nvcc compiles these loops stay scalar.
+#if SEQPAR_CPU_AVX2 && !defined(__CUDACC__)
+#include "seqpar/backend/cpu/simd_avx2.hpp"
+#define SEQPAR_CPU_SIMD 1
+#else
+#define SEQPAR_CPU_SIMD 0
+#endif
 
 namespace seqpar::inline v0 {
 
@@ -32,6 +53,8 @@ template <>
 struct Ops<Cpu> {
   /// Logits of the chunked LM head held at once (nn/lm_head.hpp): a chunk that stays in cache.
   static constexpr std::int64_t logits_chunk_bytes = std::int64_t{32} << 20;
+  /// Element-wise loops shorter than this run on one thread.
+  static constexpr std::int64_t parallel_min_elements = std::int64_t{1} << 16;
 
   // --- host <-> device: the same memory ------------------------------------------------
   template <class U>
@@ -54,6 +77,11 @@ struct Ops<Cpu> {
                    std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
     using detail::ConstMatMap;
     using detail::MatMap;
+#if SEQPAR_CPU_AVX2
+    if constexpr (std::is_same_v<T, float>) {
+      if (M > 0 && N > 0 && K > 0) return detail::sgemm::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+#endif
     MatMap<T> c(C, M, N, Eigen::OuterStride<>(ldc));
     if (beta == T(0)) {
       c.setZero();
@@ -98,8 +126,10 @@ struct Ops<Cpu> {
   // acc[d] += sum over rows of y[n, d]
   template <class T>
   static void column_sum(T* acc, const T* y, std::int64_t n, std::int64_t d) {
-    for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t j = 0; j < d; ++j) acc[j] += y[i * d + j];
+    for_columns(d, n * d, [&](std::int64_t j0, std::int64_t j1) {
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = j0; j < j1; ++j) acc[j] += y[i * d + j];
+    });
   }
 
   // y[n, d] += b[d] + r[n, d]  (the bias of a row-parallel linear, added once after its reduction)
@@ -154,26 +184,32 @@ struct Ops<Cpu> {
         dxi[j] += (dyi[j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat) * rstd[i];
       }
     }
-    // Parameter gradients in row order on one thread: the sums stay reproducible.
-    for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t j = 0; j < d; ++j) {
-        const T xhat = (x[i * d + j] - mean[i]) * rstd[i];
-        dw[j] += dy[i * d + j] * xhat;
-        db[j] += dy[i * d + j];
-      }
+    // Parameter gradients: each column summed in row order by one thread (reproducible).
+    for_columns(d, n * d, [&](std::int64_t j0, std::int64_t j1) {
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = j0; j < j1; ++j) {
+          const T xhat = (x[i * d + j] - mean[i]) * rstd[i];
+          dw[j] += dy[i * d + j] * xhat;
+          db[j] += dy[i * d + j];
+        }
+    });
   }
 
   template <class T>
   static void gelu_forward(T* y, const T* x, std::int64_t n) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) y[i] = kernels::gelu(x[i]);
+    for_lanes<T>(n, [&](auto lane, std::int64_t i) {
+      using V = decltype(lane);
+      store_lanes(y + i, kernels::gelu(load_lanes<V>(x + i)));
+    });
   }
 
   // dx[i] = dy[i] * gelu'(x[i]); dx may alias dy
   template <class T>
   static void gelu_backward(T* dx, const T* dy, const T* x, std::int64_t n) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) dx[i] = dy[i] * kernels::gelu_grad(x[i]);
+    for_lanes<T>(n, [&](auto lane, std::int64_t i) {
+      using V = decltype(lane);
+      store_lanes(dx + i, load_lanes<V>(dy + i) * kernels::gelu_grad(load_lanes<V>(x + i)));
+    });
   }
 
   // y[n, d] = table[ids[n] - row0, :] for ids inside [row0, row0 + rows), else 0
@@ -194,20 +230,24 @@ struct Ops<Cpu> {
   template <class T, class Id>
   static void embedding_backward(T* dtable, const Id* ids, const T* dy, std::int64_t n, std::int64_t d,
                                  std::int64_t row0, std::int64_t rows) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t r = static_cast<std::int64_t>(ids[i]) - row0;
-      if (r < 0 || r >= rows) continue;
-      for (std::int64_t j = 0; j < d; ++j) dtable[r * d + j] += dy[i * d + j];
-    }
+    for_columns(d, n * d, [&](std::int64_t j0, std::int64_t j1) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t r = static_cast<std::int64_t>(ids[i]) - row0;
+        if (r < 0 || r >= rows) continue;
+        for (std::int64_t j = j0; j < j1; ++j) dtable[r * d + j] += dy[i * d + j];
+      }
+    });
   }
 
   // y[i] += x[i] (x may have another type: a 16-bit term added to a float sum)
   template <class T, class U>
   static void add(T* y, const U* x, std::int64_t n) {
+#pragma omp parallel for schedule(static) if (n > parallel_min_elements)
     for (std::int64_t i = 0; i < n; ++i) y[i] += static_cast<T>(x[i]);
   }
   template <class T>
   static void scale(T* y, T s, std::int64_t n) {
+#pragma omp parallel for schedule(static) if (n > parallel_min_elements)
     for (std::int64_t i = 0; i < n; ++i) y[i] *= s;
   }
   template <class T>
@@ -216,12 +256,25 @@ struct Ops<Cpu> {
   }
   template <class T>
   static void fill(T* y, T v, std::int64_t n) {
-    std::fill(y, y + n, v);
+#pragma omp parallel for schedule(static) if (n > parallel_min_elements)
+    for (std::int64_t i = 0; i < n; ++i) y[i] = v;
   }
+  /// In double; blocks of a fixed size summed in order, then the block sums in order: the
+  /// same result for any number of threads.
   template <class T>
   static double sum_squares(const T* x, std::int64_t n) {
+    constexpr std::int64_t block = std::int64_t{1} << 14;
+    const std::int64_t blocks = (n + block - 1) / block;
+    std::vector<double> part(static_cast<std::size_t>(blocks));
+#pragma omp parallel for schedule(static) if (n > parallel_min_elements)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      double s = 0;
+      for (std::int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i)
+        s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      part[static_cast<std::size_t>(b)] = s;
+    }
     double s = 0;
-    for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    for (double p : part) s += p;
     return s;
   }
   /// acc[0] += weight * sum of squares of x; acc is device memory (a gradient norm summed
@@ -239,8 +292,14 @@ struct Ops<Cpu> {
   // AdamW on n elements with one decay flag.
   template <class T>
   static void adamw(T* p, const T* g, T* m, T* v, std::int64_t n, const kernels::AdamCoeffs& c, bool decay) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) kernels::adamw(p[i], g[i], m[i], v[i], c, decay);
+    for_lanes<T>(n, [&](auto lane, std::int64_t i) {
+      using V = decltype(lane);
+      V pv = load_lanes<V>(p + i), mv = load_lanes<V>(m + i), vv = load_lanes<V>(v + i);
+      kernels::adamw(pv, load_lanes<V>(g + i), mv, vv, c, decay);
+      store_lanes(p + i, pv);
+      store_lanes(m + i, mv);
+      store_lanes(v + i, vv);
+    });
   }
 
   /// AdamW on master weights and moments of type M, gradient g times grad_factor; the
@@ -276,11 +335,10 @@ struct Ops<Cpu> {
                             std::int64_t cw, std::int64_t col0) {
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n; ++r) {
+      static_assert(std::is_same_v<T, S>, "the CPU keeps logits and their statistics in one type");
       const T* l = L + r * cw;
-      S m = mx[r];
-      for (std::int64_t j = 0; j < cw; ++j) m = std::max(m, static_cast<S>(l[j]));
-      S s = sum[r] * std::exp(mx[r] - m);
-      for (std::int64_t j = 0; j < cw; ++j) s += std::exp(static_cast<S>(l[j]) - m);
+      const S m = std::max(mx[r], row_max(l, cw));
+      const S s = sum[r] * std::exp(mx[r] - m) + exp_shifted<T>(nullptr, l, cw, m, S(1));
       mx[r] = m;
       sum[r] = s;
       const std::int64_t t = static_cast<std::int64_t>(target[r]) - col0;
@@ -310,8 +368,7 @@ struct Ops<Cpu> {
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n; ++r) {
       T* l = L + r * cw;
-      const T z = static_cast<T>(lse[r]);
-      for (std::int64_t j = 0; j < cw; ++j) l[j] = std::exp(l[j] - z) * gs;
+      exp_shifted(l, l, cw, static_cast<T>(lse[r]), gs);
       const std::int64_t t = static_cast<std::int64_t>(target[r]) - col0;
       if (t >= 0 && t < cw) l[t] -= gs;
     }
@@ -387,27 +444,108 @@ struct Ops<Cpu> {
   }
 
  private:
+  // body(j0, j1) over a split of the columns [0, d) into one contiguous range per thread
+  // (whole cache lines), in parallel when the work (elements touched) is worth it. A sum
+  // down a column stays on one thread, in row order: the results do not depend on the
+  // number of threads.
+  template <class Body>
+  static void for_columns(std::int64_t d, std::int64_t work, Body&& body) {
+#pragma omp parallel if (work > parallel_min_elements)
+    {
+      int threads = 1, me = 0;
+#ifdef _OPENMP
+      threads = omp_get_num_threads();
+      me = omp_get_thread_num();
+#endif
+      const std::int64_t lines = (d + 15) / 16;  // 16 floats to a cache line
+      const std::int64_t j0 = std::min(d, lines * me / threads * 16), j1 = std::min(d, lines * (me + 1) / threads * 16);
+      if (j0 < j1) body(j0, j1);
+    }
+  }
+
+  // body(lane, i) for i in [0, n): lane is a detail::F32x8 on blocks of eight floats where
+  // AVX2 is on, a T for the rest (and for every element of other types). Blocks run in parallel.
+  template <class T, class Body>
+  static void for_lanes(std::int64_t n, Body&& body) {
+    std::int64_t done = 0;
+#if SEQPAR_CPU_SIMD
+    if constexpr (std::is_same_v<T, float>) {
+      done = n / detail::F32x8::lanes * detail::F32x8::lanes;
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < done; i += detail::F32x8::lanes) body(detail::F32x8{}, i);
+    }
+#endif
+#pragma omp parallel for schedule(static) if (n - done > parallel_min_elements)
+    for (std::int64_t i = done; i < n; ++i) body(T{}, i);
+  }
+  template <class V, class T>
+  static V load_lanes(const T* p) {
+    if constexpr (std::is_same_v<V, T>) return *p;
+    else return V::load(p);
+  }
+  template <class V, class T>
+  static void store_lanes(T* p, V v) {
+    if constexpr (std::is_same_v<V, T>) *p = v;
+    else v.store(p);
+  }
+
+  // max of x[0, n), -inf when n == 0
+  template <class T>
+  static T row_max(const T* x, std::int64_t n) {
+    T m = -std::numeric_limits<T>::infinity();
+    std::int64_t j = 0;
+#if SEQPAR_CPU_SIMD
+    if constexpr (std::is_same_v<T, float>) {
+      detail::F32x8 acc(m);
+      for (; j + detail::F32x8::lanes <= n; j += detail::F32x8::lanes) acc = max(acc, detail::F32x8::load(x + j));
+      m = acc.max();
+    }
+#endif
+    for (; j < n; ++j) m = std::max(m, x[j]);
+    return m;
+  }
+  // y[j] = exp(x[j] - shift) * scale for j < n (y may be x; null: not stored); returns the
+  // sum of exp(x[j] - shift)
+  template <class T>
+  static T exp_shifted(T* y, const T* x, std::int64_t n, T shift, T scale) {
+    T sum = 0;
+    std::int64_t j = 0;
+#if SEQPAR_CPU_SIMD
+    if constexpr (std::is_same_v<T, float>) {
+      using detail::F32x8;
+      F32x8 acc(0.0f);
+      for (; j + F32x8::lanes <= n; j += F32x8::lanes) {
+        const F32x8 e = exp_of(F32x8::load(x + j) - F32x8(shift));
+        acc += e;
+        if (y) (e * F32x8(scale)).store(y + j);
+      }
+      sum = acc.sum();
+    }
+#endif
+    for (; j < n; ++j) {
+      const T e = std::exp(x[j] - shift);
+      sum += e;
+      if (y) y[j] = e * scale;
+    }
+    return sum;
+  }
+
   // One score row of query i: add alibi, mask keys j > i and invalid ones, softmax in place.
   template <class T>
   static void softmax_row(T* s, const T* pos, const std::uint8_t* valid, T slope, std::int64_t i, std::int64_t Tn) {
-    T mx = -std::numeric_limits<T>::infinity();
-    for (std::int64_t j = 0; j <= i; ++j)
-      if (valid[j]) {
-        s[j] += slope * pos[j];
-        mx = std::max(mx, s[j]);
-      }
-    if (mx == -std::numeric_limits<T>::infinity()) {
+    constexpr T masked = -std::numeric_limits<T>::infinity();
+    T mx = masked;
+    for (std::int64_t j = 0; j <= i; ++j) {
+      s[j] = valid[j] ? s[j] + slope * pos[j] : masked;
+      mx = std::max(mx, s[j]);
+    }
+    if (mx == masked) {
       std::fill(s, s + Tn, T(1) / T(Tn));
       return;
     }
-    T sum = 0;
-    for (std::int64_t j = 0; j < Tn; ++j) {
-      const T e = (j <= i && valid[j]) ? std::exp(s[j] - mx) : T(0);
-      s[j] = e;
-      sum += e;
-    }
-    const T inv = T(1) / sum;
-    for (std::int64_t j = 0; j < Tn; ++j) s[j] *= inv;
+    const T inv = T(1) / exp_shifted(s, s, i + 1, mx, T(1));  // exp(-inf) = 0 for the masked keys
+    for (std::int64_t j = 0; j <= i; ++j) s[j] *= inv;
+    std::fill(s + i + 1, s + Tn, T(0));
   }
 };
 

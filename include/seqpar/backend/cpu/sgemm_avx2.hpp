@@ -1,0 +1,267 @@
+#pragma once
+// Single-precision GEMM for x86-64 with AVX2 and FMA: packed panels and a 6 x 16 register
+// tile, the blocking of the classic Goto/BLIS design. Ops<Cpu>::gemm uses it for float
+// when the translation unit is compiled for AVX2 + FMA (-march=native or -mavx2 -mfma);
+// everything else goes through Eigen.
+//
+//   for jc in N by NC:                        B panel [KC, NC] packed once, shared by threads
+//     for pc in K by KC:
+//       pack B[pc:pc+KC, jc:jc+NC] into NR-wide slivers
+//       for ic in M by MC, shared out:        A block [MC, KC] packed per thread (alpha folded in)
+//         for jr by NR, ir by MR:              one register tile: C[6, 16] (+)= A sliver * B sliver
+//
+// The threads of one call pack B together and take A's row blocks as they come free; a call
+// made inside a parallel region runs on its thread.
+
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error \
+    "sgemm_avx2.hpp needs AVX2 and FMA; include backend/cpu/ops.hpp, which picks it when they are on"
+#endif
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// The eight rows of a transpose stay in registers only when their loops are unrolled;
+// nvcc's front end (host code of .cu files) does not know the GCC spelling.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define SEQPAR_SGEMM_UNROLL8 _Pragma("GCC unroll 8")
+#else
+#define SEQPAR_SGEMM_UNROLL8
+#endif
+
+namespace seqpar::inline v0::detail::sgemm {
+
+inline constexpr std::int64_t MR = 6;     // rows of the register tile
+inline constexpr std::int64_t NR = 16;    // columns: two 8-float vectors
+inline constexpr std::int64_t KC = 256;   // depth of a packed block: an A and a B sliver fit in L1
+inline constexpr std::int64_t MC = 72;    // rows of a packed A block (in L2), the unit threads take
+inline constexpr std::int64_t NC = 4096;  // columns of a packed B panel: stays in L3
+/// Below this many multiply-adds a call runs on one thread.
+inline constexpr std::int64_t parallel_min_flops = std::int64_t{1} << 21;
+
+/// op(A)[i, k] of a row-major A ([M, K], or [K, M] when transposed).
+struct View {
+  const float* p;
+  std::int64_t ld;
+  bool trans;
+};
+
+// r[i] = column i of the 8 x 8 block held in r (r[i] was row i).
+inline void transpose8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+  SEQPAR_SGEMM_UNROLL8
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  SEQPAR_SGEMM_UNROLL8
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  SEQPAR_SGEMM_UNROLL8
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// dst[k, w] = scale * src[w][k] for w < width (at most 8) and k < kc, dst rows `ld` apart,
+// lanes w >= width zero: the rows src[w] are contiguous in k, dst is k-major. Eight k at a
+// time through a register transpose. With ld < 8 each 8-lane store writes 8 - ld floats past
+// its row, which the next row's store (or the caller's slack) overwrites.
+inline void pack_transposed(float* dst, std::int64_t ld, const float* const* src,
+                            std::int64_t width, std::int64_t kc, float scale) {
+  const __m256 vs = _mm256_set1_ps(scale);
+  std::int64_t k = 0;
+  for (; k + 8 <= kc; k += 8) {
+    __m256 r[8];
+    SEQPAR_SGEMM_UNROLL8
+    for (int w = 0; w < 8; ++w)
+      r[w] = w < width ? _mm256_mul_ps(vs, _mm256_loadu_ps(src[w] + k)) : _mm256_setzero_ps();
+    transpose8(r);
+    SEQPAR_SGEMM_UNROLL8
+    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (k + i) * ld, r[i]);
+  }
+  for (; k < kc; ++k)
+    for (std::int64_t w = 0; w < ld && w < 8; ++w)
+      dst[k * ld + w] = w < width ? scale * src[w][k] : 0.0f;
+}
+
+// dst[kc, MR] per sliver of MR rows of op(A)[i0:i0+mc, p0:p0+kc], times alpha, rows past mc
+// zero. dst has 8 floats of slack past the last sliver (pack_transposed's spill).
+inline void pack_a(float* dst, View a, std::int64_t i0, std::int64_t mc, std::int64_t p0,
+                   std::int64_t kc, float alpha) {
+  if (a.trans) {  // A is [K, M]: a sliver's MR values of one k are adjacent in row k
+    const __m256 va = _mm256_set1_ps(alpha);
+    for (std::int64_t s = 0; s < mc; s += MR, dst += kc * MR) {
+      const float* src = a.p + p0 * a.ld + i0 + s;
+      const std::int64_t rows = std::min(MR, mc - s);
+      if (s + 8 <= mc) {                       // eight-float loads stay inside the block
+        for (std::int64_t k = 0; k < kc; ++k)  // each store spills 2 floats the next one overwrites
+          _mm256_storeu_ps(dst + k * MR, _mm256_mul_ps(va, _mm256_loadu_ps(src + k * a.ld)));
+        continue;
+      }
+      for (std::int64_t k = 0; k < kc; ++k)
+        for (std::int64_t r = 0; r < MR; ++r)
+          dst[k * MR + r] = r < rows ? alpha * src[k * a.ld + r] : 0.0f;
+    }
+    return;
+  }
+  // A is [M, K]: each sliver is its MR rows transposed
+  for (std::int64_t s = 0; s < mc; s += MR, dst += kc * MR) {
+    const float* src[8];
+    for (std::int64_t r = 0; r < 8; ++r) src[r] = a.p + (i0 + std::min(s + r, mc - 1)) * a.ld + p0;
+    pack_transposed(dst, MR, src, std::min(MR, mc - s), kc, alpha);
+  }
+}
+
+// dst[kc, NR] per sliver of NR columns of op(B)[p0:p0+kc, j0:j0+nc], columns past nc zero;
+// slivers [s0, s1) only, so that threads can share the work.
+inline void pack_b(float* dst, View b, std::int64_t p0, std::int64_t kc, std::int64_t j0,
+                   std::int64_t nc, std::int64_t s0, std::int64_t s1) {
+  if (b.trans) {  // B is [N, K]: each half sliver is 8 rows of B transposed
+    for (std::int64_t s = s0; s < s1; ++s)
+      for (std::int64_t half = 0; half < NR; half += 8) {
+        const std::int64_t c0 = s * NR + half, width = std::clamp<std::int64_t>(nc - c0, 0, 8);
+        const float* src[8];
+        for (std::int64_t w = 0; w < 8; ++w)
+          src[w] = b.p + (j0 + std::min(c0 + w, nc - 1)) * b.ld + p0;
+        pack_transposed(dst + s * kc * NR + half, NR, src, width, kc, 1.0f);
+      }
+    return;
+  }
+  // B is [K, N]: stream each row k once, across the slivers
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const float* src = b.p + (p0 + k) * b.ld + j0;
+    for (std::int64_t s = s0; s < s1; ++s) {
+      float* d = dst + (s * kc + k) * NR;
+      const std::int64_t c0 = s * NR;
+      if (c0 + NR <= nc) {
+        _mm256_store_ps(d, _mm256_loadu_ps(src + c0));
+        _mm256_store_ps(d + 8, _mm256_loadu_ps(src + c0 + 8));
+      } else {
+        for (std::int64_t c = 0; c < NR; ++c) d[c] = c0 + c < nc ? src[c0 + c] : 0.0f;
+      }
+    }
+  }
+}
+
+// C[rows, cols] = A sliver [kc, MR] times B sliver [kc, NR] + beta C (beta == 0: C is not
+// read). The twelve accumulators are named one by one so that they stay in registers at
+// any optimisation level.
+inline void kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c,
+                   std::int64_t ldc, std::int64_t rows, std::int64_t cols, float beta) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (std::int64_t k = 0; k < kc; ++k, a += MR, b += NR) {
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    __m256 ar = _mm256_broadcast_ss(a);
+    c00 = _mm256_fmadd_ps(ar, b0, c00);
+    c01 = _mm256_fmadd_ps(ar, b1, c01);
+    ar = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(ar, b0, c10);
+    c11 = _mm256_fmadd_ps(ar, b1, c11);
+    ar = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(ar, b0, c20);
+    c21 = _mm256_fmadd_ps(ar, b1, c21);
+    ar = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(ar, b0, c30);
+    c31 = _mm256_fmadd_ps(ar, b1, c31);
+    ar = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(ar, b0, c40);
+    c41 = _mm256_fmadd_ps(ar, b1, c41);
+    ar = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(ar, b0, c50);
+    c51 = _mm256_fmadd_ps(ar, b1, c51);
+  }
+  alignas(32) float tile[MR][NR];
+  const bool whole = rows == MR && cols == NR;
+  const __m256 vb = _mm256_set1_ps(beta);
+  const auto put = [&](std::int64_t r, __m256 lo, __m256 hi) {
+    if (!whole) {
+      _mm256_store_ps(tile[r], lo);
+      _mm256_store_ps(tile[r] + 8, hi);
+      return;
+    }
+    float* cr = c + r * ldc;
+    if (beta != 0.0f) {
+      lo = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr), lo);
+      hi = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr + 8), hi);
+    }
+    _mm256_storeu_ps(cr, lo);
+    _mm256_storeu_ps(cr + 8, hi);
+  };
+  put(0, c00, c01);
+  put(1, c10, c11);
+  put(2, c20, c21);
+  put(3, c30, c31);
+  put(4, c40, c41);
+  put(5, c50, c51);
+  if (whole) return;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j)
+      c[r * ldc + j] = beta == 0.0f ? tile[r][j] : tile[r][j] + beta * c[r * ldc + j];
+}
+
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+using Scratch = std::unique_ptr<float[], AlignedFree>;
+inline Scratch scratch(std::int64_t n) {
+  return Scratch(static_cast<float*>(
+      ::operator new[](sizeof(float) * static_cast<std::size_t>(n), std::align_val_t{64})));
+}
+
+/// C[M, N] = alpha op(A) op(B) + beta C for M, N, K > 0; see Ops<Cpu>::gemm for the layout.
+inline void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                 const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta,
+                 float* C, std::int64_t ldc) {
+  const View a{A, lda, ta}, b{B, ldb, tb};
+  const std::int64_t kc_max = std::min(KC, K), nc_max = std::min(NC, (N + NR - 1) / NR * NR);
+  Scratch bpack = scratch(kc_max * nc_max);
+  bool parallel = M * N * K >= parallel_min_flops;
+#ifdef _OPENMP
+  parallel = parallel && !omp_in_parallel() && omp_get_max_threads() > 1;
+#endif
+  const std::int64_t row_blocks = (M + MC - 1) / MC;
+#pragma omp parallel if (parallel)
+  {
+    Scratch apack = scratch(std::min(MC, (M + MR - 1) / MR * MR) * kc_max + 8);
+    for (std::int64_t jc = 0; jc < N; jc += NC) {
+      const std::int64_t nc = std::min(NC, N - jc), slivers = (nc + NR - 1) / NR;
+      for (std::int64_t pc = 0; pc < K; pc += KC) {
+        const std::int64_t kc = std::min(KC, K - pc);
+        const float block_beta = pc == 0 ? beta : 1.0f;
+#pragma omp for schedule(static)
+        for (std::int64_t s = 0; s < slivers; ++s) pack_b(bpack.get(), b, pc, kc, jc, nc, s, s + 1);
+          // row blocks to whichever thread is free: a thread slowed by anything else costs one
+          // block
+#pragma omp for schedule(dynamic, 1)
+        for (std::int64_t blk = 0; blk < row_blocks; ++blk) {
+          const std::int64_t ic = blk * MC, mc = std::min(MC, M - ic);
+          pack_a(apack.get(), a, ic, mc, pc, kc, alpha);
+          for (std::int64_t jr = 0; jr < nc; jr += NR)
+            for (std::int64_t ir = 0; ir < mc; ir += MR)
+              kernel(kc, apack.get() + ir * kc, bpack.get() + jr * kc,
+                     C + (ic + ir) * ldc + jc + jr, ldc, std::min(MR, mc - ir),
+                     std::min(NR, nc - jr), block_beta);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace seqpar::inline v0::detail::sgemm
+
+#undef SEQPAR_SGEMM_UNROLL8
