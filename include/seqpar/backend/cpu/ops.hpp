@@ -127,7 +127,12 @@ struct Ops<Cpu> {
   template <class T>
   static void column_sum(T* acc, const T* y, std::int64_t n, std::int64_t d) {
     for_columns(d, n * d, [&](std::int64_t j0, std::int64_t j1) {
-      for (std::int64_t i = 0; i < n; ++i)
+      std::int64_t i = 0;
+      for (; i + 4 <= n; i += 4) {  // four rows a pass: a quarter of the loads and stores of acc
+        const T *y0 = y + i * d, *y1 = y0 + d, *y2 = y1 + d, *y3 = y2 + d;
+        for (std::int64_t j = j0; j < j1; ++j) acc[j] += (y0[j] + y1[j]) + (y2[j] + y3[j]);
+      }
+      for (; i < n; ++i)
         for (std::int64_t j = j0; j < j1; ++j) acc[j] += y[i * d + j];
     });
   }

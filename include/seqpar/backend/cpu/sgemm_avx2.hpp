@@ -47,6 +47,13 @@ inline constexpr std::int64_t NC = 4096;  // columns of a packed B panel: stays 
 /// Below this many multiply-adds a call runs on one thread.
 inline constexpr std::int64_t parallel_min_flops = std::int64_t{1} << 21;
 
+// Packing reads rows far apart (a row stride of kilobytes, a new page each time), which the
+// hardware prefetcher does not follow: the rows prefetch_rows ahead are asked for by hand.
+inline constexpr std::int64_t prefetch_rows = 4;
+inline void prefetch_row(const float* p, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; i += 16) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
+}
+
 /// op(A)[i, k] of a row-major A ([M, K], or [K, M] when transposed).
 struct View {
   const float* p;
@@ -102,19 +109,17 @@ inline void pack_transposed(float* dst, std::int64_t ld, const float* const* src
 // zero. dst has 8 floats of slack past the last sliver (pack_transposed's spill).
 inline void pack_a(float* dst, View a, std::int64_t i0, std::int64_t mc, std::int64_t p0,
                    std::int64_t kc, float alpha) {
-  if (a.trans) {  // A is [K, M]: a sliver's MR values of one k are adjacent in row k
+  if (a.trans) {  // A is [K, M]: row k of the block holds every sliver's MR values of that k
     const __m256 va = _mm256_set1_ps(alpha);
-    for (std::int64_t s = 0; s < mc; s += MR, dst += kc * MR) {
-      const float* src = a.p + p0 * a.ld + i0 + s;
-      const std::int64_t rows = std::min(MR, mc - s);
-      if (s + 8 <= mc) {                       // eight-float loads stay inside the block
-        for (std::int64_t k = 0; k < kc; ++k)  // each store spills 2 floats the next one overwrites
-          _mm256_storeu_ps(dst + k * MR, _mm256_mul_ps(va, _mm256_loadu_ps(src + k * a.ld)));
-        continue;
-      }
-      for (std::int64_t k = 0; k < kc; ++k)
-        for (std::int64_t r = 0; r < MR; ++r)
-          dst[k * MR + r] = r < rows ? alpha * src[k * a.ld + r] : 0.0f;
+    const std::int64_t vec = mc >= 8 ? (mc - 8) / MR * MR + MR : 0;  // slivers whose 8-float load fits
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const float* src = a.p + (p0 + k) * a.ld + i0;  // read along the row: one stream, not one per sliver
+      if (k + prefetch_rows < kc) prefetch_row(src + prefetch_rows * a.ld, mc);
+      std::int64_t s = 0;
+      if (k + 1 < kc)  // each store writes 2 floats into the sliver's row k + 1, written later
+        for (; s < vec; s += MR) _mm256_storeu_ps(dst + s * kc + k * MR, _mm256_mul_ps(va, _mm256_loadu_ps(src + s)));
+      for (; s < mc; s += MR)
+        for (std::int64_t r = 0; r < MR; ++r) dst[s * kc + k * MR + r] = s + r < mc ? alpha * src[s + r] : 0.0f;
     }
     return;
   }
@@ -144,6 +149,7 @@ inline void pack_b(float* dst, View b, std::int64_t p0, std::int64_t kc, std::in
   // B is [K, N]: stream each row k once, across the slivers
   for (std::int64_t k = 0; k < kc; ++k) {
     const float* src = b.p + (p0 + k) * b.ld + j0;
+    if (k + prefetch_rows < kc) prefetch_row(src + prefetch_rows * b.ld + s0 * NR, std::min(nc, s1 * NR) - s0 * NR);
     for (std::int64_t s = s0; s < s1; ++s) {
       float* d = dst + (s * kc + k) * NR;
       const std::int64_t c0 = s * NR;
@@ -162,6 +168,10 @@ inline void pack_b(float* dst, View b, std::int64_t p0, std::int64_t kc, std::in
 // any optimisation level.
 inline void kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c,
                    std::int64_t ldc, std::int64_t rows, std::int64_t cols, float beta) {
+  for (std::int64_t r = 0; r < rows; ++r) {  // C's lines arrive while the tile is computed
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + NR - 1), _MM_HINT_T0);
+  }
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (std::int64_t k = 0; k < kc; ++k, a += MR, b += NR) {
