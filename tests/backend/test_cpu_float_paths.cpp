@@ -102,8 +102,8 @@ TEST_CASE("float gemm: every transposition, beta, edge tile and block boundary a
     });
 }
 
-TEST_CASE("float gemm: calls from inside a parallel region each run on their own thread") {
-  const std::int64_t M = 130, N = 70, K = 300;
+TEST_CASE("float gemm: the same bits from one thread, two threads, or inside a parallel region") {
+  const std::int64_t M = 300, N = 70, K = 300;
   const auto A = randf(M * K, 4), B = randf(K * N, 5);
   std::vector<float> serial(M * N), nested(4 * M * N);
   O::gemm<float>(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, serial.data(), N);
@@ -115,6 +115,13 @@ TEST_CASE("float gemm: calls from inside a parallel region each run on their own
   });
   for (int t = 0; t < 4; ++t)
     for (std::int64_t i = 0; i < M * N; ++i) REQUIRE(nested[t * M * N + i] == serial[i]);
+  // every element is summed in one order whichever thread computes it: two threads give the same
+  // bits
+  std::vector<float> two(M * N);
+  with_threads(2, [&] {
+    O::gemm<float>(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, two.data(), N);
+  });
+  CHECK(two == serial);
 }
 
 TEST_CASE("float gemm: K == 0 scales C by beta, M or N == 0 touches nothing") {
