@@ -28,7 +28,8 @@ TEST_CASE("arena: live bytes and peaks by category; buffers come zeroed") {
   for (float x : again) REQUIRE(x == 0.0f);
 }
 
-TEST_CASE("arena: a freed host block is handed out again for the same size, and counted as live only") {
+TEST_CASE(
+    "arena: a freed host block is handed out again for the same size, and counted as live only") {
   Arena arena;
   void* first = nullptr;
   {
@@ -56,7 +57,8 @@ TEST_CASE("arena: the blocks kept never take it past its peak, whatever the size
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(rng.bits(2 * i + 1) % live.size()));
     else
       live.emplace_back(arena, 1000 + rng.bits(2 * i + 1) % 20 * 1000, Memory::activations);
-    REQUIRE(arena.reserved_bytes() <= std::max(arena.stats().total_peak, arena.stats().total_current));
+    REQUIRE(arena.reserved_bytes() <=
+            std::max(arena.stats().total_peak, arena.stats().total_current));
     REQUIRE(arena.reserved_bytes() >= arena.stats().total_current);
   }
   live.clear();

@@ -51,7 +51,8 @@ inline constexpr std::int64_t parallel_min_flops = std::int64_t{1} << 21;
 // hardware prefetcher does not follow: the rows prefetch_rows ahead are asked for by hand.
 inline constexpr std::int64_t prefetch_rows = 4;
 inline void prefetch_row(const float* p, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; i += 16) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
+  for (std::int64_t i = 0; i < n; i += 16)
+    _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
 }
 
 /// op(A)[i, k] of a row-major A ([M, K], or [K, M] when transposed).
@@ -111,15 +112,19 @@ inline void pack_a(float* dst, View a, std::int64_t i0, std::int64_t mc, std::in
                    std::int64_t kc, float alpha) {
   if (a.trans) {  // A is [K, M]: row k of the block holds every sliver's MR values of that k
     const __m256 va = _mm256_set1_ps(alpha);
-    const std::int64_t vec = mc >= 8 ? (mc - 8) / MR * MR + MR : 0;  // slivers whose 8-float load fits
+    // slivers [0, vec) can load 8 floats without leaving the block
+    const std::int64_t vec = mc >= 8 ? (mc - 8) / MR * MR + MR : 0;
     for (std::int64_t k = 0; k < kc; ++k) {
-      const float* src = a.p + (p0 + k) * a.ld + i0;  // read along the row: one stream, not one per sliver
+      // read along the row: one stream, not one per sliver
+      const float* src = a.p + (p0 + k) * a.ld + i0;
       if (k + prefetch_rows < kc) prefetch_row(src + prefetch_rows * a.ld, mc);
       std::int64_t s = 0;
       if (k + 1 < kc)  // each store writes 2 floats into the sliver's row k + 1, written later
-        for (; s < vec; s += MR) _mm256_storeu_ps(dst + s * kc + k * MR, _mm256_mul_ps(va, _mm256_loadu_ps(src + s)));
+        for (; s < vec; s += MR)
+          _mm256_storeu_ps(dst + s * kc + k * MR, _mm256_mul_ps(va, _mm256_loadu_ps(src + s)));
       for (; s < mc; s += MR)
-        for (std::int64_t r = 0; r < MR; ++r) dst[s * kc + k * MR + r] = s + r < mc ? alpha * src[s + r] : 0.0f;
+        for (std::int64_t r = 0; r < MR; ++r)
+          dst[s * kc + k * MR + r] = s + r < mc ? alpha * src[s + r] : 0.0f;
     }
     return;
   }
@@ -149,7 +154,8 @@ inline void pack_b(float* dst, View b, std::int64_t p0, std::int64_t kc, std::in
   // B is [K, N]: stream each row k once, across the slivers
   for (std::int64_t k = 0; k < kc; ++k) {
     const float* src = b.p + (p0 + k) * b.ld + j0;
-    if (k + prefetch_rows < kc) prefetch_row(src + prefetch_rows * b.ld + s0 * NR, std::min(nc, s1 * NR) - s0 * NR);
+    if (k + prefetch_rows < kc)
+      prefetch_row(src + prefetch_rows * b.ld + s0 * NR, std::min(nc, s1 * NR) - s0 * NR);
     for (std::int64_t s = s0; s < s1; ++s) {
       float* d = dst + (s * kc + k) * NR;
       const std::int64_t c0 = s * NR;
