@@ -338,9 +338,9 @@ struct Ops<Cpu> {
   template <class T, class S, std::integral Id>
   static void softmax_stats(S* mx, S* sum, S* picked, const T* L, const Id* target, std::int64_t n,
                             std::int64_t cw, std::int64_t col0) {
+    static_assert(std::is_same_v<T, S>, "the CPU keeps logits and their statistics in one type");
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n; ++r) {
-      static_assert(std::is_same_v<T, S>, "the CPU keeps logits and their statistics in one type");
       const T* l = L + r * cw;
       const S m = std::max(mx[r], row_max(l, cw));
       const S s = sum[r] * std::exp(mx[r] - m) + exp_shifted<T>(nullptr, l, cw, m, S(1));
@@ -469,14 +469,15 @@ struct Ops<Cpu> {
   }
 
   // body(lane, i) for i in [0, n): lane is a detail::F32x8 on blocks of eight floats where
-  // AVX2 is on, a T for the rest (and for every element of other types). Blocks run in parallel.
+  // AVX2 is on, a T for the rest (and for every element of other types); in parallel above
+  // parallel_min_elements.
   template <class T, class Body>
   static void for_lanes(std::int64_t n, Body&& body) {
     std::int64_t done = 0;
 #if SEQPAR_CPU_SIMD
     if constexpr (std::is_same_v<T, float>) {
       done = n / detail::F32x8::lanes * detail::F32x8::lanes;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (done > parallel_min_elements)
       for (std::int64_t i = 0; i < done; i += detail::F32x8::lanes) body(detail::F32x8{}, i);
     }
 #endif
