@@ -28,9 +28,12 @@ inline std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
 // a sum changes its rounding.
 template <class T>
 T value(int rank, std::size_t i, int salt = 0) {
+  if constexpr (seqpar::is_float16<T>) return T::from_float(value<float>(rank, i, salt));
   const std::uint64_t h =
       mix((static_cast<std::uint64_t>(salt) << 48) ^ (static_cast<std::uint64_t>(rank) << 32) ^ i);
-  if constexpr (std::is_integral_v<T>) {
+  if constexpr (seqpar::is_float16<T>) {
+    return T{};  // (returned above)
+  } else if constexpr (std::is_integral_v<T>) {
     return static_cast<T>(static_cast<std::int64_t>(h % 2000001) - 1000000) *
            static_cast<T>(1 + (h >> 40) % 1000003);
   } else {
@@ -47,15 +50,34 @@ std::vector<T> values(int rank, std::size_t n, int salt = 0, std::size_t offset 
   return v;
 }
 
+// A value no test input has, for output buffers (-1 or -7 as T).
+template <class T>
+T filler(int x) {
+  if constexpr (seqpar::is_float16<T>)
+    return T::from_float(static_cast<float>(x));
+  else
+    return static_cast<T>(x);
+}
+
 // The reduction of element i over ranks 0..size-1, in that order: acc = x0; acc op= x1; ...
+// 16-bit floats are combined in float and rounded once at the end.
 template <class T>
 T serial_reduce(int size, std::size_t i, int salt, seqpar::ReduceOp op) {
-  T acc = value<T>(0, i, salt);
-  for (int k = 1; k < size; ++k) {
-    const T x = value<T>(k, i, salt);
-    acc = op == seqpar::ReduceOp::sum ? static_cast<T>(acc + x) : (x > acc ? x : acc);
+  if constexpr (seqpar::is_float16<T>) {
+    float acc = value<T>(0, i, salt).to_float();
+    for (int k = 1; k < size; ++k) {
+      const float x = value<T>(k, i, salt).to_float();
+      acc = op == seqpar::ReduceOp::sum ? acc + x : (x > acc ? x : acc);
+    }
+    return T::from_float(acc);
+  } else {
+    T acc = value<T>(0, i, salt);
+    for (int k = 1; k < size; ++k) {
+      const T x = value<T>(k, i, salt);
+      acc = op == seqpar::ReduceOp::sum ? static_cast<T>(acc + x) : (x > acc ? x : acc);
+    }
+    return acc;
   }
-  return acc;
 }
 
 // Runs body on another thread and returns its wall time in seconds; if it has not finished

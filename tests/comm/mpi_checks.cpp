@@ -139,6 +139,54 @@ void check_reduce_scatter_all_gather_broadcast(MpiComm& c, Checker& chk) {
   }
 }
 
+// bf16 and f16 buffers: MPI has no such types, so MpiComm reduces them in float and rounds
+// each result once; moves are bit for bit.
+void check_float16(MpiComm& c, Checker& chk) {
+  const int n_ranks = c.size(), r = c.rank();
+  const std::size_t n = 301;
+  // Small integers add exactly in float in any order, and their sums (< 256) fit bf16.
+  std::vector<Bf16Bits> ints(n);
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i) ints[i] = Bf16Bits::from_float(static_cast<float>((r + 1) * (i % 7 + 1)));
+  c.all_reduce(ints.data(), n, ReduceOp::sum);
+  for (std::size_t i = 0; i < n; ++i)
+    ok = ok && ints[i].to_float() == static_cast<float>(n_ranks * (n_ranks + 1) / 2 * (i % 7 + 1));
+  EXPECT(ok);
+  // Rounded once: 1 + (size - 1) 2^-8 is exact in float; added one rank at a time in bf16 it
+  // would stay 1 (1 + 2^-8 is a tie that rounds to even).
+  Bf16Bits once = Bf16Bits::from_float(r == 0 ? 1.0f : 0x1p-8f);
+  c.all_reduce(&once, 1, ReduceOp::sum);
+  EXPECT(once == Bf16Bits::from_float(1.0f + static_cast<float>(n_ranks - 1) * 0x1p-8f));
+  if (n_ranks >= 3) EXPECT(once.to_float() > 1.0f);
+
+  std::vector<F16Bits> in = values<F16Bits>(r, n * n_ranks, 35), out(n);
+  c.reduce_scatter(in.data(), out.data(), n, ReduceOp::max);
+  ok = true;
+  for (std::size_t i = 0; i < n; ++i)
+    ok = ok && out[i] == serial_reduce<F16Bits>(n_ranks, r * n + i, 35, ReduceOp::max);
+  EXPECT(ok);
+
+  std::vector<F16Bits> mine = values<F16Bits>(r, n, 36), all(n * n_ranks), expect;
+  for (int k = 0; k < n_ranks; ++k) {
+    auto v = values<F16Bits>(k, n, 36);
+    expect.insert(expect.end(), v.begin(), v.end());
+  }
+  c.all_gather(mine.data(), all.data(), n);
+  EXPECT(same_bits(all, expect));
+  std::vector<Bf16Bits> b = values<Bf16Bits>(r, n, 37);
+  c.broadcast(b.data(), n, n_ranks - 1);
+  EXPECT(same_bits(b, values<Bf16Bits>(n_ranks - 1, n, 37)));
+  if (n_ranks >= 2 && r < 2) {
+    std::vector<Bf16Bits> msg = values<Bf16Bits>(r, n, 38), got(n);
+    if (r == 0) c.send(msg.data(), n, 1, 6);
+    if (r == 1) {
+      c.recv(got.data(), n, 0, 6);
+      EXPECT(same_bits(got, values<Bf16Bits>(0, n, 38)));
+    }
+  }
+  c.barrier();
+}
+
 void check_send_recv(MpiComm& c, Checker& chk) {
   const int n_ranks = c.size(), r = c.rank();
   const int next = (r + 1) % n_ranks, prev = (r + n_ranks - 1) % n_ranks;
@@ -247,6 +295,7 @@ int run_checks(MpiComm& world) {
   check_all_reduce(world, chk);
   check_reduce_scatter_all_gather_broadcast(world, chk);
   check_send_recv(world, chk);
+  check_float16(world, chk);
   check_split(world, chk);
   check_stats(world, chk);
   check_errors(world, chk);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -27,7 +28,7 @@ bool same_bits(const T& a, const T& b) {
 }  // namespace
 
 TEST_CASE_TEMPLATE("ThreadComm all_reduce equals the serial rank-order reduction on every rank", T,
-                   float, double, std::int64_t) {
+                   float, double, std::int64_t, Bf16Bits, F16Bits) {
   for (int n_ranks : kRankCounts) {
     for (std::size_t n : kSizes) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
@@ -89,7 +90,7 @@ TEST_CASE("ThreadComm max lets a NaN win") {
 }
 
 TEST_CASE_TEMPLATE("ThreadComm reduce_scatter gives rank r block r of the rank-order reduction", T,
-                   float, std::int64_t) {
+                   float, std::int64_t, Bf16Bits, F16Bits) {
   for (int n_ranks : kRankCounts) {
     for (std::size_t n : {0, 1, 5, 131}) {
       for (bool in_place : {false, true}) {
@@ -104,7 +105,7 @@ TEST_CASE_TEMPLATE("ThreadComm reduce_scatter gives rank r block r of the rank-o
             c.reduce_scatter(in.data(), in.data() + c.rank() * n, n, ReduceOp::sum);
             out[c.rank()].assign(in.begin() + c.rank() * n, in.begin() + (c.rank() + 1) * n);
           } else {
-            out[c.rank()].assign(n, T(-1));
+            out[c.rank()].assign(n, comm_test::filler<T>(-1));
             c.reduce_scatter(in.data(), out[c.rank()].data(), n, ReduceOp::sum);
           }
         });
@@ -127,7 +128,7 @@ TEST_CASE_TEMPLATE("ThreadComm reduce_scatter gives rank r block r of the rank-o
 }
 
 TEST_CASE_TEMPLATE("ThreadComm all_gather puts rank r's block at r on every rank", T, float, double,
-                   std::int64_t) {
+                   std::int64_t, Bf16Bits, F16Bits) {
   for (int n_ranks : kRankCounts) {
     for (std::size_t n : {0, 1, 7, 300}) {
       for (bool in_place : {false, true}) {
@@ -138,7 +139,7 @@ TEST_CASE_TEMPLATE("ThreadComm all_gather puts rank r's block at r on every rank
         run_ranks(n_ranks, [&](ThreadComm& c) {
           std::vector<T> mine = values<T>(c.rank(), n, 3);
           std::vector<T>& o = out[c.rank()];
-          o.assign(n * n_ranks, T(-7));
+          o.assign(n * n_ranks, comm_test::filler<T>(-7));
           if (in_place) {
             std::copy(mine.begin(), mine.end(), o.begin() + c.rank() * n);
             c.all_gather(o.data() + c.rank() * n, o.data(), n);
@@ -155,6 +156,53 @@ TEST_CASE_TEMPLATE("ThreadComm all_gather puts rank r's block at r on every rank
       }
     }
   }
+}
+
+TEST_CASE("ThreadComm sums 16-bit floats in float and rounds once") {
+  // bf16 has 8 significant bits: 1 + 2^-8 is a tie that rounds to 1 (even), so adding the
+  // ranks' 2^-8 one at a time in bf16 would stay at 1; the float sum 1 + 2^-7 is exact.
+  run_ranks(3, [](ThreadComm& c) {
+    Bf16Bits b = Bf16Bits::from_float(c.rank() == 0 ? 1.0f : 0x1p-8f);
+    c.all_reduce(&b, 1, ReduceOp::sum);
+    CHECK(b.to_float() == 1.0f + 0x1p-7f);
+    // f16 has 11: 2048 + 1 is a tie that rounds to 2048; the float sum 2050 is exact.
+    F16Bits h = F16Bits::from_float(c.rank() == 0 ? 2048.0f : 1.0f);
+    c.all_reduce(&h, 1, ReduceOp::sum);
+    CHECK(h.to_float() == 2050.0f);
+    // and a result beyond f16's range becomes infinity, as the hardware type would
+    F16Bits big = F16Bits::from_float(40000.0f);
+    c.all_reduce(&big, 1, ReduceOp::sum);
+    CHECK(std::isinf(big.to_float()));
+  });
+}
+
+TEST_CASE("ThreadComm moves 16-bit floats bit for bit, and a type mismatch names both types") {
+  run_ranks(2, [](ThreadComm& c) {
+    // NaN payloads and signed zero survive broadcast and send/recv.
+    std::vector<Bf16Bits> v = {{0x7fc1}, {0x8000}, {0x3f80}, {0xff80}};
+    const auto sent = v;
+    if (c.rank() == 1) std::fill(v.begin(), v.end(), Bf16Bits{});
+    c.broadcast(v.data(), v.size(), 0);
+    CHECK(v == sent);
+    if (c.rank() == 0) {
+      c.send(sent.data(), sent.size(), 1, 4);
+      const F16Bits h{0x3c00};
+      c.send(&h, 1, 1, 5);
+    } else {
+      std::vector<Bf16Bits> got(4);
+      c.recv(got.data(), got.size(), 0, 4);
+      CHECK(got == sent);
+      Bf16Bits wrong{};
+      try {
+        c.recv(&wrong, 1, 0, 5);
+        FAIL("a BF16 recv of an F16 message must throw");
+      } catch (const Error& e) {
+        const std::string msg = e.what();
+        CHECK(msg.find("receives 1 BF16") != std::string::npos);
+        CHECK(msg.find("sent 1 F16") != std::string::npos);
+      }
+    }
+  });
 }
 
 TEST_CASE("ThreadComm broadcast copies the root's data from every root") {

@@ -3,7 +3,10 @@
 // trainer on the same GPU. Test suite "multi-rank" (tools/gpu-check.sh runs it apart).
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -115,9 +118,71 @@ TEST_SUITE("multi-rank") {
     });
   }
 
+  TEST_CASE("AnyComm moves and sums bf16 and fp16 device buffers over CudaThreadComm") {
+    constexpr int n_ranks = 3;
+    constexpr std::size_t n = 517;
+    std::mutex m;
+    run_ranks(n_ranks, [&](ThreadComm& host) {
+      AnyComm comm{CudaThreadComm(host)};
+      const int r = comm.rank();
+      CudaArena arena;
+      // Small integers: exact in bf16, and so are their sums (< 256).
+      std::vector<__nv_bfloat16> ints(n);
+      for (std::size_t i = 0; i < n; ++i) ints[i] = __float2bfloat16(static_cast<float>((r + 1) * (i % 9 + 1)));
+      DeviceBuffer<__nv_bfloat16> a(arena, n, Memory::buffers);
+      Ops<Cuda>::upload(a.data(), ints.data(), n);
+      comm.all_reduce(a.data(), n, ReduceOp::sum);
+      const auto sum = download_all(a);
+      // Summed in float, rounded once: 1 + 2 * 2^-8 (added one rank at a time in bf16, 1).
+      const __nv_bfloat16 once_in = __float2bfloat16(r == 0 ? 1.0f : 0x1p-8f);
+      DeviceBuffer<__nv_bfloat16> once(arena, 1, Memory::buffers);
+      Ops<Cuda>::upload(once.data(), &once_in, 1);
+      comm.all_reduce(once.data(), 1, ReduceOp::sum);
+      const float once_out = __bfloat162float(download_all(once)[0]);
+      // fp16: reduce_scatter of n * size, all_gather back, send around the ring
+      std::vector<__half> big(n * n_ranks);
+      for (std::size_t i = 0; i < big.size(); ++i) big[i] = __float2half(static_cast<float>(r * 100 + i % 50));
+      DeviceBuffer<__half> in(arena, big.size(), Memory::buffers), block(arena, n, Memory::buffers),
+          gathered(arena, big.size(), Memory::buffers), got(arena, n, Memory::buffers);
+      Ops<Cuda>::upload(in.data(), big.data(), big.size());
+      comm.reduce_scatter(in.data(), block.data(), n, ReduceOp::sum);
+      const auto rs = download_all(block);
+      comm.all_gather(block.data(), gathered.data(), n);
+      const auto ag = download_all(gathered);
+      comm.send(block.data(), n, (r + 1) % n_ranks, 3);
+      comm.recv(got.data(), n, (r + n_ranks - 1) % n_ranks, 3);
+      const auto p2p = download_all(got);
+
+      std::lock_guard lock(m);
+      CAPTURE(r);
+      bool ok_sum = true, ok_rs = true, ok_ag = true, ok_p2p = true;
+      const auto rs_want = [&](int rank, std::size_t i) {
+        float s = 0;
+        for (int q = 0; q < n_ranks; ++q) s += static_cast<float>(q * 100 + (rank * n + i) % 50);
+        return s;
+      };
+      for (std::size_t i = 0; i < n; ++i) {
+        ok_sum = ok_sum && __bfloat162float(sum[i]) == static_cast<float>(6 * (i % 9 + 1));
+        ok_rs = ok_rs && __half2float(rs[i]) == rs_want(r, i);
+        ok_p2p = ok_p2p && __half2float(p2p[i]) == rs_want((r + n_ranks - 1) % n_ranks, i);
+      }
+      for (int q = 0; q < n_ranks; ++q)
+        for (std::size_t i = 0; i < n; ++i) ok_ag = ok_ag && __half2float(ag[q * n + i]) == rs_want(q, i);
+      CHECK(ok_sum);
+      CHECK(once_out == 1.0f + 0x1p-7f);
+      CHECK(ok_rs);
+      CHECK(ok_ag);
+      CHECK(ok_p2p);
+      // Bytes are counted at 2 per element.
+      CHECK(comm.stats()[CollectiveKind::send].bytes_sent == 2 * n);
+    });
+  }
+
   TEST_CASE_TEMPLATE("a multi-rank plan on one GPU trains as the one-rank trainer", Plan,
                      Replicated<2>, Sharded<Zero1, 2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>,
-                     TensorSplit<2>, Hybrid<TensorSplit<2>, Replicated<2>>) {
+                     TensorSplit<2>, Hybrid<TensorSplit<2>, Replicated<2>>, Pipeline<2, GPipe>,
+                     Pipeline<2, OneFOneB>, Hybrid<TensorSplit<2>, Pipeline<2>>,
+                     Hybrid<Pipeline<2>, Sharded<Zero2, 2>>) {
     constexpr int steps = 3;
     std::vector<double> ref_losses, ref_norms;
     std::map<std::string, std::vector<float>> ref_weights;
@@ -165,6 +230,77 @@ TEST_SUITE("multi-rank") {
       }
       INFO("worst weight rel err ", worst);
       CHECK(worst < 1e-4);
+    });
+  }
+
+  TEST_CASE("a checkpoint written by ZeRO-3 over 2 GPU ranks resumes in a one-rank GPU trainer") {
+    double want = 0;
+    {
+      Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
+      for (int s = 0; s < 3; ++s) want = t.step(trainer_batch(s)).loss;
+    }
+    const std::string path = "/tmp/seqpar_zero3_ckpt_" + std::to_string(::getpid()) + ".safetensors";
+    run_ranks(2, [&](ThreadComm& host) {
+      CudaThreadComm comm(host);
+      Trainer<TrainTiny, Sharded<Zero3, 2>, Cuda, Fp32> t(comm, trainer_options());
+      for (int s = 0; s < 2; ++s) t.step(trainer_batch(s));
+      t.save_checkpoint(path);
+    });
+    TrainOptions o = trainer_options();
+    o.seed = 3;  // overwritten by the load
+    Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> resumed(o);
+    resumed.load_checkpoint(path);
+    std::filesystem::remove(path);
+    const StepStats st = resumed.step(trainer_batch(2));
+    CHECK(st.step == 3);
+    CHECK(st.loss == doctest::Approx(want).epsilon(1e-5));
+  }
+
+  // bf16 plans: the ranks exchange 16-bit activations and gradients (summed in float on the
+  // host, rounded once), so they follow the one-rank bf16 trainer to bf16's precision, not
+  // bit for bit.
+  TEST_CASE_TEMPLATE("a multi-rank Bf16Mixed plan on one GPU follows the one-rank Bf16Mixed trainer",
+                     Plan, Replicated<2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>, TensorSplit<2>,
+                     Pipeline<2>, Hybrid<TensorSplit<2>, Pipeline<2>, Replicated<2>>) {
+    constexpr int steps = 3;
+    std::vector<double> ref_losses;
+    std::vector<float> ref_weights, start;
+    const auto flat_weights = [](auto& t, std::vector<float>& out) {
+      out.clear();
+      t.for_each_param([&](const ParamSpec& p, __nv_bfloat16* v, __nv_bfloat16*) {
+        for (std::int64_t i = 0; i < p.numel(); ++i) out.push_back(__bfloat162float(v[i]));
+      });
+    };
+    {
+      Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(trainer_options());
+      flat_weights(t, start);
+      for (int s = 0; s < steps; ++s) ref_losses.push_back(t.step(trainer_batch(s)).loss);
+      flat_weights(t, ref_weights);
+    }
+    std::mutex m;
+    run_ranks(PlanTraits<Plan>::world_size, [&](ThreadComm& host) {
+      CudaThreadComm comm(host);
+      Trainer<TrainTiny, Plan, Cuda, Bf16Mixed> t(comm, trainer_options());
+      std::vector<double> losses;
+      for (int s = 0; s < steps; ++s) losses.push_back(t.step(trainer_batch(s)).loss);
+      // The whole model, gathered in the canonical layout, compared on world rank 0.
+      const std::string path = "/tmp/seqpar_bf16_plan_" + std::to_string(::getpid()) + ".safetensors";
+      t.save_weights(path);
+      std::lock_guard lock(m);
+      for (int s = 0; s < steps; ++s) {
+        CAPTURE(s);
+        CHECK(std::abs(losses[s] - ref_losses[s]) < 2e-2 * std::abs(ref_losses[s]));
+      }
+      if (comm.rank() != 0) return;
+      Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> loaded(trainer_options());
+      loaded.load_weights(path);
+      std::filesystem::remove(path);
+      std::vector<float> got;
+      flat_weights(loaded, got);
+      const double moved = rel_err(ref_weights, start), apart = rel_err(got, ref_weights);
+      INFO("the one-rank weights moved ", moved, "; this plan's end ", apart, " from them");
+      CHECK(moved > 0.05);
+      CHECK(apart < 0.5 * moved);
     });
   }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "cuda_test_util.hpp"
 #include "seqpar/backend/cuda/ops.hpp"
+#include "seqpar/io/safetensors.hpp"
 #include "seqpar/train/trainer.hpp"
 #include "trainer_reference.hpp"
 
@@ -231,4 +233,69 @@ TEST_CASE("Fp16Mixed doubles the loss scale after a window of clean steps") {
   // Fp32 and Bf16Mixed do not scale.
   Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> b(trainer_options());
   CHECK(b.step(trainer_batch(0)).loss_scale == 1.0);
+}
+
+TEST_CASE("a checkpoint saved by a Cuda trainer resumes on the CPU") {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
+  t.step(trainer_batch(0));
+  t.step(trainer_batch(1));
+  const std::string path = temp_file("ckpt_fp32.safetensors");
+  t.save_checkpoint(path, {{"data.position", "2"}});
+  const StepStats gpu = t.step(trainer_batch(2));
+  const StepStats cpu = cpu_resume_step(path, 2);
+  std::filesystem::remove(path);
+  CHECK(cpu.step == 3);
+  CHECK(gpu.step == 3);
+  CHECK(rel(gpu.loss, cpu.loss) < 1e-5);
+  CHECK(rel(gpu.grad_norm, cpu.grad_norm) < 1e-4);
+  CHECK(rel(gpu.lr, cpu.lr) < 1e-12);  // the schedule resumed at the saved step
+}
+
+TEST_CASE("a Bf16Mixed checkpoint holds the fp32 master weights and resumes bit for bit") {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> straight(trainer_options());
+  for (int s = 0; s < 2; ++s) straight.step(trainer_batch(s));
+  const std::string path = temp_file("ckpt_bf16.safetensors");
+  straight.save_checkpoint(path);
+  const StepStats want = straight.step(trainer_batch(2));
+  const auto want_weights = weights_of(straight);
+
+  TrainOptions o = trainer_options();
+  o.seed = 5;  // overwritten by the load
+  Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> resumed(o);
+  resumed.load_checkpoint(path);
+  // The file's weights are F32 and not all of them are bf16 values: master weights.
+  const SafetensorsFile f(path);
+  const auto* e = f.find("transformer.h.0.mlp.dense_4h_to_h.weight");
+  REQUIRE(e != nullptr);
+  CHECK(e->dtype == DType::f32);
+  std::vector<float> w(static_cast<std::size_t>(e->numel()));
+  std::memcpy(w.data(), e->bytes.data(), w.size() * sizeof(float));
+  std::int64_t finer = 0;
+  for (const float x : w) finer += bf16_to_float(float_to_bf16(x)) != x;
+  CHECK(finer > 1000);
+  std::filesystem::remove(path);
+
+  const StepStats got = resumed.step(trainer_batch(2));
+  CHECK(got.step == want.step);
+  CHECK(got.loss == want.loss);
+  CHECK(got.grad_norm == want.grad_norm);
+  for (const auto& [name, v] : weights_of(resumed)) {
+    CAPTURE(name);
+    CHECK(same_bits(v, want_weights.at(name)));
+  }
+}
+
+TEST_CASE("an Fp16Mixed checkpoint resumes the loss scale") {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Fp16HugeScale> t(trainer_options());
+  CHECK(t.step(trainer_batch(0)).skipped);
+  CHECK(t.step(trainer_batch(0)).skipped);  // the scale is now 2^22
+  const std::string path = temp_file("ckpt_fp16.safetensors");
+  t.save_checkpoint(path);
+  Trainer<TrainTiny, Replicated<1>, Cuda, Fp16HugeScale> resumed(trainer_options());
+  const auto meta = resumed.load_checkpoint(path);
+  std::filesystem::remove(path);
+  CHECK(meta.at("seqpar.loss_scale") == "4194304");
+  CHECK(meta.at("seqpar.loss_scale_clean_steps") == "0");
+  CHECK(resumed.step(trainer_batch(0)).loss_scale == 0x1p22);
+  CHECK(t.step(trainer_batch(0)).loss_scale == 0x1p22);
 }

@@ -30,4 +30,12 @@ double cpu_evaluate_file(const std::string& path, int step) {
   return t.evaluate(trainer_batch(step));
 }
 
+StepStats cpu_resume_step(const std::string& checkpoint, int step) {
+  TrainOptions o = trainer_options();
+  o.seed = 1;  // overwritten by the load
+  Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(o);
+  t.load_checkpoint(checkpoint);
+  return t.step(trainer_batch(step));
+}
+
 }  // namespace seqpar::test

@@ -64,4 +64,7 @@ TrainRun cpu_train_run(int steps);
 /// The loss of trainer_batch(step) under the weights of a safetensors file, on the CPU.
 double cpu_evaluate_file(const std::string& path, int step);
 
+/// A Cpu trainer restored from a training checkpoint, then one step on trainer_batch(step).
+StepStats cpu_resume_step(const std::string& checkpoint, int step);
+
 }  // namespace seqpar::test

@@ -48,10 +48,18 @@ constexpr std::string_view reduce_op_name(ReduceOp op) {
   return op == ReduceOp::sum ? "sum" : "max";
 }
 
-/// The element types every communicator moves and reduces: float, double, std::int64_t.
+/// The element types every communicator moves and reduces: float, double, std::int64_t,
+/// and the 16-bit floats as their bits (Bf16Bits, F16Bits: the layout of CUDA's
+/// __nv_bfloat16 and __half, whose buffers AnyComm passes as these). Host communicators
+/// reduce 16-bit values in float and round each result once; NCCL reduces them natively.
 template <class T>
-concept CommElement =
-    std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::int64_t>;
+concept CommElement = std::same_as<T, float> || std::same_as<T, double> ||
+                      std::same_as<T, std::int64_t> || std::same_as<T, Bf16Bits> ||
+                      std::same_as<T, F16Bits>;
+
+/// Whether T is one of the 16-bit floats.
+template <class T>
+inline constexpr bool is_float16 = std::same_as<T, Bf16Bits> || std::same_as<T, F16Bits>;
 
 /// The DType of a CommElement (for messages and mismatch checks).
 template <CommElement T>
@@ -60,8 +68,30 @@ constexpr DType comm_dtype() {
     return DType::f32;
   else if constexpr (std::same_as<T, double>)
     return DType::f64;
+  else if constexpr (is_float16<T>)
+    return T::dtype;
   else
     return DType::i64;
+}
+
+/// The type a reduction of T is carried out in: float for the 16-bit floats, T otherwise.
+template <CommElement T>
+using CommAccum = std::conditional_t<is_float16<T>, float, T>;
+
+/// x as a CommAccum<T> (exact), and back (16-bit floats round to nearest even).
+template <CommElement T>
+CommAccum<T> comm_widen(T x) {
+  if constexpr (is_float16<T>)
+    return x.to_float();
+  else
+    return x;
+}
+template <CommElement T>
+T comm_narrow(CommAccum<T> x) {
+  if constexpr (is_float16<T>)
+    return T::from_float(x);
+  else
+    return x;
 }
 
 /// Bytes one rank sends and receives in one call.
@@ -225,6 +255,7 @@ concept CommunicatorFor = requires(C& c, T* data, const T* in, std::size_t n, Re
 template <class C>
 concept Communicator = std::copy_constructible<C> && CommunicatorFor<C, float> &&
     CommunicatorFor<C, double> && CommunicatorFor<C, std::int64_t> &&
+    CommunicatorFor<C, Bf16Bits> && CommunicatorFor<C, F16Bits> &&
     requires(C& c, const C& cc, int color, int key) {
   { cc.rank() } -> std::convertible_to<int>;
   { cc.size() } -> std::convertible_to<int>;

@@ -44,6 +44,8 @@ MPI_Datatype mpi_datatype() {
     return MPI_FLOAT;
   else if constexpr (std::is_same_v<T, double>)
     return MPI_DOUBLE;
+  else if constexpr (is_float16<T>)
+    return MPI_UINT16_T;  // moved as bits; reductions go through float (MpiComm::widened)
   else
     return MPI_INT64_T;
 }
@@ -158,10 +160,12 @@ class MpiComm {
   template <CommElement T>
   void all_reduce(T* data, std::size_t n, ReduceOp op) {
     const int count = detail::mpi_count(n, "MPI_Allreduce", rank());
-    if (size() > 1 && n)
-      check(MPI_Allreduce(MPI_IN_PLACE, data, count, detail::mpi_datatype<T>(), detail::mpi_op(op),
-                          native()),
+    if (size() > 1 && n) {
+      Widened<T> w(data, n);
+      check(MPI_Allreduce(MPI_IN_PLACE, w.data(), count, w.type(), detail::mpi_op(op), native()),
             "MPI_Allreduce");
+      w.narrow_into(data, n);
+    }
     record(CollectiveKind::all_reduce, n, sizeof(T));
   }
 
@@ -173,14 +177,16 @@ class MpiComm {
     if (size() == 1) {
       if (n && out != in) std::memmove(out, in, n * sizeof(T));
     } else {
-      std::vector<T> copy;
-      if (detail::byte_ranges_overlap(in, total * sizeof(T), out, n * sizeof(T))) {
+      std::vector<T> copy;  // a 16-bit input is copied by Widened anyway
+      if (!is_float16<T> && detail::byte_ranges_overlap(in, total * sizeof(T), out, n * sizeof(T))) {
         copy.assign(in, in + total);  // MPI forbids aliased buffers
         in = copy.data();
       }
-      check(MPI_Reduce_scatter_block(in, out, count, detail::mpi_datatype<T>(), detail::mpi_op(op),
+      Widened<T> win(in, total), wout(out, n);
+      check(MPI_Reduce_scatter_block(win.data(), wout.data(), count, win.type(), detail::mpi_op(op),
                                      native()),
             "MPI_Reduce_scatter_block");
+      wout.narrow_into(out, n);
     }
     record(CollectiveKind::reduce_scatter, n, sizeof(T));
   }
@@ -269,6 +275,34 @@ class MpiComm {
 
  private:
   void check(int code, const char* call) const { detail::mpi_check(code, call, rank()); }
+
+  // A reduction's buffer as MPI sees it. MPI has no 16-bit float type: a bf16 or f16 buffer
+  // becomes a float copy (narrow_into rounds each result once); other types pass through.
+  template <CommElement T>
+  class Widened {
+   public:
+    Widened(const T* p, std::size_t n) : p_(p) {
+      if constexpr (is_float16<T>) {
+        wide_.resize(n);
+        for (std::size_t i = 0; i < n; ++i) wide_[i] = comm_widen(p[i]);
+      }
+    }
+    void* data() {
+      if constexpr (is_float16<T>)
+        return wide_.data();
+      else
+        return const_cast<T*>(p_);
+    }
+    MPI_Datatype type() const { return is_float16<T> ? MPI_FLOAT : detail::mpi_datatype<T>(); }
+    void narrow_into(T* out, std::size_t n) const {
+      if constexpr (is_float16<T>)
+        for (std::size_t i = 0; i < n; ++i) out[i] = comm_narrow<T>(wide_[i]);
+    }
+
+   private:
+    const T* p_;
+    std::vector<float> wide_;
+  };
 
   void record(CollectiveKind kind, std::size_t n, std::size_t elem, int root = 0) {
     state_->stats.record(kind, ring_bytes(kind, n, elem, size(), rank(), root));

@@ -49,6 +49,10 @@ constexpr ncclDataType_t nccl_type() {
     return ncclFloat32;
   else if constexpr (std::same_as<T, double>)
     return ncclFloat64;
+  else if constexpr (std::same_as<T, Bf16Bits>)
+    return ncclBfloat16;
+  else if constexpr (std::same_as<T, F16Bits>)
+    return ncclFloat16;
   else
     return ncclInt64;
 }

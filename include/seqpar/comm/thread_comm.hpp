@@ -284,7 +284,7 @@ inline void ThreadWorld::wake_all() {
   }
 }
 
-template <CommElement T>
+template <class T>
 void combine(T& acc, T x, ReduceOp op) {
   if (op == ReduceOp::sum) {
     if constexpr (std::is_integral_v<T>)  // wraps like two's complement instead of UB
@@ -293,6 +293,19 @@ void combine(T& acc, T x, ReduceOp op) {
       acc += x;
   } else if (x > acc || x != x) {  // x != x: a NaN wins the max
     acc = x;
+  }
+}
+
+// out[i] = the reduction over ranks 0..size-1, in that order, of element off + i of each
+// rank's input (row[k].in), for i < n; 16-bit floats are combined in float and rounded once.
+template <CommElement T, class Row>
+void reduce_rows(const Row& row, std::size_t off, std::size_t n, ReduceOp op, T* out) {
+  using A = CommAccum<T>;
+  for (std::size_t i = 0; i < n; ++i) {
+    A acc = comm_widen(static_cast<const T*>(row[0].in)[off + i]);
+    for (std::size_t k = 1; k < row.size(); ++k)
+      combine(acc, comm_widen(static_cast<const T*>(row[k].in)[off + i]), op);
+    out[i] = comm_narrow<T>(acc);
   }
 }
 
@@ -347,12 +360,7 @@ class ThreadComm {
       auto& row = g.publish(rank_, call, data, data);
       g.rendezvous(rank_, call.op, true);
       g.check_same(row);
-      if (e > b)
-        std::memcpy(part.data(), static_cast<const T*>(row[0].in) + b, (e - b) * sizeof(T));
-      for (int k = 1; k < g.size; ++k) {
-        const T* src = static_cast<const T*>(row[k].in);
-        for (std::size_t i = b; i < e; ++i) detail::combine(part[i - b], src[i], op);
-      }
+      detail::reduce_rows<T>(row, b, e - b, op, part.data());
       g.rendezvous(rank_, call.op, false);  // nobody reads inputs any more
       for (int k = 0; k < g.size; ++k)
         if (e > b) std::memcpy(static_cast<T*>(row[k].out) + b, part.data(), (e - b) * sizeof(T));
@@ -380,12 +388,7 @@ class ThreadComm {
       auto& row = g.publish(rank_, call, in, out);
       g.rendezvous(rank_, call.op, true);
       g.check_same(row);
-      const std::size_t off = rank_ * n;
-      if (n) std::memcpy(part.data(), static_cast<const T*>(row[0].in) + off, n * sizeof(T));
-      for (int k = 1; k < g.size; ++k) {
-        const T* src = static_cast<const T*>(row[k].in) + off;
-        for (std::size_t i = 0; i < n; ++i) detail::combine(part[i], src[i], op);
-      }
+      detail::reduce_rows<T>(row, rank_ * n, n, op, part.data());
       g.rendezvous(rank_, call.op, false);  // nobody reads this rank's input any more
       if (n) std::memcpy(out, part.data(), n * sizeof(T));
     } else {

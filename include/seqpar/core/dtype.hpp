@@ -105,4 +105,23 @@ inline std::uint16_t float_to_f16(float f) {
   return static_cast<std::uint16_t>(sign | (r >> 13));
 }
 
+/// A 16-bit float in host code: its bits, with the layout of CUDA's __nv_bfloat16 (D =
+/// bf16) or __half (D = f16), so that device buffers of those types cross communicators
+/// as these. Arithmetic goes through float: to_float is exact, from_float rounds to
+/// nearest even.
+template <DType D>
+struct Float16 {
+  static_assert(D == DType::bf16 || D == DType::f16, "Float16: bf16 or f16");
+  static constexpr DType dtype = D;
+  std::uint16_t bits = 0;
+
+  static Float16 from_float(float f) {
+    return {D == DType::bf16 ? float_to_bf16(f) : float_to_f16(f)};
+  }
+  float to_float() const { return D == DType::bf16 ? bf16_to_float(bits) : f16_to_float(bits); }
+  bool operator==(const Float16&) const = default;  // bitwise
+};
+using Bf16Bits = Float16<DType::bf16>;
+using F16Bits = Float16<DType::f16>;
+
 }  // namespace seqpar::inline v0

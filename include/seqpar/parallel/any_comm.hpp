@@ -77,6 +77,8 @@ class AnyComm {
     SEQPAR_ANYCOMM_OPS(float, , SEQPAR_ANYCOMM_PURE)
     SEQPAR_ANYCOMM_OPS(double, , SEQPAR_ANYCOMM_PURE)
     SEQPAR_ANYCOMM_OPS(std::int64_t, , SEQPAR_ANYCOMM_PURE)
+    SEQPAR_ANYCOMM_OPS(Bf16Bits, , SEQPAR_ANYCOMM_PURE)
+    SEQPAR_ANYCOMM_OPS(F16Bits, , SEQPAR_ANYCOMM_PURE)
     virtual int rank() const = 0;
     virtual int size() const = 0;
     virtual CommStats& stats() = 0;
@@ -90,6 +92,8 @@ class AnyComm {
     SEQPAR_ANYCOMM_OPS(float, override, SEQPAR_ANYCOMM_FORWARD)
     SEQPAR_ANYCOMM_OPS(double, override, SEQPAR_ANYCOMM_FORWARD)
     SEQPAR_ANYCOMM_OPS(std::int64_t, override, SEQPAR_ANYCOMM_FORWARD)
+    SEQPAR_ANYCOMM_OPS(Bf16Bits, override, SEQPAR_ANYCOMM_FORWARD)
+    SEQPAR_ANYCOMM_OPS(F16Bits, override, SEQPAR_ANYCOMM_FORWARD)
     int rank() const override { return comm.rank(); }
     int size() const override { return comm.size(); }
     CommStats& stats() override { return comm.stats(); }

@@ -146,17 +146,6 @@ class DataAxis final : public UnitHooks {
     }
   }
 
-  /// Runs fn(T* whole unit) with unit u's full parameters present, then writes the shard
-  /// back (loading weights under ZeRO-3).
-  template <class F>
-  void with_full_params(std::size_t u, F&& fn) {
-    if (zero_ != 3) return fn(model_->params(u));
-    Buffer<T, Arena> full;
-    gather_params(u, full);
-    fn(full.data());
-    Ops<D>::copy(param_shard_[u].data(), full.data() + r_ * shards_[u].size, shards_[u].size);
-  }
-
   /// Unit u's full parameters (padded_numel(u) values) copied into host memory; ZeRO-3
   /// gathers them.
   void read_params(std::size_t u, T* host) {

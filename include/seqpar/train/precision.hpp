@@ -64,6 +64,13 @@ template <Precision P>
 class LossScale {
  public:
   double value() const { return scale_; }
+  /// Clean steps in a row since the scale last changed (0 without loss scaling).
+  std::int64_t clean_steps() const { return clean_; }
+  /// Resumes a saved scale (checkpoints).
+  void restore(double scale, std::int64_t clean_steps) {
+    scale_ = scale;
+    clean_ = clean_steps;
+  }
   /// After a step's gradients are known: whether to take the step. A non-finite gradient
   /// norm skips it (policies with loss scaling only) and halves the scale.
   bool update(double grad_norm) {

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
@@ -214,25 +215,36 @@ class Trainer {
 
   /// Collective. Writes every parameter, full-size, with its Hugging Face name
   /// ("transformer." prefix, the tied LM head omitted) as one safetensors file that
-  /// transformers loads; world rank 0 writes it, atomically. Works under every plan.
+  /// transformers loads; world rank 0 writes it, atomically. Works under every plan and on
+  /// every device; a mixed-precision model writes its fp32 master weights (rounded when
+  /// `dtype` is BF16 or F16, which gives exactly the 16-bit working weights).
   void save_weights(const std::filesystem::path& path, DType dtype = DType::f32) {
     SEQPAR_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, path.string(),
                  ": weights can be saved as F32, BF16 or F16, not ", dtype_name(dtype));
     write_state(path, 1, {}, dtype);
   }
 
-  /// Collective. Saves the whole training state — weights, AdamW moments, the step and the
-  /// seed, and `metadata` (e.g. the data position) — as one safetensors file written
-  /// atomically by world rank 0. It loads under any plan (load_checkpoint).
+  /// Collective. Saves the whole training state — weights (the fp32 master weights of a
+  /// mixed-precision model), AdamW moments, the step and the seed, the loss scale and its
+  /// clean-step count (Fp16Mixed), and `metadata` (e.g. the data position) — as one
+  /// safetensors file written atomically by world rank 0. It loads under any plan, on any
+  /// device, under any precision policy (load_checkpoint).
   void save_checkpoint(const std::filesystem::path& path, const std::map<std::string, std::string>& metadata = {}) {
     auto meta = metadata;
     meta["seqpar.step"] = std::to_string(step_);
     meta["seqpar.seed"] = std::to_string(opts_.seed);
+    if constexpr (Prec::loss_scaling) {
+      char scale[32];
+      std::snprintf(scale, sizeof scale, "%.17g", loss_scale_.value());
+      meta["seqpar.loss_scale"] = scale;
+      meta["seqpar.loss_scale_clean_steps"] = std::to_string(loss_scale_.clean_steps());
+    }
     write_state(path, 3, std::move(meta), DType::f32);
   }
 
-  /// Restores a checkpoint written under any plan: every rank reads its own pieces.
-  /// Returns the file's metadata (the caller's entries included).
+  /// Restores a checkpoint written under any plan: every rank reads its own pieces. A policy
+  /// with loss scaling resumes the saved scale when the file has one. Returns the file's
+  /// metadata (the caller's entries included).
   std::map<std::string, std::string> load_checkpoint(const std::filesystem::path& path) {
     const SafetensorsFile f(path);
     const std::string file = path.string();
@@ -245,20 +257,30 @@ class Trainer {
       const auto& unit = model_.units()[u];
       auto& st = data_->adam_state(u);
       const std::int64_t begin = data_->range_begin(u), size = data_->range_size(u);
+      std::vector<Master> whole(static_cast<std::size_t>(unit.numel)), range(static_cast<std::size_t>(size));
       for (const StateKind k : {StateKind::adam_m, StateKind::adam_v}) {
-        std::vector<T> whole(static_cast<std::size_t>(unit.numel));
         for (const auto& p : unit.params) {
           const std::int64_t real = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
           const auto* e = f.find(state_name(k, p.name));
           SEQPAR_CHECK(e, file, ": tensor '", state_name(k, p.name), "' is missing");
           load_param_block(*e, p, real, whole.data() + p.offset);
         }
-        T* dst = (k == StateKind::adam_m ? st.m : st.v).data();
         for (std::int64_t i = 0; i < size; ++i)
-          dst[i] = begin + i < unit.numel ? whole[static_cast<std::size_t>(begin + i)] : T(0);
+          range[static_cast<std::size_t>(i)] = begin + i < unit.numel ? whole[static_cast<std::size_t>(begin + i)] : Master(0);
+        Ops<Dev>::upload((k == StateKind::adam_m ? st.m : st.v).data(), range.data(), size);
       }
     }
     step_ = std::stoll(it->second);
+    if constexpr (Prec::loss_scaling) {
+      const auto scale = f.metadata().find("seqpar.loss_scale"), clean = f.metadata().find("seqpar.loss_scale_clean_steps");
+      if (scale != f.metadata().end() && clean != f.metadata().end()) {
+        const double v = std::stod(scale->second);
+        const std::int64_t c = std::stoll(clean->second);
+        SEQPAR_CHECK(std::isfinite(v) && v > 0 && c >= 0, file, ": metadata seqpar.loss_scale = ", scale->second,
+                     " after ", clean->second, " clean steps is not a loss scale to resume");
+        loss_scale_.restore(v, c);
+      }
+    }
     return f.metadata();
   }
 
@@ -373,24 +395,30 @@ class Trainer {
     return l >= p * per && l < (p + 1) * per;
   }
 
-  // Unit u's state of kind k on this rank, whole along the data axis (numel elements).
+  // Unit u's state of kind k on this rank, whole along the data axis (numel elements), in
+  // host memory. The weights of a mixed-precision model are its fp32 master weights (the
+  // 16-bit working copy is their rounding), so a checkpoint resumes exactly.
   std::vector<float> unit_state(std::size_t u, StateKind k) {
     const std::int64_t n = model_.units()[u].numel;
     std::vector<float> out(static_cast<std::size_t>(n));
-    if (k == StateKind::weights) {
-      data_->with_full_params(u, [&](T* unit) { std::copy(unit, unit + n, out.begin()); });
+    if (k == StateKind::weights && !mixed) {
+      std::vector<T> unit(static_cast<std::size_t>(model_.padded_numel(u)));
+      data_->read_params(u, unit.data());
+      std::copy(unit.begin(), unit.begin() + n, out.begin());
       return out;
     }
+    // The optimizer's buffers hold this rank's range: the whole unit, or a ZeRO shard.
     auto& st = data_->adam_state(u);
-    const T* local = (k == StateKind::adam_m ? st.m : st.v).data();
+    const auto& buf = k == StateKind::weights ? st.master : k == StateKind::adam_m ? st.m : st.v;
     const std::int64_t size = data_->range_size(u);
-    if (data_->zero_stage() == 0) {
-      std::copy(local, local + n, out.begin());
-      return out;
+    std::vector<Master> local(static_cast<std::size_t>(size)), all;
+    Ops<Dev>::download(local.data(), buf.data(), size);
+    if (data_->zero_stage() > 0) {
+      all.resize(static_cast<std::size_t>(size * mesh_.data_degree));
+      mesh_.data.all_gather(local.data(), all.data(), static_cast<std::size_t>(size));
     }
-    std::vector<T> all(static_cast<std::size_t>(size * mesh_.data_degree));
-    mesh_.data.all_gather(local, all.data(), static_cast<std::size_t>(size));
-    std::copy(all.begin(), all.begin() + n, out.begin());
+    const auto& whole = data_->zero_stage() > 0 ? all : local;
+    std::copy(whole.begin(), whole.begin() + n, out.begin());
     return out;
   }
 
@@ -441,7 +469,7 @@ class Trainer {
     const int peer = runner_.first() ? mesh_.pipeline_degree - 1 : 0;
     T* g = data_->grad_storage(0);
     const auto n = static_cast<std::size_t>(data_->range_size(0));
-    std::vector<T> theirs(n);
+    Buffer<T, Arena> theirs(arena_, n, Memory::buffers);
     mesh_.pipeline.send(g, n, peer, tied_tag);
     mesh_.pipeline.recv(theirs.data(), n, peer, tied_tag);
     Ops<Dev>::add(g, theirs.data(), static_cast<std::int64_t>(n));

@@ -1,9 +1,10 @@
 #pragma once
-// AnyComm's collectives for the 16-bit CUDA storage types (__nv_bfloat16, __half), so
-// that a trainer of a bf16 or fp16 model compiles with the same data axis and pipeline
-// code as a float one. The communicators move float, double and std::int64_t only:
-// here a one-rank group does what any communicator does with one rank (nothing, or a
-// copy), and a larger group refuses with a message. Compiled only under nvcc.
+// AnyComm's collectives for the 16-bit CUDA storage types: a buffer of __nv_bfloat16 or
+// __half crosses the communicator as Bf16Bits or F16Bits (the same 16 bits), so bf16 and
+// fp16 models run every plan with the data-axis, tensor-axis and pipeline code of float
+// ones. NcclComm reduces them natively; CudaThreadComm stages them through the host,
+// where ThreadComm sums them in float and rounds each result once.
+// Compiled only under nvcc.
 
 #if defined(__CUDACC__)
 
@@ -12,28 +13,21 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <type_traits>
 
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/error.hpp"
-#include "seqpar/core/error.hpp"
+#include "seqpar/core/dtype.hpp"
 #include "seqpar/parallel/any_comm.hpp"
 
 namespace seqpar::inline v0 {
 
+static_assert(sizeof(__nv_bfloat16) == sizeof(Bf16Bits) && sizeof(__half) == sizeof(F16Bits));
+static_assert(std::is_trivially_copyable_v<__nv_bfloat16> && std::is_trivially_copyable_v<__half>);
+
 namespace detail {
-template <class T>
-inline constexpr const char* half_name = "__half";
-template <>
-inline constexpr const char* half_name<__nv_bfloat16> = "__nv_bfloat16";
-
-template <class T>
-[[noreturn]] void no_half_collectives(const char* what, int size) {
-  fail("AnyComm::", what, " of ", half_name<T>, " values on a group of ", size,
-       " ranks: the communicators move float, double and int64 only, so plans with more than "
-       "one rank on an axis do not run Bf16Mixed or Fp16Mixed models yet");
-}
-
-// One rank's block is the whole input; the pointers may be device or host memory.
+// The group of no communicator (a default AnyComm): one rank's block is the whole input;
+// the pointers may be device or host memory.
 template <class T>
 void copy_block(const T* in, T* out, std::size_t n) {
   if (n == 0 || in == out) return;
@@ -42,38 +36,36 @@ void copy_block(const T* in, T* out, std::size_t n) {
 }
 }  // namespace detail
 
-#define SEQPAR_ANYCOMM_HALF(T)                                                           \
+#define SEQPAR_ANYCOMM_HALF(T, BITS)                                                     \
   template <>                                                                            \
-  inline void AnyComm::all_reduce<T>(T*, std::size_t, ReduceOp) {                        \
-    if (size() > 1) detail::no_half_collectives<T>("all_reduce", size());                \
+  inline void AnyComm::all_reduce<T>(T * d, std::size_t n, ReduceOp op) {                \
+    all_reduce(reinterpret_cast<BITS*>(d), n, op);                                       \
   }                                                                                      \
   template <>                                                                            \
-  inline void AnyComm::reduce_scatter<T>(const T* in, T* out, std::size_t n, ReduceOp) { \
-    if (size() > 1) detail::no_half_collectives<T>("reduce_scatter", size());            \
-    detail::copy_block(in, out, n);                                                      \
+  inline void AnyComm::reduce_scatter<T>(const T* in, T* out, std::size_t n, ReduceOp op) { \
+    if (!impl_) return detail::copy_block(in, out, n);                                   \
+    impl_->reduce_scatter(reinterpret_cast<const BITS*>(in), reinterpret_cast<BITS*>(out), n, op); \
   }                                                                                      \
   template <>                                                                            \
   inline void AnyComm::all_gather<T>(const T* in, T* out, std::size_t n) {               \
-    if (size() > 1) detail::no_half_collectives<T>("all_gather", size());                \
-    detail::copy_block(in, out, n);                                                      \
+    if (!impl_) return detail::copy_block(in, out, n);                                   \
+    impl_->all_gather(reinterpret_cast<const BITS*>(in), reinterpret_cast<BITS*>(out), n); \
   }                                                                                      \
   template <>                                                                            \
-  inline void AnyComm::broadcast<T>(T*, std::size_t, int) {                              \
-    if (size() > 1) detail::no_half_collectives<T>("broadcast", size());                 \
+  inline void AnyComm::broadcast<T>(T * d, std::size_t n, int root) {                    \
+    broadcast(reinterpret_cast<BITS*>(d), n, root);                                      \
   }                                                                                      \
   template <>                                                                            \
-  inline void AnyComm::send<T>(const T*, std::size_t, int peer, int) {                   \
-    SEQPAR_CHECK(size() > 1, "send to rank ", peer, " on a one-rank group");             \
-    detail::no_half_collectives<T>("send", size());                                      \
+  inline void AnyComm::send<T>(const T* d, std::size_t n, int peer, int tag) {           \
+    send(reinterpret_cast<const BITS*>(d), n, peer, tag);                                \
   }                                                                                      \
   template <>                                                                            \
-  inline void AnyComm::recv<T>(T*, std::size_t, int peer, int) {                         \
-    SEQPAR_CHECK(size() > 1, "recv from rank ", peer, " on a one-rank group");           \
-    detail::no_half_collectives<T>("recv", size());                                      \
+  inline void AnyComm::recv<T>(T * d, std::size_t n, int peer, int tag) {                \
+    recv(reinterpret_cast<BITS*>(d), n, peer, tag);                                      \
   }
 
-SEQPAR_ANYCOMM_HALF(__nv_bfloat16)
-SEQPAR_ANYCOMM_HALF(__half)
+SEQPAR_ANYCOMM_HALF(__nv_bfloat16, Bf16Bits)
+SEQPAR_ANYCOMM_HALF(__half, F16Bits)
 #undef SEQPAR_ANYCOMM_HALF
 
 }  // namespace seqpar::inline v0
