@@ -5,6 +5,7 @@
 #               Trainer<..., Cuda, Fp32 | Bf16Mixed | Fp16Mixed> against Trainer<..., Cpu>
 #      ranks:   test_cuda's "multi-rank" suite on its own (CudaThreadComm, multi-rank
 #               plans on one GPU), so that a failure there cannot hide the other results
+#      nccl:    test_nccl, NcclComm as a one-rank group (its streams, every collective)
 #   2. ops:     per-op timings at SeqGPT-560M's shapes (bench_cuda_ops)
 #   3. seqpar:  training-step throughput on SeqGPT-560M's shape (bench_cuda_train_step)
 #   4. pytorch: the same steps in PyTorch, Hugging Face BloomForCausalLM
@@ -17,9 +18,10 @@
 # The binaries are built elsewhere (no GPU needed) and travel here:
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSEQPAR_WITH_CUDA=ON \
 #         -DCMAKE_CUDA_ARCHITECTURES=90 -DSEQPAR_NATIVE_ARCH=OFF
-#   cmake --build build-gpu --target test_cuda bench_cuda_ops bench_cuda_train_step -j2
+#   cmake --build build-gpu --target test_cuda test_nccl bench_cuda_ops bench_cuda_train_step -j2
 #   mkdir -p build-gpu/lib && cp /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian build-gpu/lib/
-# They need libcublas.so.13 and libcublasLt.so.13 (and the benchmarks libcudart.so.13):
+# They need libcublas.so.13 and libcublasLt.so.13 (the benchmarks libcudart.so.13, test_nccl
+# libnccl.so.2):
 # from the CUDA toolkit, or from the nvidia-* wheels next to PyTorch (both are searched
 # below). Other shared libraries a binary needs that the GPU machine lacks (the
 # benchmarks' libbenchmark.so.1debian) travel in $SEQPAR_GPU_BUILD/lib.
@@ -27,6 +29,7 @@
 # Environment:
 #   SEQPAR_GPU_BUILD     build folder of the CUDA programs (default: build-gpu)
 #   SEQPAR_CUDA_TEST     test binary (default: $SEQPAR_GPU_BUILD/tests/cuda/test_cuda)
+#   SEQPAR_NCCL_TEST     NcclComm test binary (default: $SEQPAR_GPU_BUILD/tests/cuda/test_nccl)
 #   SEQPAR_CUDA_OPS      per-op benchmark (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_ops)
 #   SEQPAR_CUDA_BENCH    throughput binary (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_train_step)
 #   SEQPAR_BENCH_ARGS    its arguments (default: none: 8x512 and 16x512, whole batch per
@@ -50,6 +53,7 @@ out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SEQPAR_GPU_BUILD:-$root/build-gpu}
 test_bin=${SEQPAR_CUDA_TEST:-$build/tests/cuda/test_cuda}
+nccl_bin=${SEQPAR_NCCL_TEST:-$build/tests/cuda/test_nccl}
 ops_bin=${SEQPAR_CUDA_OPS:-$build/benchmarks/bench_cuda_ops}
 bench_bin=${SEQPAR_CUDA_BENCH:-$build/benchmarks/bench_cuda_train_step}
 torch_shapes=${SEQPAR_TORCH_SHAPES:-8x512,16x512}
@@ -63,18 +67,16 @@ note() { echo "gpu-check: $*"; }
 record() { printf '%-8s %-5s %s\n' "$1" "$2" "$3" >>"$summary"; }
 have_python() { command -v "$python" >/dev/null 2>&1; }
 
-# Libraries that travelled with the binaries, then cuBLAS and the CUDA runtime: the
-# toolkit's, else those of the wheels PyTorch loads.
+# Libraries that travelled with the binaries, then cuBLAS, the CUDA runtime and NCCL: the
+# toolkit's first, then those of the wheels PyTorch loads.
 lib_dirs=()
 [[ -d $build/lib ]] && lib_dirs+=("$build/lib")
-toolkit_libs=0
 for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/local/cuda/lib; do
-  if [[ -e $d/libcublas.so.13 ]]; then
+  if [[ -e $d/libcublas.so.13 || -e $d/libnccl.so.2 ]]; then
     lib_dirs+=("$d")
-    toolkit_libs=1
   fi
 done
-if [[ $toolkit_libs -eq 0 ]] && have_python; then
+if have_python; then
   while IFS= read -r d; do
     [[ -n $d ]] && lib_dirs+=("$d")
   done < <("$python" - <<'PY' 2>/dev/null
@@ -82,7 +84,7 @@ import glob, os, site, sysconfig
 roots = set(site.getsitepackages() + [sysconfig.get_paths()["purelib"]])
 dirs = []
 for r in sorted(roots):
-    for name in ("libcublas.so.13", "libcudart.so.13"):
+    for name in ("libcublas.so.13", "libcudart.so.13", "libnccl.so.2"):
         for f in sorted(glob.glob(os.path.join(r, "nvidia", "**", name), recursive=True)):
             if os.path.dirname(f) not in dirs:
                 dirs.append(os.path.dirname(f))
@@ -107,12 +109,12 @@ note "logs in $out"
 failed=0
 
 # --- 1. tests ----------------------------------------------------------------------------
-# run_tests STEP LOG ARGS...: test_cuda with doctest arguments, one line of the table.
+# run_tests STEP LOG BINARY ARGS...: a doctest binary with arguments, one line of the table.
 run_tests() {
-  local step=$1 log=$2
-  shift 2
-  note "$step: $test_bin $*"
-  timeout "$limit" "$test_bin" --duration=true "$@" >"$out/$log" 2>&1
+  local step=$1 log=$2 bin=$3
+  shift 3
+  note "$step: $bin $*"
+  timeout "$limit" "$bin" --duration=true "$@" >"$out/$log" 2>&1
   local rc=$?
   local cases asserts
   cases=$(grep -E '^\[doctest\] test cases:' "$out/$log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
@@ -134,8 +136,14 @@ if [[ ! -x $test_bin ]]; then
   note "tests: skipped, $test_bin not found (build target test_cuda with SEQPAR_WITH_CUDA=ON)"
   record tests SKIP "no $test_bin"
 else
-  run_tests tests test_cuda.log --test-suite-exclude=multi-rank
-  run_tests ranks test_cuda_ranks.log --test-suite=multi-rank
+  run_tests tests test_cuda.log "$test_bin" --test-suite-exclude=multi-rank
+  run_tests ranks test_cuda_ranks.log "$test_bin" --test-suite=multi-rank
+fi
+if [[ ! -x $nccl_bin ]]; then
+  note "nccl: skipped, $nccl_bin not found (build target test_nccl: SEQPAR_WITH_CUDA=ON and NCCL found)"
+  record nccl SKIP "no $nccl_bin"
+else
+  run_tests nccl test_nccl.log "$nccl_bin"
 fi
 
 # --- 2. per-op timings --------------------------------------------------------------------

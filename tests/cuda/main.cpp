@@ -1,5 +1,6 @@
-// The doctest main of test_cuda: without a CUDA device it says so and exits with 77,
-// which CTest counts as skipped. Queries (--list-test-cases, --help, ...) need no device.
+// The doctest main of test_cuda and test_nccl (SEQPAR_TEST_PROGRAM names the program):
+// without a CUDA device it says so and exits with 77, which CTest counts as skipped.
+// Queries (--list-test-cases, --help, ...) need no device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -7,6 +8,10 @@
 
 #include <cstdio>
 #include <string_view>
+
+#ifndef SEQPAR_TEST_PROGRAM
+#define SEQPAR_TEST_PROGRAM "test_cuda"
+#endif
 
 namespace {
 bool query_only(int argc, char** argv) {
@@ -27,7 +32,7 @@ int main(int argc, char** argv) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
-    std::printf("test_cuda: no CUDA device (%s): skipped\n",
+    std::printf(SEQPAR_TEST_PROGRAM ": no CUDA device (%s): skipped\n",
                 e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     return 77;
   }
@@ -36,7 +41,7 @@ int main(int argc, char** argv) {
     int runtime = 0, driver = 0;
     (void)cudaRuntimeGetVersion(&runtime);
     (void)cudaDriverGetVersion(&driver);
-    std::printf("test_cuda: %d device(s); device 0: %s, sm_%d%d, %.1f GiB; runtime %d, driver %d\n",
+    std::printf(SEQPAR_TEST_PROGRAM ": %d device(s); device 0: %s, sm_%d%d, %.1f GiB; runtime %d, driver %d\n",
                 count, prop.name, prop.major, prop.minor,
                 static_cast<double>(prop.totalGlobalMem) / (1u << 30), runtime, driver);
   }

@@ -22,6 +22,9 @@ void every_collective(NcclComm& c, T* device, T* host) {
   c.broadcast(device, 4, 0);
   c.send(device, 4, 1, 0);
   c.recv(device, 4, 1, 0);
+  c.all_reduce_async(device, 4, ReduceOp::sum);
+  c.reduce_scatter_async(device, device + 8, 2, ReduceOp::sum);
+  c.join();
 }
 
 void nccl_compile_check(MpiComm& mpi) {
@@ -38,9 +41,16 @@ void nccl_compile_check(MpiComm& mpi) {
   every_collective(comm, f, &hf);
   every_collective(comm, d, &hd);
   every_collective(one, i, &hi);
-  static_assert(Communicator<NcclComm>);
+  Bf16Bits* b = nullptr;
+  Bf16Bits hb{};
+  every_collective(comm, b, &hb);
+  static_assert(Communicator<NcclComm> && AsyncCommunicator<NcclComm>);
   Trainer<TrainTiny, Replicated<2>, Cuda, Fp32> t(comm, trainer_options());
   t.step(trainer_batch(0));
+  // bf16 over every axis: ZeRO-2 data ranks, tensor split, pipeline stages
+  Trainer<TrainTiny, Hybrid<TensorSplit<2>, Pipeline<2>, Sharded<Zero2, 2>>, Cuda, Bf16Mixed> h(comm, trainer_options());
+  h.step(trainer_batch(0));
+  h.save_checkpoint("checkpoint.safetensors");
 }
 
 }  // namespace seqpar::test

@@ -1,22 +1,30 @@
 #pragma once
-// NcclComm: one process per GPU, collectives by NCCL on the calling thread's CUDA stream
-// (its CudaContext), so they stay in order with the ops around them. Made over an
-// MpiComm: the process takes GPU node_local_rank() (modulo the GPUs it sees), rank 0 makes
-// the NCCL unique id and MPI broadcasts it. NCCL refuses two ranks on one GPU: several
-// ranks on one GPU use CudaThreadComm (backend/cuda/thread_comm.hpp) instead.
+// NcclComm: one process per GPU, collectives by NCCL on a CUDA stream of the communicator's
+// own. Made over an MpiComm: the process takes GPU node_local_rank() (modulo the GPUs it
+// sees), rank 0 makes the NCCL unique id and MPI broadcasts it. NCCL refuses two ranks on
+// one GPU: several ranks on one GPU use CudaThreadComm (backend/cuda/thread_comm.hpp).
+//
+// Streams: a collective waits (by an event, not the host) for the work the calling
+// thread has queued on its stream (its CudaContext), runs on the communicator's stream,
+// and the calling thread's later work waits for it, so every call stays in order with the
+// ops around it. all_reduce_async and reduce_scatter_async leave out that last wait until
+// join(): the data axis starts a unit's gradient reduction as soon as the backward has
+// finished the unit, and the backward of the units before it runs meanwhile.
 //
 // Pointers are device memory (no copies) or host memory: the scalars a trainer reduces (a
-// loss, a gradient norm) go through a device buffer and are waited for. Send and recv
-// ignore the tag: NCCL delivers the messages between two ranks in the order they are
-// posted, which is the order the trainer's pipeline uses. Byte counters follow the ring
-// model of ring_bytes(), as every communicator's.
-// Compiled only under nvcc with NCCL and MPI (link seqpar::nccl and seqpar::mpi).
+// loss, a gradient norm) go through a device buffer and are waited for (an async call
+// on host memory runs blocking). Send and recv ignore the tag: NCCL delivers the messages
+// between two ranks in the order they are posted, which is the order the trainer's
+// pipeline uses. Byte counters follow the ring model of ring_bytes(), as every
+// communicator's.
+// Compiled only under nvcc with NCCL (link seqpar::nccl); the constructor over an MpiComm
+// also needs MPI (seqpar::mpi). NcclComm::single() needs neither MPI nor a launcher.
 
 #if defined(__CUDACC__) && __has_include(<nccl.h>)
-#include "seqpar/comm/mpi_comm.hpp"
+#include "seqpar/comm/mpi_comm.hpp"  // NcclComm(MpiComm&) where <mpi.h> is found
 #endif
 
-#if defined(__CUDACC__) && __has_include(<nccl.h>) && defined(SEQPAR_HAS_MPI_COMM)
+#if defined(__CUDACC__) && __has_include(<nccl.h>)
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -32,6 +40,7 @@
 #include "seqpar/backend/cuda/thread_comm.hpp"
 #include "seqpar/comm/communicator.hpp"
 #include "seqpar/core/error.hpp"
+#include "seqpar/parallel/any_comm.hpp"
 
 #define SEQPAR_HAS_NCCL_COMM 1
 
@@ -59,16 +68,25 @@ constexpr ncclDataType_t nccl_type() {
 
 inline ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclMax; }
 
-// The NCCL communicator of this process's rank and its counters; destroyed with the last handle.
+// The NCCL communicator of this process's rank, its stream and events, and its counters;
+// destroyed with the last handle.
 struct NcclState {
   ncclComm_t comm = nullptr;
   int rank = 0, size = 1;
   CommStats stats;
+  cudaStream_t stream = nullptr;  // the collectives run here
+  cudaEvent_t ready = nullptr;    // recorded on the caller's stream before a collective
+  cudaEvent_t done = nullptr;     // recorded on `stream` after the latest collective
+  bool pending = false;           // an async collective the caller has not joined yet
 
   explicit NcclState(ncclComm_t c) : comm(c) {}
   NcclState(const NcclState&) = delete;
   NcclState& operator=(const NcclState&) = delete;
   ~NcclState() {
+    if (stream) (void)cudaStreamSynchronize(stream);
+    if (done) (void)cudaEventDestroy(done);
+    if (ready) (void)cudaEventDestroy(ready);
+    if (stream) (void)cudaStreamDestroy(stream);
     if (comm) (void)ncclCommDestroy(comm);
   }
 };
@@ -87,6 +105,7 @@ struct NcclState {
 /// the NCCL communicator and the counters; use it from one thread.
 class NcclComm {
  public:
+#if defined(SEQPAR_HAS_MPI_COMM)
   /// Collective over `mpi`: selects this process's GPU (call it before any other CUDA
   /// work of the process) and makes an NCCL communicator of mpi's ranks.
   explicit NcclComm(MpiComm& mpi) {
@@ -106,6 +125,7 @@ class NcclComm {
     std::memcpy(&id, words.data(), sizeof id);
     init(mpi.size(), id, mpi.rank());
   }
+#endif
 
   /// A group of one rank on the current GPU, without MPI (one process alone).
   static NcclComm single() {
@@ -124,22 +144,34 @@ class NcclComm {
 
   template <CommElement T>
   void all_reduce(T* data, std::size_t n, ReduceOp op) {
-    record(CollectiveKind::all_reduce, n, sizeof(T));
-    OnDevice<T> d(data, n, true);
-    SEQPAR_NCCL_CHECK(ncclAllReduce(d.ptr, d.ptr, n, detail::nccl_type<T>(), detail::nccl_op(op),
-                                    native(), stream()));
-    d.finish(data, n);
+    all_reduce_on(data, n, op, false);
+  }
+
+  /// As all_reduce, but the calling thread's later work does not wait for it: `data` must
+  /// not be touched until join().
+  template <CommElement T>
+  void all_reduce_async(T* data, std::size_t n, ReduceOp op) {
+    all_reduce_on(data, n, op, true);
   }
 
   // in: n * size elements, out: n (this rank's block of the reduction).
   template <CommElement T>
   void reduce_scatter(const T* in, T* out, std::size_t n, ReduceOp op) {
-    record(CollectiveKind::reduce_scatter, n, sizeof(T));
-    OnDevice<T> din(const_cast<T*>(in), n * static_cast<std::size_t>(size()), true);
-    OnDevice<T> dout(out, n, false);
-    SEQPAR_NCCL_CHECK(ncclReduceScatter(din.ptr, dout.ptr, n, detail::nccl_type<T>(),
-                                        detail::nccl_op(op), native(), stream()));
-    dout.finish(out, n);
+    reduce_scatter_on(in, out, n, op, false);
+  }
+
+  /// As reduce_scatter, but the calling thread's later work does not wait for it: `in`
+  /// and `out` must not be touched until join().
+  template <CommElement T>
+  void reduce_scatter_async(const T* in, T* out, std::size_t n, ReduceOp op) {
+    reduce_scatter_on(in, out, n, op, true);
+  }
+
+  /// Orders the calling thread's later work after every collective queued so far.
+  void join() {
+    if (!state_->pending) return;
+    SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(CudaContext::current().stream(), state_->done, 0));
+    state_->pending = false;
   }
 
   // in: n elements, out: n * size (block r from rank r).
@@ -148,8 +180,9 @@ class NcclComm {
     record(CollectiveKind::all_gather, n, sizeof(T));
     OnDevice<T> din(const_cast<T*>(in), n, true);
     OnDevice<T> dout(out, n * static_cast<std::size_t>(size()), false);
-    SEQPAR_NCCL_CHECK(
-        ncclAllGather(din.ptr, dout.ptr, n, detail::nccl_type<T>(), native(), stream()));
+    enqueue(false, [&](cudaStream_t s) {
+      return ncclAllGather(din.ptr, dout.ptr, n, detail::nccl_type<T>(), native(), s);
+    });
     dout.finish(out, n * static_cast<std::size_t>(size()));
   }
 
@@ -159,8 +192,9 @@ class NcclComm {
     state_->stats.record(CollectiveKind::broadcast,
                          ring_bytes(CollectiveKind::broadcast, n, sizeof(T), size(), rank(), root));
     OnDevice<T> d(data, n, rank() == root);
-    SEQPAR_NCCL_CHECK(
-        ncclBroadcast(d.ptr, d.ptr, n, detail::nccl_type<T>(), root, native(), stream()));
+    enqueue(false, [&](cudaStream_t s) {
+      return ncclBroadcast(d.ptr, d.ptr, n, detail::nccl_type<T>(), root, native(), s);
+    });
     d.finish(data, n);
   }
 
@@ -169,7 +203,9 @@ class NcclComm {
     check_rank(peer, "send peer");
     record(CollectiveKind::send, n, sizeof(T));
     OnDevice<T> d(const_cast<T*>(data), n, true);
-    SEQPAR_NCCL_CHECK(ncclSend(d.ptr, n, detail::nccl_type<T>(), peer, native(), stream()));
+    enqueue(false, [&](cudaStream_t s) {
+      return ncclSend(d.ptr, n, detail::nccl_type<T>(), peer, native(), s);
+    });
     d.finish(nullptr, 0);  // a staged message must have left before its buffer goes
   }
 
@@ -178,7 +214,9 @@ class NcclComm {
     check_rank(peer, "recv peer");
     record(CollectiveKind::recv, n, sizeof(T));
     OnDevice<T> d(data, n, false);
-    SEQPAR_NCCL_CHECK(ncclRecv(d.ptr, n, detail::nccl_type<T>(), peer, native(), stream()));
+    enqueue(false, [&](cudaStream_t s) {
+      return ncclRecv(d.ptr, n, detail::nccl_type<T>(), peer, native(), s);
+    });
     d.finish(data, n);
   }
 
@@ -187,9 +225,10 @@ class NcclComm {
     state_->stats.record(CollectiveKind::barrier, {});
     CudaContext& ctx = CudaContext::current();
     auto* one = static_cast<float*>(ctx.allocate(sizeof(float)));
-    const ncclResult_t r = ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, native(), ctx.stream());
-    ctx.deallocate(one, sizeof(float));
-    SEQPAR_NCCL_CHECK(r);
+    enqueue(false, [&](cudaStream_t s) {
+      return ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, native(), s);
+    });
+    ctx.deallocate(one, sizeof(float));  // reused only by work ordered after the barrier
     ctx.synchronize();
   }
 
@@ -217,9 +256,51 @@ class NcclComm {
     state_ = std::make_shared<detail::NcclState>(comm);
     SEQPAR_NCCL_CHECK(ncclCommUserRank(comm, &state_->rank));
     SEQPAR_NCCL_CHECK(ncclCommCount(comm, &state_->size));
+    SEQPAR_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+    SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&state_->ready, cudaEventDisableTiming));
+    SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&state_->done, cudaEventDisableTiming));
   }
 
-  static cudaStream_t stream() { return CudaContext::current().stream(); }
+  // Queues call(stream) (an NCCL call) on the communicator's stream after the work queued
+  // so far on the calling thread's stream. Unless `async`, the calling thread's later work
+  // waits for it (and so for every collective before it: the stream runs them in order).
+  template <class Call>
+  void enqueue(bool async, Call&& call) {
+    detail::NcclState& st = *state_;
+    const cudaStream_t caller = CudaContext::current().stream();
+    SEQPAR_CUDA_CHECK(cudaEventRecord(st.ready, caller));
+    SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(st.stream, st.ready, 0));
+    SEQPAR_NCCL_CHECK(call(st.stream));
+    SEQPAR_CUDA_CHECK(cudaEventRecord(st.done, st.stream));
+    if (async) {
+      st.pending = true;
+    } else {
+      SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(caller, st.done, 0));
+      st.pending = false;
+    }
+  }
+
+  template <class T>
+  void all_reduce_on(T* data, std::size_t n, ReduceOp op, bool async) {
+    record(CollectiveKind::all_reduce, n, sizeof(T));
+    OnDevice<T> d(data, n, true);
+    enqueue(async && !d.staged, [&](cudaStream_t s) {
+      return ncclAllReduce(d.ptr, d.ptr, n, detail::nccl_type<T>(), detail::nccl_op(op), native(), s);
+    });
+    d.finish(data, n);
+  }
+
+  template <class T>
+  void reduce_scatter_on(const T* in, T* out, std::size_t n, ReduceOp op, bool async) {
+    record(CollectiveKind::reduce_scatter, n, sizeof(T));
+    OnDevice<T> din(const_cast<T*>(in), n * static_cast<std::size_t>(size()), true);
+    OnDevice<T> dout(out, n, false);
+    enqueue(async && !din.staged && !dout.staged, [&](cudaStream_t s) {
+      return ncclReduceScatter(din.ptr, dout.ptr, n, detail::nccl_type<T>(), detail::nccl_op(op),
+                               native(), s);
+    });
+    dout.finish(out, n);
+  }
 
   void record(CollectiveKind k, std::size_t n, std::size_t elem) {
     state_->stats.record(k, ring_bytes(k, n, elem, size(), rank()));
@@ -267,8 +348,8 @@ class NcclComm {
   std::shared_ptr<detail::NcclState> state_;
 };
 
-static_assert(Communicator<NcclComm>);
+static_assert(Communicator<NcclComm> && AsyncCommunicator<NcclComm>);
 
 }  // namespace seqpar::inline v0
 
-#endif  // __CUDACC__ && NCCL && MPI
+#endif  // __CUDACC__ && NCCL

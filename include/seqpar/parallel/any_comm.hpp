@@ -11,6 +11,27 @@
 
 namespace seqpar::inline v0 {
 
+/// How a buffer of T crosses a communicator: as `type` (T itself for the CommElement
+/// types; a device backend maps its 16-bit storage types to Bf16Bits / F16Bits, which have
+/// their layout), and how a one-rank group with no communicator copies a block of it.
+template <class T>
+struct CommWire {
+  using type = T;
+  static void copy(const T* in, T* out, std::size_t n) { std::copy(in, in + n, out); }
+};
+
+/// A communicator whose collectives can run behind the caller's later work (NcclComm:
+/// on its own CUDA stream). all_reduce_async and reduce_scatter_async queue the
+/// collective and return; its buffers must not be read or written until join(), which
+/// orders everything the caller does afterwards after every queued collective. A plain
+/// (blocking) call on it also waits for what was queued before it.
+template <class C>
+concept AsyncCommunicator = requires(C& c, float* d, const float* in, std::size_t n, ReduceOp op) {
+  c.all_reduce_async(d, n, op);
+  c.reduce_scatter_async(in, d, n, op);
+  c.join();
+};
+
 /// A type-erased communicator handle (copies share the group, like the handles they wrap).
 class AnyComm {
  public:
@@ -32,53 +53,95 @@ class AnyComm {
 
   template <class T>
   void all_reduce(T* data, std::size_t n, ReduceOp op) {
-    if (size() > 1) impl_->all_reduce(data, n, op);
+    if (size() > 1) impl_->all_reduce(wire(data), n, op);
   }
   template <class T>
   void reduce_scatter(const T* in, T* out, std::size_t n, ReduceOp op) {
-    if (impl_) return impl_->reduce_scatter(in, out, n, op);
-    std::copy(in, in + n, out);  // one rank: its block is the whole input
+    if (impl_) return impl_->reduce_scatter(wire(in), wire(out), n, op);
+    CommWire<T>::copy(in, out, n);  // one rank: its block is the whole input
   }
   template <class T>
   void all_gather(const T* in, T* out, std::size_t n) {
-    if (impl_) return impl_->all_gather(in, out, n);
-    std::copy(in, in + n, out);
+    if (impl_) return impl_->all_gather(wire(in), wire(out), n);
+    CommWire<T>::copy(in, out, n);
   }
   template <class T>
   void broadcast(T* data, std::size_t n, int root) {
-    if (size() > 1) impl_->broadcast(data, n, root);
+    if (size() > 1) impl_->broadcast(wire(data), n, root);
   }
   template <class T>
   void send(const T* data, std::size_t n, int peer, int tag) {
     SEQPAR_CHECK(impl_, "send to rank ", peer, " on a one-rank group");
-    impl_->send(data, n, peer, tag);
+    impl_->send(wire(data), n, peer, tag);
   }
   template <class T>
   void recv(T* data, std::size_t n, int peer, int tag) {
     SEQPAR_CHECK(impl_, "recv from rank ", peer, " on a one-rank group");
-    impl_->recv(data, n, peer, tag);
+    impl_->recv(wire(data), n, peer, tag);
+  }
+
+  /// all_reduce that may overlap the caller's later work (see AsyncCommunicator; a
+  /// communicator without a stream of its own runs it at once). Untouchable until join().
+  template <class T>
+  void all_reduce_async(T* data, std::size_t n, ReduceOp op) {
+    if (size() > 1) impl_->all_reduce_async(wire(data), n, op);
+  }
+  /// reduce_scatter that may overlap the caller's later work; in and out untouchable until join().
+  template <class T>
+  void reduce_scatter_async(const T* in, T* out, std::size_t n, ReduceOp op) {
+    if (impl_) return impl_->reduce_scatter_async(wire(in), wire(out), n, op);
+    CommWire<T>::copy(in, out, n);
+  }
+  /// Orders the caller's later work after every async collective queued so far.
+  void join() {
+    if (impl_) impl_->join();
   }
 
  private:
-// The six typed operations, declared (pure) in Concept and forwarded in Model, per element type.
-#define SEQPAR_ANYCOMM_OPS(T, SPEC, BODY)                                                   \
+  template <class T>
+  static auto* wire(T* p) {
+    return reinterpret_cast<typename CommWire<T>::type*>(p);
+  }
+  template <class T>
+  static auto* wire(const T* p) {
+    return reinterpret_cast<const typename CommWire<T>::type*>(p);
+  }
+
+// The typed operations, declared (pure) in Concept and forwarded in Model, per element type;
+// the async ones run blocking on a communicator that has no async form.
+#define SEQPAR_ANYCOMM_OPS(T, SPEC, BODY, ASYNC)                                                 \
   virtual void all_reduce(T* d, std::size_t n, ReduceOp op) SPEC BODY(all_reduce(d, n, op))      \
-  virtual void reduce_scatter(const T* i, T* o, std::size_t n, ReduceOp op)                 \
-      SPEC BODY(reduce_scatter(i, o, n, op))                                                \
-  virtual void all_gather(const T* i, T* o, std::size_t n) SPEC BODY(all_gather(i, o, n))   \
-  virtual void broadcast(T* d, std::size_t n, int root) SPEC BODY(broadcast(d, n, root))    \
-  virtual void send(const T* d, std::size_t n, int p, int t) SPEC BODY(send(d, n, p, t))    \
-  virtual void recv(T* d, std::size_t n, int p, int t) SPEC BODY(recv(d, n, p, t))
+  virtual void reduce_scatter(const T* i, T* o, std::size_t n, ReduceOp op)                      \
+      SPEC BODY(reduce_scatter(i, o, n, op))                                                     \
+  virtual void all_gather(const T* i, T* o, std::size_t n) SPEC BODY(all_gather(i, o, n))        \
+  virtual void broadcast(T* d, std::size_t n, int root) SPEC BODY(broadcast(d, n, root))         \
+  virtual void send(const T* d, std::size_t n, int p, int t) SPEC BODY(send(d, n, p, t))         \
+  virtual void recv(T* d, std::size_t n, int p, int t) SPEC BODY(recv(d, n, p, t))               \
+  virtual void all_reduce_async(T* d, std::size_t n, ReduceOp op)                                \
+      SPEC ASYNC(all_reduce_async(d, n, op), all_reduce(d, n, op))                               \
+  virtual void reduce_scatter_async(const T* i, T* o, std::size_t n, ReduceOp op)                \
+      SPEC ASYNC(reduce_scatter_async(i, o, n, op), reduce_scatter(i, o, n, op))
 #define SEQPAR_ANYCOMM_PURE(call) = 0;
+#define SEQPAR_ANYCOMM_PURE_ASYNC(call, blocking) = 0;
 #define SEQPAR_ANYCOMM_FORWARD(call) { comm.call; }
+#define SEQPAR_ANYCOMM_FORWARD_ASYNC(call, blocking) \
+  {                                                  \
+    if constexpr (AsyncCommunicator<C>)              \
+      comm.call;                                     \
+    else                                             \
+      comm.blocking;                                 \
+  }
+#define SEQPAR_ANYCOMM_ALL_TYPES(SPEC, BODY, ASYNC)       \
+  SEQPAR_ANYCOMM_OPS(float, SPEC, BODY, ASYNC)            \
+  SEQPAR_ANYCOMM_OPS(double, SPEC, BODY, ASYNC)           \
+  SEQPAR_ANYCOMM_OPS(std::int64_t, SPEC, BODY, ASYNC)     \
+  SEQPAR_ANYCOMM_OPS(Bf16Bits, SPEC, BODY, ASYNC)         \
+  SEQPAR_ANYCOMM_OPS(F16Bits, SPEC, BODY, ASYNC)
 
   struct Concept {
     virtual ~Concept() = default;
-    SEQPAR_ANYCOMM_OPS(float, , SEQPAR_ANYCOMM_PURE)
-    SEQPAR_ANYCOMM_OPS(double, , SEQPAR_ANYCOMM_PURE)
-    SEQPAR_ANYCOMM_OPS(std::int64_t, , SEQPAR_ANYCOMM_PURE)
-    SEQPAR_ANYCOMM_OPS(Bf16Bits, , SEQPAR_ANYCOMM_PURE)
-    SEQPAR_ANYCOMM_OPS(F16Bits, , SEQPAR_ANYCOMM_PURE)
+    SEQPAR_ANYCOMM_ALL_TYPES(, SEQPAR_ANYCOMM_PURE, SEQPAR_ANYCOMM_PURE_ASYNC)
+    virtual void join() = 0;
     virtual int rank() const = 0;
     virtual int size() const = 0;
     virtual CommStats& stats() = 0;
@@ -89,11 +152,10 @@ class AnyComm {
   template <class C>
   struct Model final : Concept {
     explicit Model(C c) : comm(std::move(c)) {}
-    SEQPAR_ANYCOMM_OPS(float, override, SEQPAR_ANYCOMM_FORWARD)
-    SEQPAR_ANYCOMM_OPS(double, override, SEQPAR_ANYCOMM_FORWARD)
-    SEQPAR_ANYCOMM_OPS(std::int64_t, override, SEQPAR_ANYCOMM_FORWARD)
-    SEQPAR_ANYCOMM_OPS(Bf16Bits, override, SEQPAR_ANYCOMM_FORWARD)
-    SEQPAR_ANYCOMM_OPS(F16Bits, override, SEQPAR_ANYCOMM_FORWARD)
+    SEQPAR_ANYCOMM_ALL_TYPES(override, SEQPAR_ANYCOMM_FORWARD, SEQPAR_ANYCOMM_FORWARD_ASYNC)
+    void join() override {
+      if constexpr (AsyncCommunicator<C>) comm.join();
+    }
     int rank() const override { return comm.rank(); }
     int size() const override { return comm.size(); }
     CommStats& stats() override { return comm.stats(); }
@@ -103,9 +165,12 @@ class AnyComm {
     }
     C comm;
   };
+#undef SEQPAR_ANYCOMM_ALL_TYPES
 #undef SEQPAR_ANYCOMM_OPS
 #undef SEQPAR_ANYCOMM_PURE
+#undef SEQPAR_ANYCOMM_PURE_ASYNC
 #undef SEQPAR_ANYCOMM_FORWARD
+#undef SEQPAR_ANYCOMM_FORWARD_ASYNC
 
   explicit AnyComm(std::shared_ptr<Concept> impl) : impl_(std::move(impl)) {}
 

@@ -5,6 +5,13 @@
 // reducing each unit as soon as its gradients are complete; ZeRO-3 also keeps only a
 // parameter shard, gathering each unit just before it is used and freeing it after.
 //
+// Reductions start as soon as a unit's gradients are complete: for Replicated and ZeRO-1
+// in the last micro-batch's backward, for ZeRO-2/3 in every micro-batch's. They are the
+// async collectives of AnyComm, so on a communicator with its own stream (NcclComm) they
+// run while the backward goes on through the units before; reduce_gradients() joins them.
+// ZeRO-2/3 keep one unit's reduction in flight: its gradient buffer is freed, and its
+// result added into the shard, when the next unit is ready (or at the join).
+//
 // Every unit's flat buffer is padded to a multiple of the degree N and cut into N equal
 // shards; rank r owns elements [r s, (r + 1) s) of each unit.
 
@@ -67,8 +74,11 @@ class DataAxis final : public UnitHooks {
   int zero_stage() const { return zero_; }
   AnyComm& comm() { return comm_; }
 
-  /// Zeroes the gradients a step accumulates into.
-  void begin_step() {
+  /// Zeroes the gradients a step of `micro_batches` micro-batches accumulates into.
+  void begin_step(std::int64_t micro_batches) {
+    micro_batches_ = micro_batches;
+    ready_count_.assign(shards_.size(), 0);
+    reduced_.assign(shards_.size(), false);
     if (zero_ < 2) return model_->zero_grads();
     for (auto& g : grad_shard_)
       if (!g.empty()) Ops<D>::fill(g.data(), T(0), static_cast<std::int64_t>(g.size()));
@@ -86,20 +96,34 @@ class DataAxis final : public UnitHooks {
     held_[u] = false;
   }
   void grads_ready(std::size_t u) override {
-    if (zero_ < 2) return;  // reduced once per step, after the last micro-batch
-    reduce_scatter_into(u, grad_shard_[u].data(), /*accumulate=*/true);
-    model_->grad_buffer(u).reset();
+    const bool last = ++ready_count_[u] >= micro_batches_;
+    if (zero_ < 2) {
+      if (last) start_reduction(u);  // the gradients are whole once per step
+      return;
+    }
+    finish_in_flight();
+    const std::int64_t s = shards_[u].size;
+    if (n_ == 1) {
+      Ops<D>::add(grad_shard_[u].data(), model_->grads(u), s);
+      model_->grad_buffer(u).reset();
+      return;
+    }
+    in_flight_.unit = u;
+    in_flight_.grads = std::move(model_->grad_buffer(u));  // the model allocates anew when needed
+    in_flight_.part = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s), Memory::buffers);
+    comm_.reduce_scatter_async(in_flight_.grads.data(), in_flight_.part.data(), static_cast<std::size_t>(s),
+                               ReduceOp::sum);
   }
 
   // --- once per step ------------------------------------------------------------------
-  /// After the last micro-batch: sum the gradients over the data ranks. Every rank's
+  /// After the last micro-batch: the gradients summed over the data ranks (reductions not
+  /// started during the backward start here), every reduction joined. Every rank's
   /// gradient is already divided by the global token count, so the sum is the mean.
   void reduce_gradients() {
-    for (std::size_t u = 0; u < shards_.size(); ++u) {
-      if (!model_->holds(u)) continue;
-      if (zero_ == 0) comm_.all_reduce(model_->grads(u), static_cast<std::size_t>(model_->padded_numel(u)), ReduceOp::sum);
-      if (zero_ == 1) reduce_scatter_into(u, grad_shard_[u].data(), false);
-    }
+    for (std::size_t u = 0; u < shards_.size(); ++u)
+      if (model_->holds(u) && zero_ < 2 && !reduced_[u]) start_reduction(u);
+    comm_.join();
+    finish_in_flight();
   }
 
   /// Sum over the data axis of weight(u, spec) x the squared gradients of each tensor,
@@ -188,25 +212,34 @@ class DataAxis final : public UnitHooks {
 
   T* grad_of(std::size_t u) { return zero_ == 0 ? model_->grads(u) : grad_shard_[u].data(); }
 
+  // Replicated and ZeRO-1: unit u's whole gradients summed over the ranks, in place or into
+  // this rank's shard, queued behind the backward.
+  void start_reduction(std::size_t u) {
+    reduced_[u] = true;
+    const auto total = static_cast<std::size_t>(model_->padded_numel(u));
+    if (zero_ == 0) return comm_.all_reduce_async(model_->grads(u), total, ReduceOp::sum);
+    if (n_ == 1) return Ops<D>::copy(grad_shard_[u].data(), model_->grads(u), shards_[u].size);
+    comm_.reduce_scatter_async(model_->grads(u), grad_shard_[u].data(), total / static_cast<std::size_t>(n_),
+                               ReduceOp::sum);
+  }
+
+  // ZeRO-2/3: the reduction in flight joined, its shard added into the unit's gradient
+  // shard and its buffers freed (after the join, so memory is reused only behind it).
+  void finish_in_flight() {
+    if (in_flight_.part.empty()) return;
+    comm_.join();
+    const std::size_t u = in_flight_.unit;
+    Ops<D>::add(grad_shard_[u].data(), in_flight_.part.data(), shards_[u].size);
+    in_flight_.part.reset();
+    in_flight_.grads.reset();
+  }
+
   // With one rank the collectives are device copies (device memory never passes through a
   // host communicator's copy).
   void gather_params(std::size_t u, Buffer<T, Arena>& full) {
     full = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
     if (n_ == 1) return Ops<D>::copy(full.data(), param_shard_[u].data(), shards_[u].size);
     comm_.all_gather(param_shard_[u].data(), full.data(), static_cast<std::size_t>(shards_[u].size));
-  }
-
-  // Sum of unit u's full gradients over the ranks, this rank's shard into `out`.
-  void reduce_scatter_into(std::size_t u, T* out, bool accumulate) {
-    const std::int64_t s = shards_[u].size;
-    if (n_ == 1) return accumulate ? Ops<D>::add(out, model_->grads(u), s) : Ops<D>::copy(out, model_->grads(u), s);
-    if (!accumulate) {
-      comm_.reduce_scatter(model_->grads(u), out, static_cast<std::size_t>(s), ReduceOp::sum);
-      return;
-    }
-    Buffer<T, Arena> part(model_->arena(), static_cast<std::size_t>(s), Memory::buffers);
-    comm_.reduce_scatter(model_->grads(u), part.data(), static_cast<std::size_t>(s), ReduceOp::sum);
-    Ops<D>::add(out, part.data(), s);
   }
 
   Stack* model_;
@@ -217,6 +250,13 @@ class DataAxis final : public UnitHooks {
   std::vector<Buffer<T, Arena>> grad_shard_, param_shard_;
   std::vector<bool> held_;
   Buffer<double, Arena> square_sum_;  // [1] the gradient norm's sum, on the device
+  std::int64_t micro_batches_ = 1;    // in this step
+  std::vector<std::int64_t> ready_count_;  // per unit: micro-batches whose gradients are complete
+  std::vector<bool> reduced_;         // per unit (Replicated, ZeRO-1): reduction started this step
+  struct {
+    std::size_t unit = 0;
+    Buffer<T, Arena> grads, part;  // the unit's full gradients and this rank's reduced block
+  } in_flight_;                    // ZeRO-2/3: the reduction not yet added into its shard
 };
 
 }  // namespace seqpar::inline v0

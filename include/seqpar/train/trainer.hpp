@@ -117,7 +117,6 @@ class Trainer {
     const auto t0 = std::chrono::steady_clock::now();
     batch.validate(Model::vocab_size);
     arena_.reset_peaks();
-    data_->begin_step();
     const std::int64_t targets = batch.target_count();
     const double loss_scale = loss_scale_.value();
     const T scale = mixed ? static_cast<T>(targets > 0 ? loss_scale / static_cast<double>(targets) : 0.0)
@@ -326,7 +325,6 @@ class Trainer {
   /// loss are left in the gradient buffers; returns the loss.
   double compute_gradients(const BatchView& batch) {
     batch.validate(Model::vocab_size);
-    data_->begin_step();
     const std::int64_t targets = batch.target_count();
     const double sum = accumulate(local_slice(batch), targets > 0 ? T(1) / static_cast<T>(targets) : T(0));
     return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
@@ -454,7 +452,9 @@ class Trainer {
   // gradients reduced over the data axis and the tied embedding made one again; returns
   // the global loss sum on every rank.
   double accumulate(const BatchView& batch, T scale) {
-    double sum = runner_.template train<typename Traits::pipeline::schedule>(micro_batches(batch), scale);
+    const auto mbs = micro_batches(batch);
+    data_->begin_step(static_cast<std::int64_t>(mbs.size()));
+    double sum = runner_.template train<typename Traits::pipeline::schedule>(mbs, scale);
     data_->reduce_gradients();
     sync_tied_embedding();
     mesh_.pipeline.all_reduce(&sum, 1, ReduceOp::sum);
@@ -470,8 +470,15 @@ class Trainer {
     T* g = data_->grad_storage(0);
     const auto n = static_cast<std::size_t>(data_->range_size(0));
     Buffer<T, Arena> theirs(arena_, n, Memory::buffers);
-    mesh_.pipeline.send(g, n, peer, tied_tag);
-    mesh_.pipeline.recv(theirs.data(), n, peer, tied_tag);
+    // The first stage sends first and the last receives first, so that a communicator
+    // whose send waits for the matching receive (NCCL) cannot deadlock here.
+    if (runner_.first()) {
+      mesh_.pipeline.send(g, n, peer, tied_tag);
+      mesh_.pipeline.recv(theirs.data(), n, peer, tied_tag);
+    } else {
+      mesh_.pipeline.recv(theirs.data(), n, peer, tied_tag);
+      mesh_.pipeline.send(g, n, peer, tied_tag);
+    }
     Ops<Dev>::add(g, theirs.data(), static_cast<std::int64_t>(n));
   }
 
