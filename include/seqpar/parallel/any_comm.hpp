@@ -96,6 +96,9 @@ class AnyComm {
   void join() {
     if (impl_) impl_->join();
   }
+  /// Whether the async collectives can run behind the caller's work (an AsyncCommunicator
+  /// of more than one rank); false when they run at once.
+  bool asynchronous() const { return size() > 1 && impl_->asynchronous(); }
 
  private:
   template <class T>
@@ -142,6 +145,7 @@ class AnyComm {
     virtual ~Concept() = default;
     SEQPAR_ANYCOMM_ALL_TYPES(, SEQPAR_ANYCOMM_PURE, SEQPAR_ANYCOMM_PURE_ASYNC)
     virtual void join() = 0;
+    virtual bool asynchronous() const = 0;
     virtual int rank() const = 0;
     virtual int size() const = 0;
     virtual CommStats& stats() = 0;
@@ -156,6 +160,7 @@ class AnyComm {
     void join() override {
       if constexpr (AsyncCommunicator<C>) comm.join();
     }
+    bool asynchronous() const override { return AsyncCommunicator<C>; }
     int rank() const override { return comm.rank(); }
     int size() const override { return comm.size(); }
     CommStats& stats() override { return comm.stats(); }

@@ -9,8 +9,9 @@
 // in the last micro-batch's backward, for ZeRO-2/3 in every micro-batch's. They are the
 // async collectives of AnyComm, so on a communicator with its own stream (NcclComm) they
 // run while the backward goes on through the units before; reduce_gradients() joins them.
-// ZeRO-2/3 keep one unit's reduction in flight: its gradient buffer is freed, and its
-// result added into the shard, when the next unit is ready (or at the join).
+// On such a communicator ZeRO-2/3 keep one unit's reduction in flight: its gradient buffer
+// is freed, and its result added into the shard, when the next unit is ready (or at the
+// join), so two units' full gradients exist at once; elsewhere each unit is finished at once.
 //
 // Every unit's flat buffer is padded to a multiple of the degree N and cut into N equal
 // shards; rank r owns elements [r s, (r + 1) s) of each unit.
@@ -113,6 +114,7 @@ class DataAxis final : public UnitHooks {
     in_flight_.part = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s), Memory::buffers);
     comm_.reduce_scatter_async(in_flight_.grads.data(), in_flight_.part.data(), static_cast<std::size_t>(s),
                                ReduceOp::sum);
+    if (!comm_.asynchronous()) finish_in_flight();  // it has run: free its buffers now
   }
 
   // --- once per step ------------------------------------------------------------------
