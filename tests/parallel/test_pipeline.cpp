@@ -1,7 +1,13 @@
 // Pipeline plans (both schedules) and their hybrids give the losses and final weights of
-// Replicated<1>; 1F1B holds fewer activations on the first stage than GPipe.
+// Replicated<1>; 1F1B holds fewer activations on the first stage than GPipe; both
+// schedules run over a transport whose sends wait for their receives.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "../comm/comm_test_util.hpp"
 #include "../support/plans.hpp"
 
 using namespace seqpar;
@@ -59,4 +65,89 @@ TEST_CASE("pipeline: parameter bytes per stage and bytes moved between stages") 
     CHECK(static_cast<double>(st.memory.peak_of(Memory::parameters)) == doctest::Approx(4 * expect).epsilon(0.001));
     CHECK(static_cast<double>(stats[CollectiveKind::send].bytes_sent) == doctest::Approx(act + tied));
   });
+}
+
+namespace {
+// ThreadComm with a send that returns only once the receiver has the message, as NCCL's
+// does: the receiver acknowledges each message (tag 32100). sendrecv posts both halves
+// before it waits, as an NCCL group does. A schedule that relies on buffered sends hangs.
+class RendezvousComm {
+ public:
+  explicit RendezvousComm(ThreadComm c) : c_(std::move(c)) {}
+  int rank() const { return c_.rank(); }
+  int size() const { return c_.size(); }
+  CommStats& stats() { return c_.stats(); }
+  const CommStats& stats() const { return c_.stats(); }
+  void barrier() { c_.barrier(); }
+  RendezvousComm split(int color, int key) { return RendezvousComm(c_.split(color, key)); }
+  template <CommElement T>
+  void all_reduce(T* d, std::size_t n, ReduceOp op) {
+    c_.all_reduce(d, n, op);
+  }
+  template <CommElement T>
+  void reduce_scatter(const T* in, T* out, std::size_t n, ReduceOp op) {
+    c_.reduce_scatter(in, out, n, op);
+  }
+  template <CommElement T>
+  void all_gather(const T* in, T* out, std::size_t n) {
+    c_.all_gather(in, out, n);
+  }
+  template <CommElement T>
+  void broadcast(T* d, std::size_t n, int root) {
+    c_.broadcast(d, n, root);
+  }
+  template <CommElement T>
+  void send(const T* d, std::size_t n, int peer, int tag) {
+    c_.send(d, n, peer, tag);
+    wait_ack(peer);
+  }
+  template <CommElement T>
+  void recv(T* d, std::size_t n, int peer, int tag) {
+    c_.recv(d, n, peer, tag);
+    ack(peer);
+  }
+  template <CommElement T>
+  void sendrecv(const T* s, std::size_t sn, int st, T* r, std::size_t rn, int rt, int peer) {
+    c_.send(s, sn, peer, st);
+    c_.recv(r, rn, peer, rt);
+    ack(peer);
+    wait_ack(peer);
+  }
+
+ private:
+  static constexpr int ack_tag = 32100;
+  void ack(int peer) {
+    const std::int64_t one = 1;
+    c_.send(&one, 1, peer, ack_tag);
+  }
+  void wait_ack(int peer) {
+    std::int64_t got = 0;
+    c_.recv(&got, 1, peer, ack_tag);
+  }
+  ThreadComm c_;
+};
+static_assert(Communicator<RendezvousComm>);
+
+template <class Plan, class Comm>
+std::vector<double> pipeline_losses() {
+  std::vector<double> losses;
+  run_ranks(PlanTraits<Plan>::world_size, [&](ThreadComm& comm) {
+    auto o = test::plan_options();
+    o.micro_batch_rows = 1;  // 8 micro-batches: 1F1B's steady state exchanges in both directions
+    Trainer<Small, Plan> t(Comm(comm), o);
+    std::vector<double> mine;
+    for (int s = 0; s < 2; ++s) mine.push_back(t.step(test::plan_batch(s)).loss);
+    if (comm.rank() == 0) losses = mine;
+  });
+  return losses;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("pipeline schedules run where a send waits for its receive (as NCCL's)", Plan,
+                   Pipeline<2, OneFOneB>, Pipeline<4, OneFOneB>, Pipeline<4, GPipe>, Hybrid<TP2, Pipeline<2>>) {
+  const auto buffered = pipeline_losses<Plan, ThreadComm>();
+  std::vector<double> rendezvous;
+  // A deadlock cannot be unwound: past the limit the test program stops with a message.
+  comm_test::timed_within(std::chrono::seconds(120), [&] { rendezvous = pipeline_losses<Plan, RendezvousComm>(); });
+  CHECK(rendezvous == buffered);
 }

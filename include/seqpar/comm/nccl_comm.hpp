@@ -220,6 +220,28 @@ class NcclComm {
     d.finish(data, n);
   }
 
+  /// Sends to `peer` and receives from it in one NCCL group, so that two ranks exchanging
+  /// with each other (a pipeline's 1F1B steady state) cannot deadlock.
+  template <CommElement T>
+  void sendrecv(const T* send, std::size_t send_n, int /*send_tag*/, T* recv, std::size_t recv_n,
+                int /*recv_tag*/, int peer) {
+    check_rank(peer, "sendrecv peer");
+    record(CollectiveKind::send, send_n, sizeof(T));
+    record(CollectiveKind::recv, recv_n, sizeof(T));
+    OnDevice<T> ds(const_cast<T*>(send), send_n, true);
+    OnDevice<T> dr(recv, recv_n, false);
+    enqueue(false, [&](cudaStream_t s) {
+      ncclResult_t r = ncclGroupStart();
+      if (r != ncclSuccess) return r;
+      const ncclResult_t a = ncclSend(ds.ptr, send_n, detail::nccl_type<T>(), peer, native(), s);
+      const ncclResult_t b = ncclRecv(dr.ptr, recv_n, detail::nccl_type<T>(), peer, native(), s);
+      r = ncclGroupEnd();
+      return a != ncclSuccess ? a : b != ncclSuccess ? b : r;
+    });
+    ds.finish(nullptr, 0);
+    dr.finish(recv, recv_n);
+  }
+
   /// Returns once every rank has called barrier() with all its queued device work done.
   void barrier() {
     state_->stats.record(CollectiveKind::barrier, {});

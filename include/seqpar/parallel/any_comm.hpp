@@ -80,6 +80,16 @@ class AnyComm {
     impl_->recv(wire(data), n, peer, tag);
   }
 
+  /// Sends `send_n` elements to `peer` and receives `recv_n` from the same peer as one
+  /// operation (NCCL: one group), so that two ranks exchanging with each other cannot
+  /// deadlock where a send waits for its receive; elsewhere a send, then a receive.
+  template <class T>
+  void sendrecv(const T* send, std::size_t send_n, int send_tag, T* recv, std::size_t recv_n, int recv_tag,
+                int peer) {
+    SEQPAR_CHECK(impl_, "sendrecv with rank ", peer, " on a one-rank group");
+    impl_->sendrecv(wire(send), send_n, send_tag, wire(recv), recv_n, recv_tag, peer);
+  }
+
   /// all_reduce that may overlap the caller's later work (see AsyncCommunicator; a
   /// communicator without a stream of its own runs it at once). Untouchable until join().
   template <class T>
@@ -111,8 +121,9 @@ class AnyComm {
   }
 
 // The typed operations, declared (pure) in Concept and forwarded in Model, per element type;
-// the async ones run blocking on a communicator that has no async form.
-#define SEQPAR_ANYCOMM_OPS(T, SPEC, BODY, ASYNC)                                                 \
+// the async ones run blocking on a communicator that has no async form, and sendrecv is a
+// send and a receive on one that has no paired form.
+#define SEQPAR_ANYCOMM_OPS(T, SPEC, BODY, ASYNC, PAIRED)                                                 \
   virtual void all_reduce(T* d, std::size_t n, ReduceOp op) SPEC BODY(all_reduce(d, n, op))      \
   virtual void reduce_scatter(const T* i, T* o, std::size_t n, ReduceOp op)                      \
       SPEC BODY(reduce_scatter(i, o, n, op))                                                     \
@@ -123,7 +134,9 @@ class AnyComm {
   virtual void all_reduce_async(T* d, std::size_t n, ReduceOp op)                                \
       SPEC ASYNC(all_reduce_async(d, n, op), all_reduce(d, n, op))                               \
   virtual void reduce_scatter_async(const T* i, T* o, std::size_t n, ReduceOp op)                \
-      SPEC ASYNC(reduce_scatter_async(i, o, n, op), reduce_scatter(i, o, n, op))
+      SPEC ASYNC(reduce_scatter_async(i, o, n, op), reduce_scatter(i, o, n, op))                 \
+  virtual void sendrecv(const T* s, std::size_t sn, int st, T* r, std::size_t rn, int rt, int p) \
+      SPEC PAIRED(s, sn, st, r, rn, rt, p)
 #define SEQPAR_ANYCOMM_PURE(call) = 0;
 #define SEQPAR_ANYCOMM_PURE_ASYNC(call, blocking) = 0;
 #define SEQPAR_ANYCOMM_FORWARD(call) { comm.call; }
@@ -134,16 +147,26 @@ class AnyComm {
     else                                             \
       comm.blocking;                                 \
   }
-#define SEQPAR_ANYCOMM_ALL_TYPES(SPEC, BODY, ASYNC)       \
-  SEQPAR_ANYCOMM_OPS(float, SPEC, BODY, ASYNC)            \
-  SEQPAR_ANYCOMM_OPS(double, SPEC, BODY, ASYNC)           \
-  SEQPAR_ANYCOMM_OPS(std::int64_t, SPEC, BODY, ASYNC)     \
-  SEQPAR_ANYCOMM_OPS(Bf16Bits, SPEC, BODY, ASYNC)         \
-  SEQPAR_ANYCOMM_OPS(F16Bits, SPEC, BODY, ASYNC)
+#define SEQPAR_ANYCOMM_PURE_PAIRED(s, sn, st, r, rn, rt, p) = 0;
+#define SEQPAR_ANYCOMM_FORWARD_PAIRED(s, sn, st, r, rn, rt, p)                          \
+  {                                                                                     \
+    if constexpr (requires { comm.sendrecv(s, sn, st, r, rn, rt, p); }) {               \
+      comm.sendrecv(s, sn, st, r, rn, rt, p);                                           \
+    } else {                                                                            \
+      comm.send(s, sn, p, st);                                                          \
+      comm.recv(r, rn, p, rt);                                                          \
+    }                                                                                   \
+  }
+#define SEQPAR_ANYCOMM_ALL_TYPES(SPEC, BODY, ASYNC, PAIRED)   \
+  SEQPAR_ANYCOMM_OPS(float, SPEC, BODY, ASYNC, PAIRED)        \
+  SEQPAR_ANYCOMM_OPS(double, SPEC, BODY, ASYNC, PAIRED)       \
+  SEQPAR_ANYCOMM_OPS(std::int64_t, SPEC, BODY, ASYNC, PAIRED) \
+  SEQPAR_ANYCOMM_OPS(Bf16Bits, SPEC, BODY, ASYNC, PAIRED)     \
+  SEQPAR_ANYCOMM_OPS(F16Bits, SPEC, BODY, ASYNC, PAIRED)
 
   struct Concept {
     virtual ~Concept() = default;
-    SEQPAR_ANYCOMM_ALL_TYPES(, SEQPAR_ANYCOMM_PURE, SEQPAR_ANYCOMM_PURE_ASYNC)
+    SEQPAR_ANYCOMM_ALL_TYPES(, SEQPAR_ANYCOMM_PURE, SEQPAR_ANYCOMM_PURE_ASYNC, SEQPAR_ANYCOMM_PURE_PAIRED)
     virtual void join() = 0;
     virtual bool asynchronous() const = 0;
     virtual int rank() const = 0;
@@ -156,7 +179,8 @@ class AnyComm {
   template <class C>
   struct Model final : Concept {
     explicit Model(C c) : comm(std::move(c)) {}
-    SEQPAR_ANYCOMM_ALL_TYPES(override, SEQPAR_ANYCOMM_FORWARD, SEQPAR_ANYCOMM_FORWARD_ASYNC)
+    SEQPAR_ANYCOMM_ALL_TYPES(override, SEQPAR_ANYCOMM_FORWARD, SEQPAR_ANYCOMM_FORWARD_ASYNC,
+                             SEQPAR_ANYCOMM_FORWARD_PAIRED)
     void join() override {
       if constexpr (AsyncCommunicator<C>) comm.join();
     }
@@ -176,6 +200,8 @@ class AnyComm {
 #undef SEQPAR_ANYCOMM_PURE_ASYNC
 #undef SEQPAR_ANYCOMM_FORWARD
 #undef SEQPAR_ANYCOMM_FORWARD_ASYNC
+#undef SEQPAR_ANYCOMM_PURE_PAIRED
+#undef SEQPAR_ANYCOMM_FORWARD_PAIRED
 
   explicit AnyComm(std::shared_ptr<Concept> impl) : impl_(std::move(impl)) {}
 

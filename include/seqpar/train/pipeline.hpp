@@ -5,6 +5,11 @@
 // 1F1B runs S - stage - 1 forwards, then alternates one forward and one backward, so
 // the first stage holds at most S micro-batches. With one stage both are the plain
 // forward-backward loop of gradient accumulation.
+//
+// In 1F1B's steady state a stage sends forward output i to the next stage while that
+// stage sends it gradient k, and sends gradient k back while the previous stage sends it
+// input i + 1: each such pair goes as one sendrecv, so that a transport whose sends wait
+// for their receives (NCCL) cannot deadlock. GPipe's messages need no pairing.
 
 #include <cstdint>
 #include <span>
@@ -35,74 +40,136 @@ class StageRunner {
   template <class Schedule>
   double train(std::span<const BatchView> mbs, T grad_scale) {
     const auto m = static_cast<std::int64_t>(mbs.size());
-    records_.clear();
-    records_.resize(mbs.size());
-    grads_.clear();
-    grads_.resize(mbs.size());
-    loss_ = 0;
+    reset(mbs.size());
     scale_ = grad_scale;
     if constexpr (std::is_same_v<Schedule, GPipe>) {
-      for (std::int64_t i = 0; i < m; ++i) forward(mbs, i, true);
-      for (std::int64_t i = 0; i < m; ++i) backward(mbs, i);
+      for (std::int64_t i = 0; i < m; ++i) {
+        receive_input(mbs, i);
+        forward(mbs, i, true);
+        send_output(mbs, i);
+      }
+      for (std::int64_t i = 0; i < m; ++i) {
+        receive_grad(mbs, i);
+        backward(i);
+        send_grad(mbs, i);
+        release(i);
+      }
     } else {
       const std::int64_t warm = std::min<std::int64_t>(stages() - stage() - 1, m);
-      for (std::int64_t i = 0; i < warm; ++i) forward(mbs, i, true);
-      for (std::int64_t i = warm; i < m; ++i) {
+      for (std::int64_t i = 0; i < warm; ++i) {
+        receive_input(mbs, i);
         forward(mbs, i, true);
-        backward(mbs, i - warm);
+        send_output(mbs, i);
       }
-      for (std::int64_t i = m - warm; i < m; ++i) backward(mbs, i);
+      if (warm < m) receive_input(mbs, warm);
+      for (std::int64_t i = warm, k = 0; i < m; ++i, ++k) {  // forward i, backward k
+        forward(mbs, i, true);
+        if (!last()) {
+          alloc_grad(mbs, k);
+          pipe_.sendrecv(output(i), hidden_elems(mbs, i), fwd_tag(i), grads_[k].data(), hidden_elems(mbs, k),
+                         bwd_tag(k), stage() + 1);
+        }
+        backward(k);
+        if (i + 1 == m) {
+          send_grad(mbs, k);
+        } else {
+          prepare(mbs, i + 1);
+          if (!first())
+            pipe_.sendrecv(grads_[k].data(), hidden_elems(mbs, k), bwd_tag(k), input(i + 1),
+                           hidden_elems(mbs, i + 1), fwd_tag(i + 1), stage() - 1);
+        }
+        release(k);
+      }
+      for (std::int64_t k = m - warm; k < m; ++k) {
+        receive_grad(mbs, k);
+        backward(k);
+        send_grad(mbs, k);
+        release(k);
+      }
     }
     return loss_;
   }
 
   /// Forward only; returns the summed token loss on the last stage, 0 elsewhere.
   double evaluate(std::span<const BatchView> mbs) {
-    records_.resize(1);
-    loss_ = 0;
+    reset(mbs.size());
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(mbs.size()); ++i) {
-      forward(mbs, i, false, 0);
-      if (last()) loss_ += model_->loss(records_[0], T(0), nullptr).sum;
+      receive_input(mbs, i);
+      forward(mbs, i, false);
+      send_output(mbs, i);
+      if (last()) loss_ += model_->loss(records_[static_cast<std::size_t>(i)], T(0), nullptr).sum;
+      release(i);
     }
     return loss_;
   }
 
   /// Forward of one batch through every stage; on the last stage `a` holds ln_f's output.
   Acts& forward_only(const BatchView& b) {
-    records_.resize(1);
-    forward(std::span<const BatchView>(&b, 1), 0, false, 0);
+    const std::span<const BatchView> one(&b, 1);
+    reset(1);
+    receive_input(one, 0);
+    forward(one, 0, false);
+    send_output(one, 0);
     return records_[0];
   }
 
  private:
-  std::size_t hidden_elems(const BatchView& b) const { return static_cast<std::size_t>(b.tokens() * Stack::H); }
+  // Micro-batch i's activation messages: tag 2i forward, 2i + 1 backward.
+  static int fwd_tag(std::int64_t i) { return static_cast<int>(2 * i); }
+  static int bwd_tag(std::int64_t i) { return static_cast<int>(2 * i + 1); }
+  static std::size_t hidden_elems(std::span<const BatchView> mbs, std::int64_t i) {
+    return static_cast<std::size_t>(mbs[static_cast<std::size_t>(i)].tokens() * Stack::H);
+  }
+  T* input(std::int64_t i) { return records_[static_cast<std::size_t>(i)].x[0].data(); }
+  T* output(std::int64_t i) { return records_[static_cast<std::size_t>(i)].x.back().data(); }
 
-  void forward(std::span<const BatchView> mbs, std::int64_t i, bool with_loss, std::int64_t slot = -1) {
-    const BatchView& b = mbs[static_cast<std::size_t>(i)];
-    Acts& a = records_[static_cast<std::size_t>(slot < 0 ? i : slot)];
-    model_->prepare(b, a);
-    if (!first()) pipe_.recv(a.x[0].data(), hidden_elems(b), stage() - 1, static_cast<int>(2 * i));
-    model_->forward(b, a);
-    if (!last()) {
-      pipe_.send(a.x.back().data(), hidden_elems(b), stage() + 1, static_cast<int>(2 * i));
-    } else if (with_loss) {
-      auto& d = grads_[static_cast<std::size_t>(i)];
-      d = Buffer<T, Arena>(model_->arena(), hidden_elems(b), Memory::activations);
-      loss_ += model_->loss(a, scale_, d.data()).sum;  // the head's backward runs here
+  // Record i made ready for micro-batch i (its input buffer first: a stage receives there).
+  void prepare(std::span<const BatchView> mbs, std::int64_t i) {
+    model_->prepare(mbs[static_cast<std::size_t>(i)], records_[static_cast<std::size_t>(i)]);
+  }
+  void receive_input(std::span<const BatchView> mbs, std::int64_t i) {
+    prepare(mbs, i);
+    if (!first()) pipe_.recv(input(i), hidden_elems(mbs, i), stage() - 1, fwd_tag(i));
+  }
+  void send_output(std::span<const BatchView> mbs, std::int64_t i) {
+    if (!last()) pipe_.send(output(i), hidden_elems(mbs, i), stage() + 1, fwd_tag(i));
+  }
+  // The stage's layers on micro-batch i; on the last stage with `with_loss` also the loss
+  // and the head's backward, whose gradient becomes grads_[i].
+  void forward(std::span<const BatchView> mbs, std::int64_t i, bool with_loss) {
+    Acts& a = records_[static_cast<std::size_t>(i)];
+    model_->forward(mbs[static_cast<std::size_t>(i)], a);
+    if (last() && with_loss) {
+      alloc_grad(mbs, i);
+      loss_ += model_->loss(a, scale_, grads_[static_cast<std::size_t>(i)].data()).sum;
     }
   }
-
-  void backward(std::span<const BatchView> mbs, std::int64_t i) {
-    const BatchView& b = mbs[static_cast<std::size_t>(i)];
-    auto& d = grads_[static_cast<std::size_t>(i)];
-    if (!last()) {
-      d = Buffer<T, Arena>(model_->arena(), hidden_elems(b), Memory::activations);
-      pipe_.recv(d.data(), hidden_elems(b), stage() + 1, static_cast<int>(2 * i + 1));
-    }
-    model_->backward(records_[static_cast<std::size_t>(i)], d.data());
-    if (!first()) pipe_.send(d.data(), hidden_elems(b), stage() - 1, static_cast<int>(2 * i + 1));
-    records_[static_cast<std::size_t>(i)] = Acts{};  // this micro-batch is done: free its record
-    d.reset();
+  void alloc_grad(std::span<const BatchView> mbs, std::int64_t i) {
+    grads_[static_cast<std::size_t>(i)] = Buffer<T, Arena>(model_->arena(), hidden_elems(mbs, i), Memory::activations);
+  }
+  void receive_grad(std::span<const BatchView> mbs, std::int64_t i) {
+    if (last()) return;  // made by the loss
+    alloc_grad(mbs, i);
+    pipe_.recv(grads_[static_cast<std::size_t>(i)].data(), hidden_elems(mbs, i), stage() + 1, bwd_tag(i));
+  }
+  void backward(std::int64_t i) {
+    model_->backward(records_[static_cast<std::size_t>(i)], grads_[static_cast<std::size_t>(i)].data());
+  }
+  void send_grad(std::span<const BatchView> mbs, std::int64_t i) {
+    if (!first()) pipe_.send(grads_[static_cast<std::size_t>(i)].data(), hidden_elems(mbs, i), stage() - 1, bwd_tag(i));
+  }
+  // A record and a gradient slot per micro-batch, none allocated yet.
+  void reset(std::size_t micro_batches) {
+    records_.clear();
+    records_.resize(micro_batches);
+    grads_.clear();
+    grads_.resize(micro_batches);
+    loss_ = 0;
+  }
+  // Micro-batch i is done: its record and gradient are freed.
+  void release(std::int64_t i) {
+    records_[static_cast<std::size_t>(i)] = Acts{};
+    grads_[static_cast<std::size_t>(i)].reset();
   }
 
   Stack* model_;
