@@ -99,7 +99,8 @@ TEST_CASE("NcclComm's stream waits for the caller's work, and the caller's later
   for (const bool async : {false, true}) {
     CAPTURE(async);
     Ops<Cuda>::fill(out.data(), 0.0f, static_cast<std::int64_t>(n));
-    Ops<Cuda>::fill(in.data(), 7.0f, static_cast<std::int64_t>(n));  // queued on the caller's stream
+    Ops<Cuda>::fill(in.data(), 7.0f,
+                    static_cast<std::int64_t>(n));  // queued on the caller's stream
     if (async) {
       nccl.reduce_scatter_async(in.data(), out.data(), n, ReduceOp::sum);
       nccl.join();
