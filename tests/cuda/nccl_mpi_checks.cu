@@ -136,31 +136,13 @@ void check_collectives(AnyComm& comm, Checker& chk, const std::string& type) {
   }
 }
 
-// A global batch of `rows` rows of 16 tokens (left padding and ignored labels on some).
-Batch batch(std::int64_t rows, int step) {
-  Batch b(rows, 16);
-  const CounterRng rng(static_cast<std::uint64_t>(step) + 300, "nccl-mpi-checks");
-  for (std::size_t i = 0; i < b.input_ids.size(); ++i) {
-    b.input_ids[i] = static_cast<std::int32_t>(4 + rng.bits(i) % 296);
-    b.labels[i] = rng.bits(i, 1) % 9 == 0 ? ignore_index : b.input_ids[i];
-  }
-  for (std::int64_t r = 1; r < rows; r += 2)
-    for (std::int64_t t = 0; t < r % 8; ++t) {
-      const auto i = static_cast<std::size_t>(r * 16 + t);
-      b.attention_mask[i] = 0;
-      b.labels[i] = ignore_index;
-      b.input_ids[i] = 3;
-    }
-  return b;
-}
-
 constexpr int kSteps = 3;
 
 template <class Prec>
 std::vector<double> one_rank_losses(std::int64_t rows) {
   Trainer<TrainTiny, Replicated<1>, Cuda, Prec> t(trainer_options());
   std::vector<double> losses;
-  for (int s = 0; s < kSteps; ++s) losses.push_back(t.step(batch(rows, s)).loss);
+  for (int s = 0; s < kSteps; ++s) losses.push_back(t.step(trainer_batch(s, rows)).loss);
   return losses;
 }
 
@@ -172,7 +154,7 @@ void check_plan(NcclComm& world, Checker& chk, const std::string& name) {
   Trainer<TrainTiny, Plan, Cuda, Prec> t(world, trainer_options());
   const double tol = std::is_same_v<Prec, Fp32> ? 1e-5 : 2e-2;
   for (int s = 0; s < kSteps; ++s) {
-    const double got = t.step(batch(rows, s)).loss;
+    const double got = t.step(trainer_batch(s, rows)).loss;
     chk.expect(std::abs(got - want[s]) <= tol * std::abs(want[s]),
                name + " step " + std::to_string(s) + ": loss " + std::to_string(got) + ", one rank " +
                    std::to_string(want[s]));
@@ -185,7 +167,7 @@ void check_checkpoint(NcclComm& world, Checker& chk) {
   const std::string path = "/tmp/seqpar_nccl_mpi_checks.safetensors";
   {
     Trainer<TrainTiny, Sharded<Zero3>, Cuda, Fp32> t(world, trainer_options());
-    for (int s = 0; s < 2; ++s) t.step(batch(rows, s));
+    for (int s = 0; s < 2; ++s) t.step(trainer_batch(s, rows));
     t.save_checkpoint(path);
   }
   if (world.rank() != 0) return;
@@ -195,7 +177,7 @@ void check_checkpoint(NcclComm& world, Checker& chk) {
   Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> resumed(o);
   resumed.load_checkpoint(path);
   std::remove(path.c_str());
-  const double got = resumed.step(batch(rows, 2)).loss;
+  const double got = resumed.step(trainer_batch(2, rows)).loss;
   chk.expect(std::abs(got - want) <= 1e-5 * std::abs(want), "ZeRO-3 checkpoint resumed on one rank");
 }
 

@@ -18,17 +18,17 @@ namespace seqpar::test {
 /// 300 tokens (padded to 384), 2 layers of 64 with 4 heads.
 using TrainTiny = Bloom<BloomConfig{.vocab_size = 300, .hidden = 64, .layers = 2, .heads = 4}>;
 
-/// Global batch `step`: 4 rows of 16 random tokens (never all one id), left padding on
-/// two rows and some ignored labels.
-inline Batch trainer_batch(int step) {
-  Batch b(4, 16);
+/// Global batch `step`: `rows` rows of 16 random tokens (never all one id), left padding
+/// on the odd rows (r % 8 tokens) and some ignored labels.
+inline Batch trainer_batch(int step, std::int64_t rows = 4) {
+  Batch b(rows, 16);
   const CounterRng rng(static_cast<std::uint64_t>(step) + 100, "cuda-trainer-batch");
   for (std::size_t i = 0; i < b.input_ids.size(); ++i) {
     b.input_ids[i] = static_cast<std::int32_t>(4 + rng.bits(i) % 296);
     b.labels[i] = rng.bits(i, 1) % 9 == 0 ? ignore_index : b.input_ids[i];
   }
-  for (std::int64_t r = 1; r < 4; r += 2)
-    for (std::int64_t t = 0; t < r; ++t) {
+  for (std::int64_t r = 1; r < rows; r += 2)
+    for (std::int64_t t = 0; t < r % 8; ++t) {
       const auto i = static_cast<std::size_t>(r * 16 + t);
       b.attention_mask[i] = 0;
       b.labels[i] = ignore_index;

@@ -301,11 +301,26 @@ void combine(T& acc, T x, ReduceOp op) {
 template <CommElement T, class Row>
 void reduce_rows(const Row& row, std::size_t off, std::size_t n, ReduceOp op, T* out) {
   using A = CommAccum<T>;
-  for (std::size_t i = 0; i < n; ++i) {
-    A acc = comm_widen(static_cast<const T*>(row[0].in)[off + i]);
-    for (std::size_t k = 1; k < row.size(); ++k)
-      combine(acc, comm_widen(static_cast<const T*>(row[k].in)[off + i]), op);
-    out[i] = comm_narrow<T>(acc);
+  const auto src = [&](std::size_t k) { return static_cast<const T*>(row[k].in) + off; };
+  if constexpr (std::is_same_v<A, T>) {
+    if (n) std::memcpy(out, src(0), n * sizeof(T));
+    for (std::size_t k = 1; k < row.size(); ++k) {
+      const T* x = src(k);
+      for (std::size_t i = 0; i < n; ++i) combine(out[i], x[i], op);
+    }
+  } else {
+    std::vector<A> acc(n);
+    for (std::size_t k = 0; k < row.size(); ++k) {
+      const T* x = src(k);
+      for (std::size_t i = 0; i < n; ++i) {
+        const A v = comm_widen(x[i]);
+        if (k == 0)
+          acc[i] = v;
+        else
+          combine(acc[i], v, op);
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) out[i] = comm_narrow<T>(acc[i]);
   }
 }
 
