@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
+#include "../support/random.hpp"
 #include "seqpar/backend/cpu/ops.hpp"
-#include "seqpar/core/rng.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -21,10 +21,7 @@ using O = Ops<Cpu>;
 
 namespace {
 std::vector<float> randf(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  std::vector<float> v(n);
-  const CounterRng rng(seed, "float paths");
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(scale * rng.normal(i));
-  return v;
+  return test::normal_values<float>(n, seed, scale, "float paths");
 }
 std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 

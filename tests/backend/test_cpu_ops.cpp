@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../support/gradcheck.hpp"
+#include "../support/random.hpp"
 #include "seqpar/backend/cpu/ops.hpp"
 #include "seqpar/core/rng.hpp"
 #include "seqpar/nn/lm_head.hpp"
@@ -17,10 +18,7 @@ using O = Ops<Cpu>;
 
 namespace {
 std::vector<double> randn(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  std::vector<double> v(n);
-  const CounterRng rng(seed, "test");
-  for (std::size_t i = 0; i < n; ++i) v[i] = scale * rng.normal(i);
-  return v;
+  return test::normal_values<double>(n, seed, scale, "test");
 }
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;

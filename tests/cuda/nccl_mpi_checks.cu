@@ -41,29 +41,28 @@ struct Checker {
   }
 };
 
+// Storage values as floats and back: detail::to_float / from_float, and casts for double.
 template <class T>
 float as_float(T x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __bfloat162float(x);
-  else if constexpr (std::is_same_v<T, __half>)
-    return __half2float(x);
-  else
+  if constexpr (std::is_same_v<T, double>)
     return static_cast<float>(x);
+  else
+    return detail::to_float(x);
 }
 
 template <class T>
 T from_float(float x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16(x);
-  else if constexpr (std::is_same_v<T, __half>)
-    return __float2half(x);
+  if constexpr (std::is_same_v<T, double>)
+    return x;
   else
-    return static_cast<T>(x);
+    return detail::from_float<T>(x);
 }
 
 // Rank r's element i: a small integer, so that every sum over up to 8 ranks is exact in
 // every type (below 256, which bf16 holds exactly).
-float input(int r, std::size_t i) { return static_cast<float>((r + 1) * static_cast<int>(i % 7 + 1)); }
+float input(int r, std::size_t i) {
+  return static_cast<float>((r + 1) * static_cast<int>(i % 7 + 1));
+}
 
 template <class T>
 std::vector<float> download(const Buffer<T, DeviceArena<Cuda>>& b) {
@@ -105,12 +104,15 @@ void check_collectives(AnyComm& comm, Checker& chk, const std::string& type) {
   chk.expect(all(download(a), sum), type + " all_reduce sum");
   a = device_inputs<T>(arena, r, n);
   comm.all_reduce(a.data(), n, ReduceOp::max);
-  chk.expect(all(download(a), [&](std::size_t i) { return input(N - 1, i); }), type + " all_reduce max");
+  chk.expect(all(download(a), [&](std::size_t i) { return input(N - 1, i); }),
+             type + " all_reduce max");
 
   auto big = device_inputs<T>(arena, r, n * N);
-  Buffer<T, DeviceArena<Cuda>> block(arena, n, Memory::buffers), gathered(arena, n * N, Memory::buffers);
+  Buffer<T, DeviceArena<Cuda>> block(arena, n, Memory::buffers),
+      gathered(arena, n * N, Memory::buffers);
   comm.reduce_scatter(big.data(), block.data(), n, ReduceOp::sum);
-  chk.expect(all(download(block), [&](std::size_t i) { return sum(r * n + i); }), type + " reduce_scatter");
+  chk.expect(all(download(block), [&](std::size_t i) { return sum(r * n + i); }),
+             type + " reduce_scatter");
   comm.all_gather(block.data(), gathered.data(), n);
   chk.expect(all(download(gathered), [&](std::size_t i) { return sum(i); }), type + " all_gather");
 
@@ -124,7 +126,8 @@ void check_collectives(AnyComm& comm, Checker& chk, const std::string& type) {
   comm.reduce_scatter_async(big.data(), block.data(), n, ReduceOp::sum);
   comm.join();
   chk.expect(all(download(a), sum), type + " all_reduce_async");
-  chk.expect(all(download(block), [&](std::size_t i) { return sum(r * n + i); }), type + " reduce_scatter_async");
+  chk.expect(all(download(block), [&](std::size_t i) { return sum(r * n + i); }),
+             type + " reduce_scatter_async");
 
   // sendrecv between ranks 2k and 2k + 1 (both send first: one NCCL group each)
   const int peer = r ^ 1;
@@ -132,7 +135,8 @@ void check_collectives(AnyComm& comm, Checker& chk, const std::string& type) {
     auto mine = device_inputs<T>(arena, r, n);
     Buffer<T, DeviceArena<Cuda>> theirs(arena, n, Memory::buffers);
     comm.sendrecv(mine.data(), n, 0, theirs.data(), n, 0, peer);
-    chk.expect(all(download(theirs), [&](std::size_t i) { return input(peer, i); }), type + " sendrecv");
+    chk.expect(all(download(theirs), [&](std::size_t i) { return input(peer, i); }),
+               type + " sendrecv");
   }
 }
 
@@ -156,8 +160,8 @@ void check_plan(NcclComm& world, Checker& chk, const std::string& name) {
   for (int s = 0; s < kSteps; ++s) {
     const double got = t.step(trainer_batch(s, rows)).loss;
     chk.expect(std::abs(got - want[s]) <= tol * std::abs(want[s]),
-               name + " step " + std::to_string(s) + ": loss " + std::to_string(got) + ", one rank " +
-                   std::to_string(want[s]));
+               name + " step " + std::to_string(s) + ": loss " + std::to_string(got) +
+                   ", one rank " + std::to_string(want[s]));
   }
 }
 
@@ -178,7 +182,8 @@ void check_checkpoint(NcclComm& world, Checker& chk) {
   resumed.load_checkpoint(path);
   std::remove(path.c_str());
   const double got = resumed.step(trainer_batch(2, rows)).loss;
-  chk.expect(std::abs(got - want) <= 1e-5 * std::abs(want), "ZeRO-3 checkpoint resumed on one rank");
+  chk.expect(std::abs(got - want) <= 1e-5 * std::abs(want),
+             "ZeRO-3 checkpoint resumed on one rank");
 }
 
 int run_checks(MpiComm& mpi) {
@@ -189,7 +194,9 @@ int run_checks(MpiComm& mpi) {
   mpi.all_reduce(&short_of_gpus, 1, ReduceOp::max);
   if (short_of_gpus) {
     if (mpi.rank() == 0)
-      std::printf("nccl_mpi_checks: a node has fewer GPUs than processes (rank 0 sees %d): skipped\n", devices);
+      std::printf(
+          "nccl_mpi_checks: a node has fewer GPUs than processes (rank 0 sees %d): skipped\n",
+          devices);
     return 77;
   }
   NcclComm world(mpi);
@@ -216,10 +223,12 @@ int run_checks(MpiComm& mpi) {
   if (world.size() % 2 == 0) {
     check_plan<Hybrid<TP2, Replicated<>>, Fp32>(world, chk, "TP2 x DP");
     check_plan<Hybrid<Pipeline<2, OneFOneB>, Replicated<>>, Fp32>(world, chk, "PP2 (1F1B) x DP");
-    check_plan<Hybrid<Pipeline<2, GPipe>, Sharded<Zero2>>, Fp32>(world, chk, "PP2 (GPipe) x ZeRO-2");
+    check_plan<Hybrid<Pipeline<2, GPipe>, Sharded<Zero2>>, Fp32>(world, chk,
+                                                                 "PP2 (GPipe) x ZeRO-2");
   }
   if (world.size() % 4 == 0)
-    check_plan<Hybrid<TP2, Pipeline<2>, Replicated<>>, Bf16Mixed>(world, chk, "TP2 x PP2 x DP bf16");
+    check_plan<Hybrid<TP2, Pipeline<2>, Replicated<>>, Bf16Mixed>(world, chk,
+                                                                  "TP2 x PP2 x DP bf16");
   check_checkpoint(world, chk);
   std::int64_t totals[2] = {chk.checks, chk.failures};
   mpi.all_reduce(totals, 2, ReduceOp::sum);

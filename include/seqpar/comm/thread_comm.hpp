@@ -310,15 +310,10 @@ void reduce_rows(const Row& row, std::size_t off, std::size_t n, ReduceOp op, T*
     }
   } else {
     std::vector<A> acc(n);
-    for (std::size_t k = 0; k < row.size(); ++k) {
+    for (std::size_t i = 0; i < n; ++i) acc[i] = comm_widen(src(0)[i]);
+    for (std::size_t k = 1; k < row.size(); ++k) {
       const T* x = src(k);
-      for (std::size_t i = 0; i < n; ++i) {
-        const A v = comm_widen(x[i]);
-        if (k == 0)
-          acc[i] = v;
-        else
-          combine(acc[i], v, op);
-      }
+      for (std::size_t i = 0; i < n; ++i) combine(acc[i], comm_widen(x[i]), op);
     }
     for (std::size_t i = 0; i < n; ++i) out[i] = comm_narrow<T>(acc[i]);
   }

@@ -79,7 +79,6 @@ class DataAxis final : public UnitHooks {
   void begin_step(std::int64_t micro_batches) {
     micro_batches_ = micro_batches;
     ready_count_.assign(shards_.size(), 0);
-    reduced_.assign(shards_.size(), false);
     if (zero_ < 2) return model_->zero_grads();
     for (auto& g : grad_shard_)
       if (!g.empty()) Ops<D>::fill(g.data(), T(0), static_cast<std::int64_t>(g.size()));
@@ -97,7 +96,7 @@ class DataAxis final : public UnitHooks {
     held_[u] = false;
   }
   void grads_ready(std::size_t u) override {
-    const bool last = ++ready_count_[u] >= micro_batches_;
+    const bool last = ++ready_count_[u] == micro_batches_;
     if (zero_ < 2) {
       if (last) start_reduction(u);  // the gradients are whole once per step
       return;
@@ -123,7 +122,7 @@ class DataAxis final : public UnitHooks {
   /// gradient is already divided by the global token count, so the sum is the mean.
   void reduce_gradients() {
     for (std::size_t u = 0; u < shards_.size(); ++u)
-      if (model_->holds(u) && zero_ < 2 && !reduced_[u]) start_reduction(u);
+      if (model_->holds(u) && zero_ < 2 && ready_count_[u] < micro_batches_) start_reduction(u);
     comm_.join();
     finish_in_flight();
   }
@@ -217,7 +216,6 @@ class DataAxis final : public UnitHooks {
   // Replicated and ZeRO-1: unit u's whole gradients summed over the ranks, in place or into
   // this rank's shard, queued behind the backward.
   void start_reduction(std::size_t u) {
-    reduced_[u] = true;
     const auto total = static_cast<std::size_t>(model_->padded_numel(u));
     if (zero_ == 0) return comm_.all_reduce_async(model_->grads(u), total, ReduceOp::sum);
     if (n_ == 1) return Ops<D>::copy(grad_shard_[u].data(), model_->grads(u), shards_[u].size);
@@ -254,7 +252,6 @@ class DataAxis final : public UnitHooks {
   Buffer<double, Arena> square_sum_;  // [1] the gradient norm's sum, on the device
   std::int64_t micro_batches_ = 1;    // in this step
   std::vector<std::int64_t> ready_count_;  // per unit: micro-batches whose gradients are complete
-  std::vector<bool> reduced_;         // per unit (Replicated, ZeRO-1): reduction started this step
   struct {
     std::size_t unit = 0;
     Buffer<T, Arena> grads, part;  // the unit's full gradients and this rank's reduced block
