@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "seqpar/backend/cuda/ops.hpp"
@@ -258,4 +259,17 @@ BENCHMARK_TEMPLATE(BM_embedding_backward, bf16)->UseManualTime();
 BENCHMARK_TEMPLATE(BM_adamw_mixed, bf16)->UseManualTime();
 BENCHMARK_TEMPLATE(BM_sum_squares, bf16)->UseManualTime();
 
-BENCHMARK_MAIN();
+// Google Benchmark's main, after a check that there is a device: none exits with 77 (skipped).
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();
+    std::printf("bench_cuda_ops: no CUDA device: skipped\n");
+    return 77;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -6,14 +6,16 @@
 #      ranks:   test_cuda's "multi-rank" suite on its own (CudaThreadComm, multi-rank
 #               plans on one GPU), so that a failure there cannot hide the other results
 #      nccl:    test_nccl, NcclComm as a one-rank group (its streams, every collective)
-#   2. ops:     per-op timings at SeqGPT-560M's shapes (bench_cuda_ops)
-#   3. seqpar:  training-step throughput on SeqGPT-560M's shape (bench_cuda_train_step)
-#   4. pytorch: the same steps in PyTorch, Hugging Face BloomForCausalLM
+#   2. seqpar:  training-step throughput on SeqGPT-560M's shape (bench_cuda_train_step)
+#   3. pytorch: the same steps in PyTorch, Hugging Face BloomForCausalLM
 #               (tools/bench_torch_gpu.py: autocast bf16, fp32 weights, fused AdamW)
+#   4. ops:     per-op timings at SeqGPT-560M's shapes (bench_cuda_ops)
 #
 # A step whose program is missing is skipped with a message saying what to build. Full
-# logs go to OUTDIR (created); the last lines printed are a table of the test results and
-# of tokens/s, MFU and peak memory for seqpar and PyTorch.
+# logs go to OUTDIR (created; eight files at most: environment.log, test_cuda.log,
+# test_cuda_ranks.log, test_nccl.log, seqpar_bench.log, torch_bench.log, cuda_ops.log,
+# summary.txt); the last lines printed, and summary.txt, are a table of the test results
+# and one of tokens/s, MFU and peak memory per shape for seqpar and PyTorch side by side.
 #
 # The binaries are built elsewhere (no GPU needed) and travel here:
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSEQPAR_WITH_CUDA=ON \
@@ -38,6 +40,9 @@
 #                        knows them, mfu, peak_bytes, batch and seq.
 #   SEQPAR_TORCH_SHAPES  PyTorch batch shapes (default: 8x512,16x512)
 #   SEQPAR_STEP_TIMEOUT  seconds each step may take (default: 600)
+#   SEQPAR_TOTAL_TIMEOUT seconds the whole run may take (default: none): each step gets at
+#                        most what is left, less 20 s for the table
+#   SEQPAR_REQUIRE_GPU   1: a step that finds no GPU (exit 77) fails instead of skipping
 #   PYTHON               python with torch and transformers (default: python3)
 #
 # Exit status: 0 when no step failed (skipped steps do not fail), 1 otherwise.
@@ -58,7 +63,10 @@ ops_bin=${SEQPAR_CUDA_OPS:-$build/benchmarks/bench_cuda_ops}
 bench_bin=${SEQPAR_CUDA_BENCH:-$build/benchmarks/bench_cuda_train_step}
 torch_shapes=${SEQPAR_TORCH_SHAPES:-8x512,16x512}
 limit=${SEQPAR_STEP_TIMEOUT:-600}
+total=${SEQPAR_TOTAL_TIMEOUT:-0}
+require_gpu=${SEQPAR_REQUIRE_GPU:-0}
 python=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
 summary=$out/summary.txt
 : >"$summary"
 
@@ -66,6 +74,42 @@ note() { echo "gpu-check: $*"; }
 # record STEP STATUS DETAIL: one line of the final table
 record() { printf '%-8s %-5s %s\n' "$1" "$2" "$3" >>"$summary"; }
 have_python() { command -v "$python" >/dev/null 2>&1; }
+# step_limit: the seconds the next step may take (SEQPAR_STEP_TIMEOUT, or what is left of
+# SEQPAR_TOTAL_TIMEOUT less 20 s for the table, at least 5).
+step_limit() {
+  local t=$limit left
+  if ((total > 0)); then
+    left=$((total - SECONDS - 20))
+    ((left < t)) && t=$left
+    ((t < 5)) && t=5
+  fi
+  echo "$t"
+}
+# run_limited LOG CMD...: CMD with the step's time limit, its output in OUTDIR/LOG; the exit
+# status is CMD's, 124 past the limit (then killed 10 s later if it ignored the signal).
+run_limited() {
+  local log=$1
+  shift
+  timeout -k 10 "$(step_limit)" "$@" >"$out/$log" 2>&1
+}
+# skipped RC: whether exit status RC means "no GPU here" and that is allowed.
+skipped() { [[ $1 -eq 77 && $require_gpu != 1 ]]; }
+# run_step STEP LOG CMD...: CMD under run_limited; one line of the table from its exit status.
+run_step() {
+  local step=$1 log=$2
+  shift 2
+  run_limited "$log" "$@"
+  local rc=$?
+  if [[ $rc -eq 0 ]]; then
+    record "$step" PASS "see $log"
+  elif skipped $rc; then
+    record "$step" SKIP "$(head -1 "$out/$log")"
+  else
+    [[ $rc -eq 124 ]] && log="$log; timed out"
+    record "$step" FAIL "exit $rc (see $log)"
+    failed=1
+  fi
+}
 
 # Libraries that travelled with the binaries, then cuBLAS, the CUDA runtime and NCCL: the
 # toolkit's first, then those of the wheels PyTorch loads.
@@ -114,17 +158,17 @@ run_tests() {
   local step=$1 log=$2 bin=$3
   shift 3
   note "$step: $bin $*"
-  timeout "$limit" "$bin" --duration=true "$@" >"$out/$log" 2>&1
+  run_limited "$log" "$bin" --duration=true "$@"
   local rc=$?
   local cases asserts
   cases=$(grep -E '^\[doctest\] test cases:' "$out/$log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
   asserts=$(grep -E '^\[doctest\] assertions:' "$out/$log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
   if [[ $rc -eq 0 ]]; then
     record "$step" PASS "$cases; $asserts"
-  elif [[ $rc -eq 77 ]]; then
+  elif skipped $rc; then
     record "$step" SKIP "$(head -1 "$out/$log")"
   else
-    [[ $rc -eq 124 ]] && cases="timed out after ${limit}s; $cases"
+    [[ $rc -eq 124 ]] && cases="timed out; $cases"
     [[ $rc -gt 128 && $rc -ne 124 ]] && cases="killed by signal $((rc - 128)); $cases"
     record "$step" FAIL "exit $rc; $cases; $asserts (see $log)"
     failed=1
@@ -146,62 +190,39 @@ else
   run_tests nccl test_nccl.log "$nccl_bin"
 fi
 
-# --- 2. per-op timings --------------------------------------------------------------------
-if [[ ! -x $ops_bin ]]; then
-  note "ops: skipped, $ops_bin not found (build target bench_cuda_ops with SEQPAR_WITH_CUDA=ON)"
-  record ops SKIP "no $ops_bin"
-else
-  note "ops: $ops_bin"
-  timeout "$limit" "$ops_bin" --benchmark_min_time=0.2 --benchmark_out="$out/cuda_ops.json" \
-    --benchmark_out_format=json >"$out/cuda_ops.log" 2>&1
-  rc=$?
-  if [[ $rc -eq 0 ]]; then
-    record ops PASS "see cuda_ops.log"
-  else
-    record ops FAIL "exit $rc (see cuda_ops.log)"
-    failed=1
-  fi
-  cat "$out/cuda_ops.log"
-fi
-
-# --- 3. seqpar throughput ---------------------------------------------------------------
+# --- 2. seqpar throughput ---------------------------------------------------------------
 if [[ ! -x $bench_bin ]]; then
   note "seqpar: skipped, $bench_bin not found (build target bench_cuda_train_step with SEQPAR_WITH_CUDA=ON)"
   record seqpar SKIP "no $bench_bin"
 else
   note "seqpar: $bench_bin ${SEQPAR_BENCH_ARGS:-}"
   # shellcheck disable=SC2086  # the arguments are meant to split
-  timeout "$limit" "$bench_bin" ${SEQPAR_BENCH_ARGS:-} >"$out/seqpar_bench.log" 2>&1
-  rc=$?
-  if [[ $rc -eq 0 ]]; then
-    record seqpar PASS "see seqpar_bench.log"
-  elif [[ $rc -eq 77 ]]; then
-    record seqpar SKIP "$(head -1 "$out/seqpar_bench.log")"
-  else
-    record seqpar FAIL "exit $rc (see seqpar_bench.log)"
-    failed=1
-  fi
+  run_step seqpar seqpar_bench.log "$bench_bin" ${SEQPAR_BENCH_ARGS:-}
   tail -5 "$out/seqpar_bench.log"
 fi
 
-# --- 4. PyTorch throughput ---------------------------------------------------------------
+# --- 3. PyTorch throughput ---------------------------------------------------------------
 if ! have_python; then
   note "pytorch: skipped, no $python"
   record pytorch SKIP "no $python"
-elif ! "$python" -c "import torch, transformers; assert torch.cuda.is_available()" >/dev/null 2>&1; then
-  note "pytorch: skipped, $python lacks torch/transformers or sees no GPU"
-  record pytorch SKIP "$python lacks torch/transformers or CUDA"
+elif ! "$python" -c "import torch, transformers; assert torch.cuda.is_available()" >"$out/torch_bench.log" 2>&1; then
+  note "pytorch: skipped, $python lacks torch/transformers or sees no GPU (see torch_bench.log)"
+  record pytorch SKIP "$python lacks torch/transformers or CUDA (see torch_bench.log)"
+  [[ $require_gpu == 1 ]] && failed=1
 else
   note "pytorch: tools/bench_torch_gpu.py --shapes $torch_shapes"
-  timeout "$limit" "$python" "$root/tools/bench_torch_gpu.py" --shapes "$torch_shapes" >"$out/torch_bench.log" 2>&1
-  rc=$?
-  if [[ $rc -eq 0 ]]; then
-    record pytorch PASS "see torch_bench.log"
-  else
-    record pytorch FAIL "exit $rc (see torch_bench.log)"
-    failed=1
-  fi
+  run_step pytorch torch_bench.log "$python" "$root/tools/bench_torch_gpu.py" --shapes "$torch_shapes"
   tail -4 "$out/torch_bench.log"
+fi
+
+# --- 4. per-op timings --------------------------------------------------------------------
+if [[ ! -x $ops_bin ]]; then
+  note "ops: skipped, $ops_bin not found (build target bench_cuda_ops with SEQPAR_WITH_CUDA=ON)"
+  record ops SKIP "no $ops_bin"
+else
+  note "ops: $ops_bin"
+  run_step ops cuda_ops.log "$ops_bin" --benchmark_min_time=0.2
+  cat "$out/cuda_ops.log"
 fi
 
 # --- the table --------------------------------------------------------------------------
@@ -209,46 +230,59 @@ echo
 echo "== gpu-check summary ($(date -u +%H:%M:%SZ)) =="
 cat "$summary"
 if have_python; then
-  "$python" - "$out/seqpar_bench.log" "$out/torch_bench.log" <<'PY' | tee "$out/throughput.txt"
+  "$python" - "$out/seqpar_bench.log" "$out/torch_bench.log" <<'PY' | tee -a "$summary"
 import json, sys
 
-def records(path, impl):
+def records(path):
+    """The JSON lines of a throughput log (or a Google Benchmark JSON report), by shape."""
     try:
         text = open(path).read()
     except OSError:
-        return []
+        return {}
     found = []
     try:  # Google Benchmark's JSON report: user counters sit in each entry
         doc = json.loads(text[text.index("{"):])
-        for b in doc.get("benchmarks", []):
-            if "tokens_per_s" in b:
-                found.append(dict(b, impl=impl, name=b.get("name", "")))
-        if found:
-            return found
+        found = [b for b in doc.get("benchmarks", []) if "tokens_per_s" in b]
     except ValueError:
         pass
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{") and "tokens_per_s" in line:
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            r.setdefault("impl", impl)
-            found.append(r)
-    return found
+    if not found:
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    found.append(json.loads(line))
+                except ValueError:
+                    pass
+    return {f"{r.get('batch', '?')}x{r.get('seq', '?')}": r for r in found}
 
-rows = records(sys.argv[1], "seqpar") + records(sys.argv[2], "pytorch")
-print(f"{'impl':<8} {'batch x seq':>11} {'tokens/s':>12} {'MFU':>7} {'peak GiB':>9}")
-for r in rows:
-    shape = f"{r.get('batch', '?')}x{r.get('seq', '?')}"
-    mfu = r.get("mfu")
-    peak = r.get("peak_bytes")
-    print(f"{r['impl']:<8} {shape:>11} {r['tokens_per_s']:>12,.0f} "
-          f"{(f'{100 * mfu:.1f}%' if isinstance(mfu, (int, float)) else '-'):>7} "
-          f"{(f'{peak / 2**30:.2f}' if isinstance(peak, (int, float)) else '-'):>9}")
-if not rows:
+def cells(r):
+    """tokens/s, MFU and peak GiB of one record; a failed one shows its error."""
+    if r is None:
+        return ["-", "-", "-"]
+    if "tokens_per_s" not in r:
+        return [str(r.get("error", "failed"))[:12], "-", "-"]
+    mfu, peak = r.get("mfu"), r.get("peak_bytes")
+    return [f"{r['tokens_per_s']:,.0f}",
+            f"{100 * mfu:.1f}%" if isinstance(mfu, (int, float)) else "-",
+            f"{peak / 2**30:.2f}" if isinstance(peak, (int, float)) else "-"]
+
+ours, theirs = records(sys.argv[1]), records(sys.argv[2])
+shapes = sorted(set(ours) | set(theirs), key=lambda s: [int(x) if x.isdigit() else 0 for x in s.split("x")])
+print()
+print(f"{'batch x seq':>11} | {'seqpar tok/s':>12} {'MFU':>6} {'peak GiB':>8} | "
+      f"{'torch tok/s':>12} {'MFU':>6} {'peak GiB':>8} | {'speed':>6} {'memory':>6}")
+for shape in shapes:
+    a, b = ours.get(shape), theirs.get(shape)
+    ratio = memory = "-"
+    if a and b and "tokens_per_s" in a and "tokens_per_s" in b:
+        ratio = f"{a['tokens_per_s'] / b['tokens_per_s']:.2f}x"
+        if a.get("peak_bytes") and b.get("peak_bytes"):
+            memory = f"{a['peak_bytes'] / b['peak_bytes']:.0%}"
+    print(f"{shape:>11} | " + " ".join(f"{c:>{w}}" for c, w in zip(cells(a), (12, 6, 8))) + " | "
+          + " ".join(f"{c:>{w}}" for c, w in zip(cells(b), (12, 6, 8))) + f" | {ratio:>6} {memory:>6}")
+if not shapes:
     print("(no throughput figures)")
+print("speed: seqpar tokens/s over PyTorch's; memory: seqpar's peak over PyTorch's.")
 PY
 fi
 exit "$failed"

@@ -120,9 +120,14 @@ void check_collectives(AnyComm& comm, Checker& chk, const std::string& type) {
   comm.broadcast(a.data(), n, N - 1);
   chk.expect(all(download(a), [&](std::size_t i) { return input(N - 1, i); }), type + " broadcast");
 
-  // async: both queued, joined, then read
+  // async: three queued; the gather joined by its ticket, then all of them; then read
   a = device_inputs<T>(arena, r, n);
+  Buffer<T, DeviceArena<Cuda>> regathered(arena, n * N, Memory::buffers);
+  const CommTicket gather = comm.all_gather_async(block.data(), regathered.data(), n);
   comm.all_reduce_async(a.data(), n, ReduceOp::sum);
+  comm.join(gather);
+  chk.expect(all(download(regathered), [&](std::size_t i) { return sum(i); }),
+             type + " all_gather_async");
   comm.reduce_scatter_async(big.data(), block.data(), n, ReduceOp::sum);
   comm.join();
   chk.expect(all(download(a), sum), type + " all_reduce_async");

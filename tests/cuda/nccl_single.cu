@@ -1,6 +1,7 @@
 // test_nccl: NcclComm on one GPU as a one-rank group (NcclComm::single(), no MPI): every
 // collective and element type on device buffers and host scalars, the order between the
-// communicator's stream and the calling thread's, async collectives joined, and a trainer
+// communicator's stream and the calling thread's, async collectives joined (all at once or
+// one by its ticket), and a trainer
 // over it. A group of more ranks needs one GPU per rank and mpirun (NcclComm(MpiComm&)).
 #include <doctest/doctest.h>
 
@@ -61,6 +62,22 @@ void one_rank_collectives(NcclComm& comm, CudaArena& arena) {
   comm.join();
   CHECK(same_bits(download_all(b), host));
   CHECK(same_bits(download_all(a), host));
+  // Six async gathers (more than the communicator's four event slots), each joined by its
+  // own ticket before its output is read.
+  std::vector<DeviceBuffer<T>> outs;
+  std::vector<CommTicket> tickets;
+  for (int k = 0; k < 6; ++k) {
+    outs.emplace_back(arena, n, Memory::buffers);
+    tickets.push_back(comm.all_gather_async(w(a.data()), w(outs.back().data()), n));
+  }
+  for (int k = 0; k < 6; ++k) {
+    CAPTURE(k);
+    CHECK(tickets[k].seq > (k > 0 ? tickets[k - 1].seq : 0));
+    comm.join(tickets[k]);
+    CHECK(same_bits(download_all(outs[k]), host));
+  }
+  CHECK_THROWS_WITH(comm.join(CommTicket{tickets.back().seq + 1}),
+                    doctest::Contains("was given ticket"));
 }
 
 }  // namespace
@@ -96,16 +113,22 @@ TEST_CASE("NcclComm's stream waits for the caller's work, and the caller's later
   CudaArena arena;
   NcclComm nccl = NcclComm::single();
   DeviceBuffer<float> in(arena, n, Memory::buffers), out(arena, n, Memory::buffers);
-  for (const bool async : {false, true}) {
-    CAPTURE(async);
+  enum Join { blocking, join_all, join_ticket, gather_ticket };
+  for (const Join mode : {blocking, join_all, join_ticket, gather_ticket}) {
+    CAPTURE(mode);
     Ops<Cuda>::fill(out.data(), 0.0f, static_cast<std::int64_t>(n));
     Ops<Cuda>::fill(in.data(), 7.0f,
                     static_cast<std::int64_t>(n));  // queued on the caller's stream
-    if (async) {
-      nccl.reduce_scatter_async(in.data(), out.data(), n, ReduceOp::sum);
-      nccl.join();
-    } else {
+    if (mode == blocking) {
       nccl.reduce_scatter(in.data(), out.data(), n, ReduceOp::sum);
+    } else if (mode == gather_ticket) {
+      nccl.join(nccl.all_gather_async(in.data(), out.data(), n));
+    } else {
+      const CommTicket t = nccl.reduce_scatter_async(in.data(), out.data(), n, ReduceOp::sum);
+      if (mode == join_all)
+        nccl.join();
+      else
+        nccl.join(t);
     }
     Ops<Cuda>::scale(out.data(), 2.0f, static_cast<std::int64_t>(n));  // after the collective
     const auto got = download_all(out);

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,6 +101,74 @@ TEST_CASE("each thread has its own stream and cuBLAS handle, and ranks compute i
     }
   }
   CHECK(CudaContext::current().stream() != streams[0]);
+}
+
+TEST_CASE("a block freed by another thread goes back to the device, not into that thread's cache") {
+  CudaContext& mine = CudaContext::current();
+  void* p = mine.allocate(std::size_t{1} << 20);
+  std::size_t cached_there = 1;
+  std::thread([&] {
+    CudaContext& other = CudaContext::current();
+    other.deallocate(p, std::size_t{1} << 20);  // its stream never used p: cudaFree
+    cached_there = other.cached_bytes();
+  }).join();
+  CHECK(cached_there == 0);
+  void* q = mine.allocate(std::size_t{1} << 20);
+  const std::size_t before = mine.cached_bytes();
+  mine.deallocate(q, std::size_t{1} << 20);  // this thread's own block: cached
+  CHECK(mine.cached_bytes() == before + (std::size_t{1} << 20));
+  mine.release_cache();
+}
+
+TEST_CASE("an allocation that finds the device full takes back another thread's cached blocks") {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+  // The other thread caches 60 % of the free memory; this one then asks for 60 %.
+  const std::size_t block = free_bytes / 10 / 512 * 512;
+  std::mutex m;
+  std::condition_variable cv;
+  bool cached = false, done = false;
+  std::size_t held_there = 0;
+  std::string failure;
+  std::thread holder([&] {
+    try {
+      CudaContext& other = CudaContext::current();
+      std::vector<void*> blocks;
+      for (int i = 0; i < 6; ++i) blocks.push_back(other.allocate(block));
+      for (void* b : blocks) other.deallocate(b, block);
+      held_there = other.cached_bytes();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    std::unique_lock lock(m);
+    cached = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return done; });  // the context (and its cache) stays while we allocate
+  });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return cached; });
+  }
+  CHECK(failure.empty());
+  CHECK(held_there == 6 * block);
+  CudaContext& mine = CudaContext::current();
+  std::vector<void*> got;
+  std::string error;
+  try {
+    for (int i = 0; i < 6; ++i) got.push_back(mine.allocate(block));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  CHECK(error.empty());
+  CHECK(got.size() == 6);
+  for (void* b : got) mine.deallocate(b, block);
+  mine.release_cache();
+  {
+    std::lock_guard lock(m);
+    done = true;
+  }
+  cv.notify_all();
+  holder.join();
 }
 
 TEST_CASE_TEMPLATE("gather_rows and scatter_rows move whole rows", T, float, __nv_bfloat16) {

@@ -170,6 +170,31 @@ TEST_CASE_TEMPLATE("Trainer<Cuda, 16-bit mixed> follows the Cpu losses within 2e
   CHECK(apart < 0.5 * moved);
 }
 
+TEST_CASE("Bf16Mixed compute_gradients scales by 1 / targets rounded once, as step does") {
+  // 257 targets: bf16 rounds 257 to 256, so a quotient taken in bf16 would be 1/256.
+  Batch b = trainer_batch(0, 24);
+  for (std::size_t i = b.labels.size(); i-- > 0 && b.view().target_count() > 257;) b.labels[i] = ignore_index;
+  REQUIRE(b.view().target_count() == 257);
+  auto o = trainer_options();
+  o.lr = 0;  // the step leaves the weights (and its gradients) as they are
+  o.max_grad_norm = 0;
+  Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> direct(o), stepped(o);
+  direct.compute_gradients(b);
+  stepped.step(b);
+  const auto grads_of = [](auto& t) {
+    std::map<std::string, std::vector<float>> g;
+    t.for_each_param([&](const ParamSpec& p, auto*, auto* grad) {
+      for (std::int64_t i = 0; i < p.numel(); ++i) g[p.name].push_back(static_cast<float>(grad[i]));
+    });
+    return g;
+  };
+  const auto a = grads_of(direct), s = grads_of(stepped);
+  for (const auto& [name, g] : a) {
+    CAPTURE(name);
+    CHECK(g == s.at(name));
+  }
+}
+
 TEST_CASE("Bf16Mixed keeps 16 bytes per parameter: 2 + 2 in the model, 12 in the optimizer") {
   Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(trainer_options());
   static_assert(std::is_same_v<decltype(t)::T, __nv_bfloat16>);

@@ -16,6 +16,17 @@ TEST_CASE_TEMPLATE_INVOKE(data_parallel_plans, Replicated<2>, Replicated<4>, Rep
                           Sharded<Zero1, 4>, Sharded<Zero1, 8>, Sharded<Zero2, 2>, Sharded<Zero2, 4>,
                           Sharded<Zero2, 8>, Sharded<Zero3, 2>, Sharded<Zero3, 4>, Sharded<Zero3, 8>);
 
+// ZeRO-2/3 keep a unit's reduction in flight, and ZeRO-3 gathers the next unit ahead,
+// only where the async collectives really run behind the caller: here they run when joined.
+TEST_CASE_TEMPLATE("data-parallel plans whose async collectives run only when joined match ThreadComm exactly", Plan,
+                   Replicated<2>, Sharded<Zero1, 2>, Sharded<Zero2, 4>, Sharded<Zero3, 4>) {
+  const auto calls = test::check_over_deferred_comm<Plan>();
+  constexpr int zero = PlanTraits<Plan>::zero_stage;
+  CHECK((calls.all_reduce > 0) == (zero == 0));
+  CHECK((calls.reduce_scatter > 0) == (zero > 0));
+  CHECK((calls.all_gather > 0) == (zero == 3));
+}
+
 TEST_CASE("a dynamic degree takes the communicator's size") {
   static_assert(Trainer<Small, Sharded<Zero3>>::world_size == 0);
   check_equivalent<Sharded<Zero3>>(4);

@@ -1,11 +1,13 @@
 #pragma once
-// Running a plan on N ThreadComm ranks and comparing it with Replicated<1>.
+// Running a plan on N ThreadComm ranks and comparing it with Replicated<1>, or with itself
+// over communicators whose async collectives run only when joined.
 
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "deferred_comm.hpp"
 #include "golden.hpp"
 #include "seqpar/backend/cpu/ops.hpp"
 #include "seqpar/comm/thread_comm.hpp"
@@ -98,6 +100,33 @@ void run_plan(int n, int steps, Check&& check) {
   });
 }
 
+/// One rank's losses, gradient norms and final local weights.
+struct RankRun {
+  std::vector<double> losses, norms;
+  std::map<std::string, std::vector<float>> weights;
+  bool operator==(const RankRun&) const = default;
+};
+
+/// Runs `steps` steps of Plan on n ThreadComm ranks, each trainer over comm_of(rank's
+/// ThreadComm); after(rank, communicator) runs once the steps are done.
+template <class Plan, class CommOf, class After>
+std::vector<RankRun> run_plan_over(int n, int steps, CommOf&& comm_of, After&& after) {
+  std::vector<RankRun> runs(static_cast<std::size_t>(n));
+  run_ranks(n, [&](ThreadComm& thread_comm) {
+    auto comm = comm_of(thread_comm);
+    Trainer<Small, Plan> t(comm, plan_options());
+    RankRun& r = runs[static_cast<std::size_t>(thread_comm.rank())];
+    for (int s = 0; s < steps; ++s) {
+      const auto st = t.step(plan_batch(s));
+      r.losses.push_back(st.loss);
+      r.norms.push_back(st.grad_norm);
+    }
+    t.for_each_param([&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
+    after(thread_comm.rank(), comm);
+  });
+  return runs;
+}
+
 /// The five-step Replicated<1> run every plan is compared with (computed once).
 inline constexpr int kPlanSteps = 5;
 inline const RunResult& reference() {
@@ -122,6 +151,32 @@ void check_equivalent(int n) {
     }
     CHECK(werr < 1e-4);
   });
+}
+
+/// Runs Plan for three steps over ThreadComm ranks and over DeferredComm ranks (async
+/// collectives run only when joined, as on NCCL's stream): every rank's losses, gradient
+/// norms and final weights must agree bit for bit (the same sums in the same order).
+/// Returns the async calls the ranks made.
+template <class Plan>
+typename DeferredComm<ThreadComm>::Counts check_over_deferred_comm() {
+  using Deferred = DeferredComm<ThreadComm>;
+  const int n = PlanTraits<Plan>::world_size;
+  const auto plain = run_plan_over<Plan>(n, 3, [](ThreadComm& c) { return c; }, [](int, ThreadComm&) {});
+  std::vector<typename Deferred::Counts> counts(static_cast<std::size_t>(n));
+  const auto deferred = run_plan_over<Plan>(n, 3, [](ThreadComm& c) { return Deferred(c); },
+                                            [&](int rank, Deferred& c) { counts[static_cast<std::size_t>(rank)] = c.counts(); });
+  typename Deferred::Counts total;
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    const auto i = static_cast<std::size_t>(r);
+    CHECK(deferred[i].losses == plain[i].losses);
+    CHECK(deferred[i].norms == plain[i].norms);
+    CHECK(deferred[i].weights == plain[i].weights);
+    total.all_reduce += counts[i].all_reduce;
+    total.reduce_scatter += counts[i].reduce_scatter;
+    total.all_gather += counts[i].all_gather;
+  }
+  return total;
 }
 
 }  // namespace seqpar::test

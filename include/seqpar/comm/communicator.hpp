@@ -236,6 +236,13 @@ inline std::string CommStats::summary() const {
   return out;
 }
 
+/// Names one async collective of a communicator (AsyncCommunicator): join(ticket) orders
+/// the caller's later work after it and every async collective queued before it. The
+/// default ticket names none.
+struct CommTicket {
+  std::uint64_t seq = 0;
+};
+
 /// The collectives of a communicator for one element type T; pointers are in the memory the
 /// communicator works on (host memory for ThreadComm and MpiComm).
 template <class C, class T>

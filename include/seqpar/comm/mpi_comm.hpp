@@ -101,8 +101,15 @@ struct MpiState {
   MpiState(const MpiState&) = delete;
   MpiState& operator=(const MpiState&) = delete;
   ~MpiState() {
-    if (!mpi_finalized()) complete_sends(true);
-    if (owned && comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm);
+    if (mpi_finalized()) return;
+    if (std::uncaught_exceptions() > 0) {
+      // Unwinding toward MPI_Abort: a peer may never receive these sends, nor free the
+      // communicator with us; their bytes stay allocated for MPI, which may still read them.
+      if (!pending.empty()) (void)new std::deque<PendingSend>(std::move(pending));
+      return;
+    }
+    complete_sends(true);
+    if (owned && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 
   // Buffered sends still in flight, and their copies of the data.

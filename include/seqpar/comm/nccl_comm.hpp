@@ -7,9 +7,10 @@
 // Streams: a collective waits (by an event, not the host) for the work the calling
 // thread has queued on its stream (its CudaContext), runs on the communicator's stream,
 // and the calling thread's later work waits for it, so every call stays in order with the
-// ops around it. all_reduce_async and reduce_scatter_async leave out that last wait until
-// join(): the data axis starts a unit's gradient reduction as soon as the backward has
-// finished the unit, and the backward of the units before it runs meanwhile.
+// ops around it. The *_async collectives leave out that last wait until they are joined
+// (an event recorded after each, so join(ticket) waits for that one alone): the data axis
+// starts a unit's gradient reduction as soon as the backward has finished the unit, and
+// gathers a ZeRO-3 unit's parameters ahead of its use, while the compute goes on.
 //
 // Pointers are device memory (no copies) or host memory: the scalars a trainer reduces (a
 // loss, a gradient norm) go through a device buffer and are waited for (an async call
@@ -33,7 +34,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <thread>
 
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/error.hpp"
@@ -76,14 +79,26 @@ struct NcclState {
   CommStats stats;
   cudaStream_t stream = nullptr;  // the collectives run here
   cudaEvent_t ready = nullptr;    // recorded on the caller's stream before a collective
-  cudaEvent_t done = nullptr;     // recorded on `stream` after the latest collective
-  bool pending = false;           // an async collective the caller has not joined yet
+  cudaEvent_t done = nullptr;     // recorded on `stream` after the latest blocking collective
+  // Recorded on `stream` after async collective `seq` in slot seq % 4. A slot re-recorded by
+  // a later collective still orders after the earlier one: the stream runs them in order.
+  std::array<cudaEvent_t, 4> marks{};
+  std::uint64_t issued = 0, joined = 0;  // async collectives queued / known joined
 
   explicit NcclState(ncclComm_t c) : comm(c) {}
   NcclState(const NcclState&) = delete;
   NcclState& operator=(const NcclState&) = delete;
   ~NcclState() {
+    if (std::uncaught_exceptions() > 0) {
+      // Unwinding toward an abort: the peers may never finish the queued collectives or
+      // join a destroy (a collective call), so the communicator is aborted instead; the
+      // stream and events go with the process.
+      if (comm) (void)ncclCommAbort(comm);
+      return;
+    }
     if (stream) (void)cudaStreamSynchronize(stream);
+    for (cudaEvent_t e : marks)
+      if (e) (void)cudaEventDestroy(e);
     if (done) (void)cudaEventDestroy(done);
     if (ready) (void)cudaEventDestroy(ready);
     if (stream) (void)cudaStreamDestroy(stream);
@@ -112,8 +127,12 @@ class NcclComm {
     int devices = 0;
     SEQPAR_CUDA_CHECK(cudaGetDeviceCount(&devices));
     SEQPAR_CHECK(devices > 0, "NcclComm: rank ", mpi.rank(), " sees no CUDA device");
-    const int local = node_local_rank(mpi);
-    SEQPAR_CUDA_CHECK(cudaSetDevice(local % devices));
+    const int local = node_local_rank(mpi), gpu = local % devices;
+    CudaContext& ctx = CudaContext::current();
+    SEQPAR_CHECK(!ctx.initialized() || ctx.device() == gpu, "NcclComm: rank ", mpi.rank(),
+                 " already ran CUDA work on GPU ", ctx.device(), " but its node-local rank ", local,
+                 " selects GPU ", gpu, "; make the NcclComm before any other CUDA work");
+    SEQPAR_CUDA_CHECK(cudaSetDevice(gpu));
     // The 128-byte id crosses MPI as 16 int64 values.
     std::array<std::int64_t, (NCCL_UNIQUE_ID_BYTES + 7) / 8> words{};
     ncclUniqueId id{};
@@ -148,10 +167,10 @@ class NcclComm {
   }
 
   /// As all_reduce, but the calling thread's later work does not wait for it: `data` must
-  /// not be touched until join().
+  /// not be touched until it is joined.
   template <CommElement T>
-  void all_reduce_async(T* data, std::size_t n, ReduceOp op) {
-    all_reduce_on(data, n, op, true);
+  CommTicket all_reduce_async(T* data, std::size_t n, ReduceOp op) {
+    return all_reduce_on(data, n, op, true);
   }
 
   // in: n * size elements, out: n (this rank's block of the reduction).
@@ -161,30 +180,38 @@ class NcclComm {
   }
 
   /// As reduce_scatter, but the calling thread's later work does not wait for it: `in`
-  /// and `out` must not be touched until join().
+  /// and `out` must not be touched until it is joined.
   template <CommElement T>
-  void reduce_scatter_async(const T* in, T* out, std::size_t n, ReduceOp op) {
-    reduce_scatter_on(in, out, n, op, true);
-  }
-
-  /// Orders the calling thread's later work after every collective queued so far.
-  void join() {
-    if (!state_->pending) return;
-    SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(CudaContext::current().stream(), state_->done, 0));
-    state_->pending = false;
+  CommTicket reduce_scatter_async(const T* in, T* out, std::size_t n, ReduceOp op) {
+    return reduce_scatter_on(in, out, n, op, true);
   }
 
   // in: n elements, out: n * size (block r from rank r).
   template <CommElement T>
   void all_gather(const T* in, T* out, std::size_t n) {
-    record(CollectiveKind::all_gather, n, sizeof(T));
-    OnDevice<T> din(const_cast<T*>(in), n, true);
-    OnDevice<T> dout(out, n * static_cast<std::size_t>(size()), false);
-    enqueue(false, [&](cudaStream_t s) {
-      return ncclAllGather(din.ptr, dout.ptr, n, detail::nccl_type<T>(), native(), s);
-    });
-    dout.finish(out, n * static_cast<std::size_t>(size()));
+    all_gather_on(in, out, n, false);
   }
+
+  /// As all_gather, but the calling thread's later work does not wait for it: `in` and
+  /// `out` must not be touched until it is joined.
+  template <CommElement T>
+  CommTicket all_gather_async(const T* in, T* out, std::size_t n) {
+    return all_gather_on(in, out, n, true);
+  }
+
+  /// Orders the calling thread's later work after async collective `t` (and every one
+  /// queued before it); the host does not wait.
+  void join(CommTicket t) {
+    detail::NcclState& st = *state_;
+    if (t.seq <= st.joined) return;
+    SEQPAR_CHECK(t.seq <= st.issued, "NcclComm join: rank ", rank(), " was given ticket ", t.seq,
+                 " but has queued ", st.issued, " async collectives");
+    SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(CudaContext::current().stream(),
+                                          st.marks[t.seq % st.marks.size()], 0));
+    st.joined = t.seq;
+  }
+  /// Orders the calling thread's later work after every collective queued so far.
+  void join() { join(CommTicket{state_->issued}); }
 
   template <CommElement T>
   void broadcast(T* data, std::size_t n, int root) {
@@ -195,29 +222,30 @@ class NcclComm {
     enqueue(false, [&](cudaStream_t s) {
       return ncclBroadcast(d.ptr, d.ptr, n, detail::nccl_type<T>(), root, native(), s);
     });
-    d.finish(data, n);
+    d.finish(*this, data, n);
   }
 
   template <CommElement T>
   void send(const T* data, std::size_t n, int peer, int /*tag*/) {
-    check_rank(peer, "send peer");
+    check_peer(peer, "send peer");
     record(CollectiveKind::send, n, sizeof(T));
+    // A staged message's device copy goes back to the cache when d does, reused only by
+    // work the calling thread queues later, which waits for the send: the host does not.
     OnDevice<T> d(const_cast<T*>(data), n, true);
     enqueue(false, [&](cudaStream_t s) {
       return ncclSend(d.ptr, n, detail::nccl_type<T>(), peer, native(), s);
     });
-    d.finish(nullptr, 0);  // a staged message must have left before its buffer goes
   }
 
   template <CommElement T>
   void recv(T* data, std::size_t n, int peer, int /*tag*/) {
-    check_rank(peer, "recv peer");
+    check_peer(peer, "recv peer");
     record(CollectiveKind::recv, n, sizeof(T));
     OnDevice<T> d(data, n, false);
     enqueue(false, [&](cudaStream_t s) {
       return ncclRecv(d.ptr, n, detail::nccl_type<T>(), peer, native(), s);
     });
-    d.finish(data, n);
+    d.finish(*this, data, n);
   }
 
   /// Sends to `peer` and receives from it in one NCCL group, so that two ranks exchanging
@@ -225,7 +253,7 @@ class NcclComm {
   template <CommElement T>
   void sendrecv(const T* send, std::size_t send_n, int /*send_tag*/, T* recv, std::size_t recv_n,
                 int /*recv_tag*/, int peer) {
-    check_rank(peer, "sendrecv peer");
+    check_peer(peer, "sendrecv peer");
     record(CollectiveKind::send, send_n, sizeof(T));
     record(CollectiveKind::recv, recv_n, sizeof(T));
     OnDevice<T> ds(const_cast<T*>(send), send_n, true);
@@ -238,8 +266,7 @@ class NcclComm {
       r = ncclGroupEnd();
       return a != ncclSuccess ? a : b != ncclSuccess ? b : r;
     });
-    ds.finish(nullptr, 0);
-    dr.finish(recv, recv_n);
+    dr.finish(*this, recv, recv_n);
   }
 
   /// Returns once every rank has called barrier() with all its queued device work done.
@@ -251,7 +278,7 @@ class NcclComm {
       return ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, native(), s);
     });
     ctx.deallocate(one, sizeof(float));  // reused only by work ordered after the barrier
-    ctx.synchronize();
+    wait();
   }
 
   /// Collective: ranks with the same color (>= 0) form a new communicator, ranked by (key,
@@ -281,47 +308,66 @@ class NcclComm {
     SEQPAR_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
     SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&state_->ready, cudaEventDisableTiming));
     SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&state_->done, cudaEventDisableTiming));
+    for (cudaEvent_t& e : state_->marks)
+      SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
 
   // Queues call(stream) (an NCCL call) on the communicator's stream after the work queued
   // so far on the calling thread's stream. Unless `async`, the calling thread's later work
-  // waits for it (and so for every collective before it: the stream runs them in order).
+  // waits for it (and so for every collective before it: the stream runs them in order);
+  // an async one gets a ticket to join it by.
   template <class Call>
-  void enqueue(bool async, Call&& call) {
+  CommTicket enqueue(bool async, Call&& call) {
     detail::NcclState& st = *state_;
     const cudaStream_t caller = CudaContext::current().stream();
     SEQPAR_CUDA_CHECK(cudaEventRecord(st.ready, caller));
     SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(st.stream, st.ready, 0));
     SEQPAR_NCCL_CHECK(call(st.stream));
-    SEQPAR_CUDA_CHECK(cudaEventRecord(st.done, st.stream));
-    if (async) {
-      st.pending = true;
-    } else {
+    if (!async) {
+      SEQPAR_CUDA_CHECK(cudaEventRecord(st.done, st.stream));
       SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(caller, st.done, 0));
-      st.pending = false;
+      st.joined = st.issued;
+      return {};
     }
+    const std::uint64_t seq = ++st.issued;
+    SEQPAR_CUDA_CHECK(cudaEventRecord(st.marks[seq % st.marks.size()], st.stream));
+    return {seq};
   }
 
   template <class T>
-  void all_reduce_on(T* data, std::size_t n, ReduceOp op, bool async) {
+  CommTicket all_reduce_on(T* data, std::size_t n, ReduceOp op, bool async) {
     record(CollectiveKind::all_reduce, n, sizeof(T));
     OnDevice<T> d(data, n, true);
-    enqueue(async && !d.staged, [&](cudaStream_t s) {
+    const CommTicket t = enqueue(async && !d.staged, [&](cudaStream_t s) {
       return ncclAllReduce(d.ptr, d.ptr, n, detail::nccl_type<T>(), detail::nccl_op(op), native(), s);
     });
-    d.finish(data, n);
+    d.finish(*this, data, n);
+    return t;
   }
 
   template <class T>
-  void reduce_scatter_on(const T* in, T* out, std::size_t n, ReduceOp op, bool async) {
+  CommTicket reduce_scatter_on(const T* in, T* out, std::size_t n, ReduceOp op, bool async) {
     record(CollectiveKind::reduce_scatter, n, sizeof(T));
     OnDevice<T> din(const_cast<T*>(in), n * static_cast<std::size_t>(size()), true);
     OnDevice<T> dout(out, n, false);
-    enqueue(async && !din.staged && !dout.staged, [&](cudaStream_t s) {
+    const CommTicket t = enqueue(async && !din.staged && !dout.staged, [&](cudaStream_t s) {
       return ncclReduceScatter(din.ptr, dout.ptr, n, detail::nccl_type<T>(), detail::nccl_op(op),
                                native(), s);
     });
-    dout.finish(out, n);
+    dout.finish(*this, out, n);
+    return t;
+  }
+
+  template <class T>
+  CommTicket all_gather_on(const T* in, T* out, std::size_t n, bool async) {
+    record(CollectiveKind::all_gather, n, sizeof(T));
+    OnDevice<T> din(const_cast<T*>(in), n, true);
+    OnDevice<T> dout(out, n * static_cast<std::size_t>(size()), false);
+    const CommTicket t = enqueue(async && !din.staged && !dout.staged, [&](cudaStream_t s) {
+      return ncclAllGather(din.ptr, dout.ptr, n, detail::nccl_type<T>(), native(), s);
+    });
+    dout.finish(*this, out, n * static_cast<std::size_t>(size()));
+    return t;
   }
 
   void record(CollectiveKind k, std::size_t n, std::size_t elem) {
@@ -330,6 +376,27 @@ class NcclComm {
   void check_rank(int r, const char* what) const {
     SEQPAR_CHECK(r >= 0 && r < size(), "NcclComm: ", what, " ", r, " is not a rank of a group of ",
                  size());
+  }
+  void check_peer(int peer, const char* what) const {
+    check_rank(peer, what);
+    SEQPAR_CHECK(peer != rank(), "NcclComm: rank ", rank(), " named itself as its ", what);
+  }
+
+  // Waits for the calling thread's stream; fails instead of waiting for ever when NCCL
+  // reports an error on this communicator (a peer gone, a network failure).
+  void wait() const {
+    const cudaStream_t s = CudaContext::current().stream();
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(s);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) SEQPAR_CUDA_CHECK(e);
+      ncclResult_t async = ncclSuccess;
+      SEQPAR_NCCL_CHECK(ncclCommGetAsyncError(native(), &async));
+      if (async != ncclSuccess)
+        detail::fail("NcclComm: rank ", rank(), " of ", size(),
+             ": a queued collective failed: ", ncclGetErrorString(async));
+      std::this_thread::yield();
+    }
   }
 
   // Device memory for a collective's argument: the pointer itself when it is device
@@ -354,13 +421,12 @@ class NcclComm {
     ~OnDevice() {
       if (staged) CudaContext::current().deallocate(ptr, bytes);
     }
-    void finish(T* host, std::size_t n) {
+    void finish(const NcclComm& comm, T* host, std::size_t n) {
       if (!staged) return;
-      CudaContext& ctx = CudaContext::current();
       if (host && n)
-        SEQPAR_CUDA_CHECK(
-            cudaMemcpyAsync(host, ptr, n * sizeof(T), cudaMemcpyDeviceToHost, ctx.stream()));
-      ctx.synchronize();
+        SEQPAR_CUDA_CHECK(cudaMemcpyAsync(host, ptr, n * sizeof(T), cudaMemcpyDeviceToHost,
+                                          CudaContext::current().stream()));
+      comm.wait();
     }
 
    private:

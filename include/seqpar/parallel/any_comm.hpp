@@ -21,14 +21,17 @@ struct CommWire {
 };
 
 /// A communicator whose collectives can run behind the caller's later work (NcclComm:
-/// on its own CUDA stream). all_reduce_async and reduce_scatter_async queue the
-/// collective and return; its buffers must not be read or written until join(), which
-/// orders everything the caller does afterwards after every queued collective. A plain
-/// (blocking) call on it also waits for what was queued before it.
+/// on its own CUDA stream). The *_async collectives queue the collective and return its
+/// ticket; its buffers must not be read or written until it is joined: join(ticket) orders
+/// everything the caller does afterwards after that collective (and the ones queued before
+/// it), join() after every one queued so far. A plain (blocking) call on it also waits for
+/// what was queued before it.
 template <class C>
-concept AsyncCommunicator = requires(C& c, float* d, const float* in, std::size_t n, ReduceOp op) {
-  c.all_reduce_async(d, n, op);
-  c.reduce_scatter_async(in, d, n, op);
+concept AsyncCommunicator = requires(C& c, float* d, const float* in, std::size_t n, ReduceOp op, CommTicket t) {
+  { c.all_reduce_async(d, n, op) } -> std::same_as<CommTicket>;
+  { c.reduce_scatter_async(in, d, n, op) } -> std::same_as<CommTicket>;
+  { c.all_gather_async(in, d, n) } -> std::same_as<CommTicket>;
+  c.join(t);
   c.join();
 };
 
@@ -91,16 +94,28 @@ class AnyComm {
   }
 
   /// all_reduce that may overlap the caller's later work (see AsyncCommunicator; a
-  /// communicator without a stream of its own runs it at once). Untouchable until join().
+  /// communicator without a stream of its own runs it at once). Untouchable until joined.
   template <class T>
-  void all_reduce_async(T* data, std::size_t n, ReduceOp op) {
-    if (size() > 1) impl_->all_reduce_async(wire(data), n, op);
+  CommTicket all_reduce_async(T* data, std::size_t n, ReduceOp op) {
+    return size() > 1 ? impl_->all_reduce_async(wire(data), n, op) : CommTicket{};
   }
-  /// reduce_scatter that may overlap the caller's later work; in and out untouchable until join().
+  /// reduce_scatter that may overlap the caller's later work; in and out untouchable until joined.
   template <class T>
-  void reduce_scatter_async(const T* in, T* out, std::size_t n, ReduceOp op) {
+  CommTicket reduce_scatter_async(const T* in, T* out, std::size_t n, ReduceOp op) {
     if (impl_) return impl_->reduce_scatter_async(wire(in), wire(out), n, op);
     CommWire<T>::copy(in, out, n);
+    return {};
+  }
+  /// all_gather that may overlap the caller's later work; in and out untouchable until joined.
+  template <class T>
+  CommTicket all_gather_async(const T* in, T* out, std::size_t n) {
+    if (impl_) return impl_->all_gather_async(wire(in), wire(out), n);
+    CommWire<T>::copy(in, out, n);
+    return {};
+  }
+  /// Orders the caller's later work after the async collective `t` names (and those before it).
+  void join(CommTicket t) {
+    if (impl_ && t.seq != 0) impl_->join(t);
   }
   /// Orders the caller's later work after every async collective queued so far.
   void join() {
@@ -131,10 +146,12 @@ class AnyComm {
   virtual void broadcast(T* d, std::size_t n, int root) SPEC BODY(broadcast(d, n, root))         \
   virtual void send(const T* d, std::size_t n, int p, int t) SPEC BODY(send(d, n, p, t))         \
   virtual void recv(T* d, std::size_t n, int p, int t) SPEC BODY(recv(d, n, p, t))               \
-  virtual void all_reduce_async(T* d, std::size_t n, ReduceOp op)                                \
+  virtual CommTicket all_reduce_async(T* d, std::size_t n, ReduceOp op)                          \
       SPEC ASYNC(all_reduce_async(d, n, op), all_reduce(d, n, op))                               \
-  virtual void reduce_scatter_async(const T* i, T* o, std::size_t n, ReduceOp op)                \
+  virtual CommTicket reduce_scatter_async(const T* i, T* o, std::size_t n, ReduceOp op)          \
       SPEC ASYNC(reduce_scatter_async(i, o, n, op), reduce_scatter(i, o, n, op))                 \
+  virtual CommTicket all_gather_async(const T* i, T* o, std::size_t n)                           \
+      SPEC ASYNC(all_gather_async(i, o, n), all_gather(i, o, n))                                 \
   virtual void sendrecv(const T* s, std::size_t sn, int st, T* r, std::size_t rn, int rt, int p) \
       SPEC PAIRED(s, sn, st, r, rn, rt, p)
 #define SEQPAR_ANYCOMM_PURE(call) = 0;
@@ -142,10 +159,12 @@ class AnyComm {
 #define SEQPAR_ANYCOMM_FORWARD(call) { comm.call; }
 #define SEQPAR_ANYCOMM_FORWARD_ASYNC(call, blocking) \
   {                                                  \
-    if constexpr (AsyncCommunicator<C>)              \
-      comm.call;                                     \
-    else                                             \
+    if constexpr (AsyncCommunicator<C>) {            \
+      return comm.call;                              \
+    } else {                                         \
       comm.blocking;                                 \
+      return {};                                     \
+    }                                                \
   }
 #define SEQPAR_ANYCOMM_PURE_PAIRED(s, sn, st, r, rn, rt, p) = 0;
 #define SEQPAR_ANYCOMM_FORWARD_PAIRED(s, sn, st, r, rn, rt, p)                          \
@@ -167,6 +186,7 @@ class AnyComm {
   struct Concept {
     virtual ~Concept() = default;
     SEQPAR_ANYCOMM_ALL_TYPES(, SEQPAR_ANYCOMM_PURE, SEQPAR_ANYCOMM_PURE_ASYNC, SEQPAR_ANYCOMM_PURE_PAIRED)
+    virtual void join(CommTicket t) = 0;
     virtual void join() = 0;
     virtual bool asynchronous() const = 0;
     virtual int rank() const = 0;
@@ -181,6 +201,9 @@ class AnyComm {
     explicit Model(C c) : comm(std::move(c)) {}
     SEQPAR_ANYCOMM_ALL_TYPES(override, SEQPAR_ANYCOMM_FORWARD, SEQPAR_ANYCOMM_FORWARD_ASYNC,
                              SEQPAR_ANYCOMM_FORWARD_PAIRED)
+    void join(CommTicket t) override {
+      if constexpr (AsyncCommunicator<C>) comm.join(t);
+    }
     void join() override {
       if constexpr (AsyncCommunicator<C>) comm.join();
     }

@@ -11,7 +11,10 @@
 // run while the backward goes on through the units before; reduce_gradients() joins them.
 // On such a communicator ZeRO-2/3 keep one unit's reduction in flight: its gradient buffer
 // is freed, and its result added into the shard, when the next unit is ready (or at the
-// join), so two units' full gradients exist at once; elsewhere each unit is finished at once.
+// join), so two units' full gradients exist at once; and ZeRO-3 gathers the parameters of
+// the unit expected next (the next one forward, the one before backward, the tied table
+// after the last) while the current one computes, so two units' full parameters exist at
+// once. Elsewhere each collective finishes at once and nothing is gathered ahead.
 //
 // Every unit's flat buffer is padded to a multiple of the degree N and cut into N equal
 // shards; rank r owns elements [r s, (r + 1) s) of each unit.
@@ -19,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
@@ -66,7 +70,15 @@ class DataAxis final : public UnitHooks {
     }
     model.set_hooks(this);
   }
-  ~DataAxis() override { model_->set_hooks(nullptr); }
+  ~DataAxis() override {
+    // A buffer a queued collective may still use (a gather ahead) goes back to the
+    // allocator only behind it; a failing join here has nothing left to protect.
+    try {
+      if (std::uncaught_exceptions() == 0) comm_.join();
+    } catch (...) {
+    }
+    model_->set_hooks(nullptr);
+  }
   DataAxis(const DataAxis&) = delete;
   DataAxis& operator=(const DataAxis&) = delete;
 
@@ -78,6 +90,7 @@ class DataAxis final : public UnitHooks {
   /// Zeroes the gradients a step of `micro_batches` micro-batches accumulates into.
   void begin_step(std::int64_t micro_batches) {
     micro_batches_ = micro_batches;
+    drop_gathered_ahead();
     ready_count_.assign(shards_.size(), 0);
     if (zero_ < 2) return model_->zero_grads();
     for (auto& g : grad_shard_)
@@ -86,8 +99,9 @@ class DataAxis final : public UnitHooks {
 
   // --- the hooks the model calls -------------------------------------------------------
   void acquire(std::size_t u, bool grads) override {
-    if (zero_ == 3 && !held_[u]) gather_params(u, model_->param_buffer(u));
+    if (zero_ == 3 && !held_[u]) take_params(u);
     held_[u] = true;
+    if (zero_ == 3) gather_ahead(grads ? (u > 0 ? u - 1 : no_unit) : (u + 1 < held_.size() ? u + 1 : 0));
     if (grads && zero_ >= 2 && model_->grad_buffer(u).empty())
       model_->grad_buffer(u) = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
   }
@@ -111,8 +125,8 @@ class DataAxis final : public UnitHooks {
     in_flight_.unit = u;
     in_flight_.grads = std::move(model_->grad_buffer(u));  // the model allocates anew when needed
     in_flight_.part = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s), Memory::buffers);
-    comm_.reduce_scatter_async(in_flight_.grads.data(), in_flight_.part.data(), static_cast<std::size_t>(s),
-                               ReduceOp::sum);
+    in_flight_.ticket = comm_.reduce_scatter_async(in_flight_.grads.data(), in_flight_.part.data(),
+                                                   static_cast<std::size_t>(s), ReduceOp::sum);
     if (!comm_.asynchronous()) finish_in_flight();  // it has run: free its buffers now
   }
 
@@ -125,6 +139,7 @@ class DataAxis final : public UnitHooks {
       if (model_->holds(u) && zero_ < 2 && ready_count_[u] < micro_batches_) start_reduction(u);
     comm_.join();
     finish_in_flight();
+    drop_gathered_ahead();  // the optimizer is about to change the shards
   }
 
   /// Sum over the data axis of weight(u, spec) x the squared gradients of each tensor,
@@ -189,6 +204,7 @@ class DataAxis final : public UnitHooks {
     const auto& sh = shards_[u];
     Buffer<Master, Arena> full(model_->arena(), static_cast<std::size_t>(n), Memory::buffers);
     Ops<D>::upload(full.data(), host, n);
+    drop_gathered_ahead();
     if (zero_ == 3)
       Ops<D>::convert(param_shard_[u].data(), full.data() + r_ * sh.size, sh.size);
     else
@@ -217,7 +233,10 @@ class DataAxis final : public UnitHooks {
   // this rank's shard, queued behind the backward.
   void start_reduction(std::size_t u) {
     const auto total = static_cast<std::size_t>(model_->padded_numel(u));
-    if (zero_ == 0) return comm_.all_reduce_async(model_->grads(u), total, ReduceOp::sum);
+    if (zero_ == 0) {
+      comm_.all_reduce_async(model_->grads(u), total, ReduceOp::sum);
+      return;
+    }
     if (n_ == 1) return Ops<D>::copy(grad_shard_[u].data(), model_->grads(u), shards_[u].size);
     comm_.reduce_scatter_async(model_->grads(u), grad_shard_[u].data(), total / static_cast<std::size_t>(n_),
                                ReduceOp::sum);
@@ -227,11 +246,40 @@ class DataAxis final : public UnitHooks {
   // shard and its buffers freed (after the join, so memory is reused only behind it).
   void finish_in_flight() {
     if (in_flight_.part.empty()) return;
-    comm_.join();
+    comm_.join(in_flight_.ticket);
     const std::size_t u = in_flight_.unit;
     Ops<D>::add(grad_shard_[u].data(), in_flight_.part.data(), shards_[u].size);
     in_flight_.part.reset();
     in_flight_.grads.reset();
+  }
+
+  // ZeRO-3: unit u's full parameters into the model, from the gather started ahead when it
+  // is u's, else gathered now.
+  void take_params(std::size_t u) {
+    if (ahead_.unit == u && !ahead_.params.empty()) {
+      comm_.join(ahead_.ticket);
+      model_->param_buffer(u) = std::move(ahead_.params);
+      return;
+    }
+    drop_gathered_ahead();
+    gather_params(u, model_->param_buffer(u));
+  }
+
+  // ZeRO-3 on an asynchronous communicator: starts gathering unit u's parameters (unless
+  // u is no unit, not on this stage, already present or another gather is ahead).
+  void gather_ahead(std::size_t u) {
+    if (!comm_.asynchronous() || u >= held_.size() || !model_->holds(u) || held_[u] || !ahead_.params.empty()) return;
+    ahead_.unit = u;
+    ahead_.params = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
+    ahead_.ticket = comm_.all_gather_async(param_shard_[u].data(), ahead_.params.data(),
+                                           static_cast<std::size_t>(shards_[u].size));
+  }
+
+  // A gather ahead that will not be used: joined (its memory is reused only behind it) and freed.
+  void drop_gathered_ahead() {
+    if (ahead_.params.empty()) return;
+    comm_.join(ahead_.ticket);
+    ahead_.params.reset();
   }
 
   // With one rank the collectives are device copies (device memory never passes through a
@@ -252,10 +300,17 @@ class DataAxis final : public UnitHooks {
   Buffer<double, Arena> square_sum_;  // [1] the gradient norm's sum, on the device
   std::int64_t micro_batches_ = 1;    // in this step
   std::vector<std::int64_t> ready_count_;  // per unit: micro-batches whose gradients are complete
+  static constexpr std::size_t no_unit = static_cast<std::size_t>(-1);
   struct {
     std::size_t unit = 0;
     Buffer<T, Arena> grads, part;  // the unit's full gradients and this rank's reduced block
-  } in_flight_;                    // ZeRO-2/3: the reduction not yet added into its shard
+    CommTicket ticket;
+  } in_flight_;  // ZeRO-2/3: the reduction not yet added into its shard
+  struct {
+    std::size_t unit = no_unit;
+    Buffer<T, Arena> params;  // padded_numel(unit) values, being gathered
+    CommTicket ticket;
+  } ahead_;  // ZeRO-3 on an asynchronous communicator: the unit gathered ahead of its use
 };
 
 }  // namespace seqpar::inline v0

@@ -120,7 +120,7 @@ class Trainer {
     const std::int64_t targets = batch.target_count();
     const double loss_scale = loss_scale_.value();
     const T scale = mixed ? static_cast<T>(targets > 0 ? loss_scale / static_cast<double>(targets) : 0.0)
-                          : (targets > 0 ? T(1) / static_cast<T>(targets) : T(0));
+                          : inverse_count(targets);
     double loss_sum = accumulate(local_slice(batch), scale);
     // The model's gradients are `unscale` times those of the token-mean loss.
     const double unscale = mixed && targets > 0 ? 1.0 / (static_cast<double>(scale) * static_cast<double>(targets)) : 1.0;
@@ -326,7 +326,7 @@ class Trainer {
   double compute_gradients(const BatchView& batch) {
     batch.validate(Model::vocab_size);
     const std::int64_t targets = batch.target_count();
-    const double sum = accumulate(local_slice(batch), targets > 0 ? T(1) / static_cast<T>(targets) : T(0));
+    const double sum = accumulate(local_slice(batch), inverse_count(targets));
     return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
   }
 
@@ -451,6 +451,16 @@ class Trainer {
   // Forward and backward of every micro-batch through the pipeline schedule, then the
   // gradients reduced over the data axis and the tied embedding made one again; returns
   // the global loss sum on every rank.
+  // 1 / targets in T, rounded once: a 16-bit T holds neither every count (bf16 rounds 257
+  // to 256) nor a count past 65504 (fp16), so its quotient is taken in double.
+  static T inverse_count(std::int64_t targets) {
+    if (targets <= 0) return T(0);
+    if constexpr (std::is_floating_point_v<T>)
+      return T(1) / static_cast<T>(targets);
+    else
+      return static_cast<T>(1.0 / static_cast<double>(targets));
+  }
+
   double accumulate(const BatchView& batch, T scale) {
     const auto mbs = micro_batches(batch);
     data_->begin_step(static_cast<std::int64_t>(mbs.size()));

@@ -2,15 +2,21 @@
 // CudaContext: what one host thread (one rank) needs to run the CUDA ops: a stream, a
 // cuBLAS handle with its own workspace, grow-only scratch for multi-pass kernels, and a
 // cache of freed device blocks. Each thread has its own (thread_local), so ThreadComm
-// ranks never share a stream, a handle, scratch or cached memory. Compiled only under nvcc.
+// ranks never share a stream, a handle, scratch or cached memory; only an allocation that
+// fails takes back what the other threads' caches hold on its device. Compiled only
+// under nvcc.
 
 #if defined(__CUDACC__)
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
+#include <mutex>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "seqpar/backend/cuda/error.hpp"
@@ -51,12 +57,19 @@ class CudaContext {
     return multiprocessors_;
   }
 
+  /// Whether this thread's context has started (picked its device, made its stream).
+  bool initialized() const { return ready_; }
+
   /// Queues this thread's ops on `s` from now on: a stream the caller owns and keeps alive
   /// while it is in use (one a communicator shares, say); nullptr returns to the
-  /// context's own stream.
+  /// context's own stream. The work queued on the old stream is waited for first: the
+  /// cuBLAS workspace, the scratch and the cached blocks pass to the new one.
   void set_stream(cudaStream_t s) {
     ensure();
-    active_ = s ? s : own_stream_;
+    const cudaStream_t next = s ? s : own_stream_;
+    if (next == active_) return;
+    SEQPAR_CUDA_CHECK(cudaStreamSynchronize(active_));
+    active_ = next;
     bind_blas();
   }
 
@@ -76,7 +89,7 @@ class CudaContext {
       scratch_ = nullptr;
       scratch_bytes_ = 0;
       const std::size_t grown = bytes + bytes / 2;
-      SEQPAR_CUDA_CHECK(cudaMalloc(&scratch_, grown));
+      scratch_ = device_malloc(grown);
       scratch_bytes_ = grown;
     }
     return scratch_;
@@ -103,64 +116,62 @@ class CudaContext {
   /// rounded size, or a new one from cudaMalloc. cudaFree waits for the whole device, so
   /// activations that are freed and taken again every micro-batch come from here. A
   /// cached block is reused only by ops queued after its free on this thread's stream,
-  /// which stream order makes safe. When cudaMalloc fails, the cache is returned to the
-  /// device and the allocation tried once more; a second failure throws, naming the size
+  /// which stream order makes safe. When cudaMalloc fails, this thread's cache is returned
+  /// to the device and the allocation tried again, then the caches of the other threads
+  /// on the device (ThreadComm ranks sharing a GPU); a last failure throws, naming the size
   /// and the free and total memory of the device.
   void* allocate(std::size_t bytes) {
     ensure();
     const std::size_t size = rounded(bytes);
-    if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      cached_bytes_ -= size;
-      return p;
-    }
     void* p = nullptr;
-    cudaError_t e = cudaMalloc(&p, size);
-    if (e != cudaSuccess && cached_bytes_ > 0) {
-      (void)cudaGetLastError();
-      release_cache();
-      e = cudaMalloc(&p, size);
+    {
+      std::lock_guard lock(cache_mutex_);
+      if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= size;
+      }
     }
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      std::size_t free_bytes = 0, total_bytes = 0;
-      (void)cudaMemGetInfo(&free_bytes, &total_bytes);
-      (void)cudaGetLastError();
-      detail::fail(__FILE__, ":", __LINE__, ": cudaMalloc of ", bytes, " bytes on device ", device_,
-                   " failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), "); ", free_bytes,
-                   " of ", total_bytes, " bytes are free");
+    if (!p) p = device_malloc(size);
+    try {
+      std::lock_guard lock(cache_mutex_);
+      live_.insert(p);
+    } catch (...) {
+      (void)cudaFree(p);
+      throw;
     }
     return p;
   }
 
-  /// Keeps a block from allocate(bytes) (on any thread) for this thread's next allocation
-  /// of the same size. Called from destructors: never throws.
+  /// Keeps a block this thread's allocate(bytes) handed out for its next allocation of the
+  /// same size. A block from another thread (whose stream may still use it) or one freed
+  /// after this context ended goes back to the device (cudaFree waits for the device).
+  /// Called from destructors: never throws.
   void deallocate(void* p, std::size_t bytes) noexcept {
     if (!p) return;
-    if (!ready_) {
-      (void)cudaFree(p);
-      return;
-    }
     const std::size_t size = rounded(bytes);
     try {
-      cache_[size].push_back(p);
-      cached_bytes_ += size;
+      std::lock_guard lock(cache_mutex_);
+      if (ready_ && live_.erase(p) == 1) {
+        cache_[size].push_back(p);
+        cached_bytes_ += size;
+        return;
+      }
     } catch (...) {
-      (void)cudaFree(p);
     }
+    (void)cudaFree(p);
   }
 
   /// Bytes of device memory held in the cache (freed by Buffers, not yet returned).
-  std::size_t cached_bytes() const { return cached_bytes_; }
+  std::size_t cached_bytes() const {
+    std::lock_guard lock(cache_mutex_);
+    return cached_bytes_;
+  }
 
   /// Returns every cached block to the device (waits for the stream first).
   void release_cache() {
     if (ready_) (void)cudaStreamSynchronize(active_);
-    for (auto& [size, blocks] : cache_)
-      for (void* p : blocks) (void)cudaFree(p);
-    cache_.clear();
-    cached_bytes_ = 0;
+    free_blocks(take_cache());
   }
 
  private:
@@ -176,6 +187,68 @@ class CudaContext {
   CudaContext() = default;
   ~CudaContext() { release(); }
 
+  // Every started context of the process, so that a failed allocation can take back the
+  // blocks the other threads' caches hold on its device. A function-local static outlives
+  // every thread's context (thread-local objects end before static ones).
+  struct Registry {
+    std::mutex mutex;
+    std::vector<CudaContext*> contexts;
+  };
+  static Registry& registry() {
+    static Registry r;
+    return r;
+  }
+
+  // The cache's blocks, taken out of it.
+  std::vector<void*> take_cache() {
+    std::vector<void*> blocks;
+    std::lock_guard lock(cache_mutex_);
+    for (auto& [size, list] : cache_) blocks.insert(blocks.end(), list.begin(), list.end());
+    cache_.clear();
+    cached_bytes_ = 0;
+    return blocks;
+  }
+  static void free_blocks(const std::vector<void*>& blocks) noexcept {
+    for (void* p : blocks) (void)cudaFree(p);
+  }
+
+  // cudaMalloc; on failure this thread's cache goes back to the device, then the other
+  // threads' caches on the device (after the whole device is idle: their streams may
+  // still use blocks they freed), retrying after each.
+  void* device_malloc(std::size_t bytes) {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    for (int attempt = 0; e != cudaSuccess && attempt < 2; ++attempt) {
+      (void)cudaGetLastError();
+      if (attempt == 0) {
+        release_cache();
+      } else {
+        std::vector<void*> others;
+        {
+          std::lock_guard lock(registry().mutex);
+          for (CudaContext* c : registry().contexts)
+            if (c != this && c->device_ == device_) {
+              auto taken = c->take_cache();
+              others.insert(others.end(), taken.begin(), taken.end());
+            }
+        }
+        (void)cudaDeviceSynchronize();
+        free_blocks(others);
+      }
+      e = cudaMalloc(&p, bytes);
+    }
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      std::size_t free_bytes = 0, total_bytes = 0;
+      (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+      (void)cudaGetLastError();
+      detail::fail(__FILE__, ":", __LINE__, ": cudaMalloc of ", bytes, " bytes on device ", device_,
+                   " failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), "); ", free_bytes,
+                   " of ", total_bytes, " bytes are free");
+    }
+    return p;
+  }
+
   void ensure() {
     if (!ready_) init();
   }
@@ -190,6 +263,10 @@ class CudaContext {
       SEQPAR_CUBLAS_CHECK(cublasCreate(&blas_));
       SEQPAR_CUDA_CHECK(cudaMalloc(&blas_workspace_, blas_workspace_bytes));
       bind_blas();
+      {
+        std::lock_guard lock(registry().mutex);
+        registry().contexts.push_back(this);
+      }
       ready_ = true;
     } catch (...) {
       release();
@@ -206,11 +283,21 @@ class CudaContext {
   // Also runs at thread exit, possibly after the program's last CUDA call failed: the
   // statuses are ignored, as a destructor must not throw.
   void release() noexcept {
+    if (ready_) {
+      std::lock_guard lock(registry().mutex);
+      auto& all = registry().contexts;
+      all.erase(std::remove(all.begin(), all.end(), this), all.end());
+    }
     if (own_stream_) (void)cudaStreamSynchronize(own_stream_);
-    for (auto& [size, blocks] : cache_)
-      for (void* p : blocks) (void)cudaFree(p);
-    cache_.clear();
-    cached_bytes_ = 0;
+    {
+      std::lock_guard lock(cache_mutex_);
+      for (auto& [size, blocks] : cache_)
+        for (void* p : blocks) (void)cudaFree(p);
+      cache_.clear();
+      cached_bytes_ = 0;
+      live_.clear();  // blocks still out go back to the device when they are freed
+      ready_ = false;
+    }
     if (blas_) (void)cublasDestroy(blas_);
     if (blas_workspace_) (void)cudaFree(blas_workspace_);
     if (scratch_) (void)cudaFree(scratch_);
@@ -235,8 +322,10 @@ class CudaContext {
   std::size_t scratch_bytes_ = 0;
   void* host_ = nullptr;
   std::size_t host_bytes_ = 0;
+  mutable std::mutex cache_mutex_;  // cache_, cached_bytes_ and live_ (another thread may take the cache)
   std::map<std::size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
   std::size_t cached_bytes_ = 0;
+  std::unordered_set<void*> live_;  // blocks handed out and not yet freed
 };
 
 }  // namespace seqpar::inline v0

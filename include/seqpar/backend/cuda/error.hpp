@@ -45,7 +45,17 @@ namespace seqpar::inline v0::detail {
   } while (0)
 
 /// After a kernel launch: throws when the launch itself failed (bad configuration, a
-/// sticky error from an earlier kernel).
+/// sticky error from an earlier kernel). Built with SEQPAR_CUDA_SYNC_LAUNCHES defined, it
+/// also waits for the kernel, so that a fault inside one is reported at its own launch
+/// (file and line) rather than at the next call that waits (slow: for debugging).
+#if defined(SEQPAR_CUDA_SYNC_LAUNCHES)
+#define SEQPAR_CUDA_CHECK_LAUNCH()                 \
+  do {                                             \
+    SEQPAR_CUDA_CHECK(cudaGetLastError());         \
+    SEQPAR_CUDA_CHECK(cudaDeviceSynchronize());    \
+  } while (0)
+#else
 #define SEQPAR_CUDA_CHECK_LAUNCH() SEQPAR_CUDA_CHECK(cudaGetLastError())
+#endif
 
 #endif  // __CUDACC__
