@@ -2,9 +2,13 @@
 // same global batches; per-rank memory and bytes moved match the ZeRO and ring figures.
 #include <doctest/doctest.h>
 
+#include <chrono>
+
+#include "../comm/comm_test_util.hpp"
 #include "../support/plans.hpp"
 
 using namespace seqpar;
+using test::DeferredComm;
 using test::Small;
 
 using test::check_equivalent;
@@ -20,7 +24,9 @@ TEST_CASE_TEMPLATE_INVOKE(data_parallel_plans, Replicated<2>, Replicated<4>, Rep
 // only where the async collectives really run behind the caller: here they run when joined.
 TEST_CASE_TEMPLATE("data-parallel plans whose async collectives run only when joined match ThreadComm exactly", Plan,
                    Replicated<2>, Sharded<Zero1, 2>, Sharded<Zero2, 4>, Sharded<Zero3, 4>) {
-  const auto calls = test::check_over_deferred_comm<Plan>();
+  DeferredComm<ThreadComm>::Counts calls;
+  // A rank-dependent order of collectives would hang: past the limit the program stops.
+  comm_test::timed_within(std::chrono::seconds(120), [&] { calls = test::check_over_deferred_comm<Plan>(); });
   constexpr int zero = PlanTraits<Plan>::zero_stage;
   CHECK((calls.all_reduce > 0) == (zero == 0));
   CHECK((calls.reduce_scatter > 0) == (zero > 0));

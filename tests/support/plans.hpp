@@ -100,27 +100,34 @@ void run_plan(int n, int steps, Check&& check) {
   });
 }
 
-/// One rank's losses, gradient norms and final local weights.
+/// One rank's losses, gradient norms, evaluation losses, final logits and local weights,
+/// and the all-gathers its data axis made.
 struct RankRun {
-  std::vector<double> losses, norms;
+  std::vector<double> losses, norms, evals;
+  std::vector<float> logits;
   std::map<std::string, std::vector<float>> weights;
+  std::int64_t data_gathers = 0;
   bool operator==(const RankRun&) const = default;
 };
 
-/// Runs `steps` steps of Plan on n ThreadComm ranks, each trainer over comm_of(rank's
-/// ThreadComm); after(rank, communicator) runs once the steps are done.
+/// Runs `steps` steps of Plan with options o on n ThreadComm ranks, each trainer over
+/// comm_of(rank's ThreadComm), with an evaluation after each step; then the logits of
+/// batch 0 and the weights are read, and after(rank, communicator) runs.
 template <class Plan, class CommOf, class After>
-std::vector<RankRun> run_plan_over(int n, int steps, CommOf&& comm_of, After&& after) {
+std::vector<RankRun> run_plan_over(int n, int steps, const TrainOptions& o, CommOf&& comm_of, After&& after) {
   std::vector<RankRun> runs(static_cast<std::size_t>(n));
   run_ranks(n, [&](ThreadComm& thread_comm) {
     auto comm = comm_of(thread_comm);
-    Trainer<Small, Plan> t(comm, plan_options());
+    Trainer<Small, Plan> t(comm, o);
     RankRun& r = runs[static_cast<std::size_t>(thread_comm.rank())];
     for (int s = 0; s < steps; ++s) {
       const auto st = t.step(plan_batch(s));
       r.losses.push_back(st.loss);
       r.norms.push_back(st.grad_norm);
+      r.evals.push_back(t.evaluate(plan_batch(100 + s)));
     }
+    r.logits = t.logits(plan_batch(0));
+    r.data_gathers = static_cast<std::int64_t>(t.data_stats()[CollectiveKind::all_gather].calls);
     t.for_each_param([&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
     after(thread_comm.rank(), comm);
   });
@@ -153,17 +160,19 @@ void check_equivalent(int n) {
   });
 }
 
-/// Runs Plan for three steps over ThreadComm ranks and over DeferredComm ranks (async
-/// collectives run only when joined, as on NCCL's stream): every rank's losses, gradient
-/// norms and final weights must agree bit for bit (the same sums in the same order).
-/// Returns the async calls the ranks made.
+/// Runs Plan for three steps of two micro-batches per rank over ThreadComm ranks and over
+/// DeferredComm ranks (async collectives run only when joined, as on NCCL's stream): every
+/// rank's losses, gradient norms, evaluations, logits and final weights must agree bit for
+/// bit (the same sums in the same order). Returns the async calls the ranks made.
 template <class Plan>
 typename DeferredComm<ThreadComm>::Counts check_over_deferred_comm() {
   using Deferred = DeferredComm<ThreadComm>;
   const int n = PlanTraits<Plan>::world_size;
-  const auto plain = run_plan_over<Plan>(n, 3, [](ThreadComm& c) { return c; }, [](int, ThreadComm&) {});
+  auto o = plan_options();
+  o.micro_batch_rows = 8 / (2 * PlanTraits<Plan>::data_degree);
+  const auto plain = run_plan_over<Plan>(n, 3, o, [](ThreadComm& c) { return c; }, [](int, ThreadComm&) {});
   std::vector<typename Deferred::Counts> counts(static_cast<std::size_t>(n));
-  const auto deferred = run_plan_over<Plan>(n, 3, [](ThreadComm& c) { return Deferred(c); },
+  const auto deferred = run_plan_over<Plan>(n, 3, o, [](ThreadComm& c) { return Deferred(c); },
                                             [&](int rank, Deferred& c) { counts[static_cast<std::size_t>(rank)] = c.counts(); });
   typename Deferred::Counts total;
   for (int r = 0; r < n; ++r) {
@@ -171,7 +180,11 @@ typename DeferredComm<ThreadComm>::Counts check_over_deferred_comm() {
     const auto i = static_cast<std::size_t>(r);
     CHECK(deferred[i].losses == plain[i].losses);
     CHECK(deferred[i].norms == plain[i].norms);
+    CHECK(deferred[i].evals == plain[i].evals);
+    CHECK(deferred[i].logits == plain[i].logits);
     CHECK(deferred[i].weights == plain[i].weights);
+    // Every gather made ahead was used: it took the place of one made when needed.
+    CHECK(deferred[i].data_gathers == plain[i].data_gathers);
     total.all_reduce += counts[i].all_reduce;
     total.reduce_scatter += counts[i].reduce_scatter;
     total.all_gather += counts[i].all_gather;

@@ -14,7 +14,9 @@
 // join), so two units' full gradients exist at once; and ZeRO-3 gathers the parameters of
 // the unit expected next (the next one forward, the one before backward, the tied table
 // after the last) while the current one computes, so two units' full parameters exist at
-// once. Elsewhere each collective finishes at once and nothing is gathered ahead.
+// once besides the tied table, which a stage with the embedding keeps from the loss to the
+// end of its backward. Elsewhere each collective finishes at once and nothing is gathered
+// ahead.
 //
 // Every unit's flat buffer is padded to a multiple of the degree N and cut into N equal
 // shards; rank r owns elements [r s, (r + 1) s) of each unit.
@@ -101,7 +103,8 @@ class DataAxis final : public UnitHooks {
   void acquire(std::size_t u, bool grads) override {
     if (zero_ == 3 && !held_[u]) take_params(u);
     held_[u] = true;
-    if (zero_ == 3) gather_ahead(grads ? (u > 0 ? u - 1 : no_unit) : (u + 1 < held_.size() ? u + 1 : 0));
+    if (zero_ == 3) gather_ahead(expected_after(u, grads));
+    previous_ = u;
     if (grads && zero_ >= 2 && model_->grad_buffer(u).empty())
       model_->grad_buffer(u) = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
   }
@@ -265,14 +268,28 @@ class DataAxis final : public UnitHooks {
     gather_params(u, model_->param_buffer(u));
   }
 
+  // The unit the model will most likely take after u: the next one in a forward (the tied
+  // table after the last block, for the head), the one before in a backward. The table
+  // taken right after the last unit is the head's, which a forward (evaluate, logits) or
+  // the backward from the loss follows, not block 1: nothing is expected after it.
+  std::size_t expected_after(std::size_t u, bool grads) const {
+    const std::size_t last = held_.size() - 1;
+    if (grads) return u > 0 ? u - 1 : no_unit;
+    if (u == last) return 0;
+    if (u == 0 && previous_ == last) return no_unit;
+    return u + 1;
+  }
+
   // ZeRO-3 on an asynchronous communicator: starts gathering unit u's parameters (unless
   // u is no unit, not on this stage, already present or another gather is ahead).
   void gather_ahead(std::size_t u) {
     if (!comm_.asynchronous() || u >= held_.size() || !model_->holds(u) || held_[u] || !ahead_.params.empty()) return;
+    Buffer<T, Arena> params(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
+    const CommTicket t = comm_.all_gather_async(param_shard_[u].data(), params.data(),
+                                                static_cast<std::size_t>(shards_[u].size));
     ahead_.unit = u;
-    ahead_.params = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
-    ahead_.ticket = comm_.all_gather_async(param_shard_[u].data(), ahead_.params.data(),
-                                           static_cast<std::size_t>(shards_[u].size));
+    ahead_.params = std::move(params);
+    ahead_.ticket = t;
   }
 
   // A gather ahead that will not be used: joined (its memory is reused only behind it) and freed.
@@ -301,6 +318,7 @@ class DataAxis final : public UnitHooks {
   std::int64_t micro_batches_ = 1;    // in this step
   std::vector<std::int64_t> ready_count_;  // per unit: micro-batches whose gradients are complete
   static constexpr std::size_t no_unit = static_cast<std::size_t>(-1);
+  std::size_t previous_ = no_unit;  // the unit acquired last
   struct {
     std::size_t unit = 0;
     Buffer<T, Arena> grads, part;  // the unit's full gradients and this rank's reduced block

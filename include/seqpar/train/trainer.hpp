@@ -448,11 +448,10 @@ class Trainer {
     return out;
   }
 
-  // Forward and backward of every micro-batch through the pipeline schedule, then the
-  // gradients reduced over the data axis and the tied embedding made one again; returns
-  // the global loss sum on every rank.
   // 1 / targets in T, rounded once: a 16-bit T holds neither every count (bf16 rounds 257
-  // to 256) nor a count past 65504 (fp16), so its quotient is taken in double.
+  // to 256) nor a count past 65504 (fp16), so its quotient is taken in double. (In fp16
+  // it is subnormal past 16384 targets: step() scales the loss up first, compute_gradients
+  // does not.)
   static T inverse_count(std::int64_t targets) {
     if (targets <= 0) return T(0);
     if constexpr (std::is_floating_point_v<T>)
@@ -461,6 +460,9 @@ class Trainer {
       return static_cast<T>(1.0 / static_cast<double>(targets));
   }
 
+  // Forward and backward of every micro-batch through the pipeline schedule, then the
+  // gradients reduced over the data axis and the tied embedding made one again; returns
+  // the global loss sum on every rank.
   double accumulate(const BatchView& batch, T scale) {
     const auto mbs = micro_batches(batch);
     data_->begin_step(static_cast<std::int64_t>(mbs.size()));

@@ -151,12 +151,15 @@ class CudaContext {
     if (!p) return;
     const std::size_t size = rounded(bytes);
     try {
-      std::lock_guard lock(cache_mutex_);
-      if (ready_ && live_.erase(p) == 1) {
-        cache_[size].push_back(p);
-        cached_bytes_ += size;
-        return;
+      {
+        std::lock_guard lock(cache_mutex_);
+        if (ready_ && live_.erase(p) == 1) {
+          cache_[size].push_back(p);
+          cached_bytes_ += size;
+          return;
+        }
       }
+      forget_elsewhere(p);
     } catch (...) {
     }
     (void)cudaFree(p);
@@ -207,6 +210,15 @@ class CudaContext {
     cache_.clear();
     cached_bytes_ = 0;
     return blocks;
+  }
+  // A block another thread's allocate handed out leaves that thread's books before it goes
+  // back to the device, since cudaMalloc may hand the address out again to anyone.
+  static void forget_elsewhere(void* p) {
+    std::lock_guard lock(registry().mutex);
+    for (CudaContext* c : registry().contexts) {
+      std::lock_guard cache_lock(c->cache_mutex_);
+      if (c->live_.erase(p) == 1) return;
+    }
   }
   static void free_blocks(const std::vector<void*>& blocks) noexcept {
     for (void* p : blocks) (void)cudaFree(p);
