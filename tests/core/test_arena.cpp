@@ -1,6 +1,7 @@
 // The arena's books (live bytes by category, peaks) and its cache of freed host blocks.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -9,7 +10,16 @@
 
 using namespace seqpar;
 
-TEST_CASE("arena: live bytes and peaks by category; buffers come zeroed") {
+namespace {
+#if defined(SEQPAR_POISON_ACTIVATIONS)
+constexpr bool poisoned = true;
+#else
+constexpr bool poisoned = false;
+#endif
+}  // namespace
+
+TEST_CASE("arena: live bytes and peaks by category; buffers come zeroed, activations (in tests) NaN") {
+  static_assert(poisoned, "the tests are built with SEQPAR_POISON_ACTIVATIONS");
   Arena arena;
   {
     Buffer<float> a(arena, 100, Memory::activations);
@@ -17,14 +27,15 @@ TEST_CASE("arena: live bytes and peaks by category; buffers come zeroed") {
     CHECK(arena.stats().current_of(Memory::activations) == 400);
     CHECK(arena.stats().current_of(Memory::gradients) == 80);
     CHECK(arena.stats().total_current == 480);
-    for (float x : a) REQUIRE(x == 0.0f);
+    for (double x : g) REQUIRE(x == 0.0);
+    for (float x : a) REQUIRE(std::isnan(x));  // written by the op that makes it, never read first
     a[3] = 7.0f;
   }
   CHECK(arena.stats().total_current == 0);
   CHECK(arena.stats().total_peak == 480);
   CHECK(arena.stats().peak_of(Memory::activations) == 400);
-  // a block handed out again is zeroed again
-  Buffer<float> again(arena, 100, Memory::activations);
+  // a block handed out again is zeroed again (the activation's block, 7 at [3])
+  Buffer<float> again(arena, 100, Memory::buffers);
   for (float x : again) REQUIRE(x == 0.0f);
 }
 

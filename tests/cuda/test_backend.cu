@@ -20,19 +20,23 @@ using namespace seqpar::test;
 using O = Ops<Cuda>;
 
 TEST_CASE(
-    "a device Buffer is zeroed, counted by its arena and round-trips through upload/download") {
+    "a device Buffer is zeroed (an activation NaN, in tests), counted by its arena and round-trips") {
   CudaArena arena;
   {
-    DeviceBuffer<float> b(arena, 1000, Memory::activations);
-    CHECK(arena.stats().current_of(Memory::activations) == 4000);
+    DeviceBuffer<float> act(arena, 10, Memory::activations);
+    for (const float x : to_host(act)) CHECK(std::isnan(x));  // SEQPAR_POISON_ACTIVATIONS
+  }
+  {
+    DeviceBuffer<float> b(arena, 1000, Memory::buffers);
+    CHECK(arena.stats().current_of(Memory::buffers) == 4000);
     CHECK(same_bits(to_host(b), std::vector<float>(1000, 0.0f)));
     std::vector<float> h(1000);
     for (int i = 0; i < 1000; ++i) h[static_cast<std::size_t>(i)] = static_cast<float>(i) - 0.5f;
     O::upload(b.data(), h.data(), 1000);
     CHECK(same_bits(to_host(b), h));
   }
-  CHECK(arena.stats().current_of(Memory::activations) == 0);
-  CHECK(arena.stats().peak_of(Memory::activations) == 4000);
+  CHECK(arena.stats().current_of(Memory::buffers) == 0);
+  CHECK(arena.stats().peak_of(Memory::buffers) == 4000);
 }
 
 TEST_CASE("CUDA failures throw seqpar::Error naming the call and the runtime's message") {

@@ -46,8 +46,9 @@ struct HostAllocator {
     return ::operator new(bytes, std::align_val_t{alignment});
   }
   static void deallocate(void* p, std::size_t) { ::operator delete(p, std::align_val_t{alignment}); }
-  /// Large blocks are zeroed by all threads (when built with OpenMP), in 1 MiB pieces.
-  static void zero(void* p, std::size_t bytes) {
+  /// Sets every byte to `byte`; large blocks by all threads (when built with OpenMP), in
+  /// 1 MiB pieces.
+  static void fill(void* p, unsigned char byte, std::size_t bytes) {
     constexpr std::size_t piece = std::size_t{1} << 20;
     const auto pieces = static_cast<std::int64_t>((bytes + piece - 1) / piece);
 #ifdef _OPENMP  // core is also compiled without OpenMP, where an unknown pragma is a warning
@@ -55,7 +56,7 @@ struct HostAllocator {
 #endif
     for (std::int64_t i = 0; i < pieces; ++i) {
       const std::size_t at = static_cast<std::size_t>(i) * piece;
-      std::memset(static_cast<char*>(p) + at, 0, std::min(piece, bytes - at));
+      std::memset(static_cast<char*>(p) + at, byte, std::min(piece, bytes - at));
     }
   }
 };
@@ -148,15 +149,24 @@ class BasicArena {
 
 using Arena = BasicArena<HostAllocator>;
 
-/// An owning, zero-initialised array of T from an arena. Move-only; an empty Buffer
-/// owns nothing.
+/// An owning array of T from an arena, zero-initialised, except activations: the op that
+/// makes an activation writes all of it before anything reads it, so its Buffer is left as
+/// the allocator hands it over (a program built with SEQPAR_POISON_ACTIVATIONS, as the
+/// tests are, fills it with 0xFF bytes instead: NaN in every floating type, so a read
+/// before the write shows). Move-only; an empty Buffer owns nothing.
 template <class T, class ArenaT = Arena>
 class Buffer {
  public:
   Buffer() = default;
   Buffer(ArenaT& arena, std::size_t n, Memory kind) : arena_(&arena), n_(n), kind_(kind) {
     data_ = static_cast<T*>(arena.allocate(n * sizeof(T), kind));
-    if (n) ArenaT::allocator::zero(data_, n * sizeof(T));
+    if (n == 0) return;
+    if (kind != Memory::activations)
+      ArenaT::allocator::fill(data_, 0, n * sizeof(T));
+#if defined(SEQPAR_POISON_ACTIVATIONS)
+    else
+      ArenaT::allocator::fill(data_, 0xFF, n * sizeof(T));
+#endif
   }
   Buffer(Buffer&& o) noexcept { swap(o); }
   Buffer& operator=(Buffer&& o) noexcept {

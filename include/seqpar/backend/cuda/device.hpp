@@ -17,9 +17,9 @@
 namespace seqpar::inline v0 {
 
 /// Device memory of the current device: cudaMalloc'ed blocks (never managed memory)
-/// through the calling thread's CudaContext, which keeps freed blocks for reuse; zeroing
-/// queued on the calling thread's stream (so a Buffer is zero for every op that thread
-/// queues after it).
+/// through the calling thread's CudaContext, which keeps freed blocks for reuse; filling
+/// (a Buffer's zeroing) queued on the calling thread's stream (so a Buffer is zero for
+/// every op that thread queues after it).
 struct CudaAllocator {
   static constexpr std::size_t alignment = 256;  // what cudaMalloc guarantees
 
@@ -31,8 +31,8 @@ struct CudaAllocator {
     CudaContext::current().deallocate(p, bytes);
   }
 
-  static void zero(void* p, std::size_t bytes) {
-    SEQPAR_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, CudaContext::current().stream()));
+  static void fill(void* p, unsigned char byte, std::size_t bytes) {
+    SEQPAR_CUDA_CHECK(cudaMemsetAsync(p, byte, bytes, CudaContext::current().stream()));
   }
 };
 
