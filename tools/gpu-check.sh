@@ -94,21 +94,27 @@ run_limited() {
 }
 # skipped RC: whether exit status RC means "no GPU here" and that is allowed.
 skipped() { [[ $1 -eq 77 && $require_gpu != 1 ]]; }
-# run_step STEP LOG CMD...: CMD under run_limited; one line of the table from its exit status.
+# conclude STEP LOG RC DETAIL: the table's line for a step whose program exited with RC.
+conclude() {
+  local step=$1 log=$2 rc=$3 detail=$4
+  if [[ $rc -eq 0 ]]; then
+    record "$step" PASS "$detail"
+  elif skipped "$rc"; then
+    record "$step" SKIP "$(head -1 "$out/$log")"
+  else
+    local why="exit $rc"
+    [[ $rc -eq 124 ]] && why="$why, timed out"
+    [[ $rc -gt 128 ]] && why="$why, killed by signal $((rc - 128))"
+    record "$step" FAIL "$why; $detail"
+    failed=1
+  fi
+}
+# run_step STEP LOG CMD...: CMD under run_limited, then its line of the table.
 run_step() {
   local step=$1 log=$2
   shift 2
   run_limited "$log" "$@"
-  local rc=$?
-  if [[ $rc -eq 0 ]]; then
-    record "$step" PASS "see $log"
-  elif skipped $rc; then
-    record "$step" SKIP "$(head -1 "$out/$log")"
-  else
-    [[ $rc -eq 124 ]] && log="$log; timed out"
-    record "$step" FAIL "exit $rc (see $log)"
-    failed=1
-  fi
+  conclude "$step" "$log" $? "see $log"
 }
 
 # Libraries that travelled with the binaries, then cuBLAS, the CUDA runtime and NCCL: the
@@ -164,14 +170,9 @@ run_tests() {
   cases=$(grep -E '^\[doctest\] test cases:' "$out/$log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
   asserts=$(grep -E '^\[doctest\] assertions:' "$out/$log" | tail -1 | sed 's/^\[doctest\] //; s/  */ /g')
   if [[ $rc -eq 0 ]]; then
-    record "$step" PASS "$cases; $asserts"
-  elif skipped $rc; then
-    record "$step" SKIP "$(head -1 "$out/$log")"
+    conclude "$step" "$log" 0 "$cases; $asserts"
   else
-    [[ $rc -eq 124 ]] && cases="timed out; $cases"
-    [[ $rc -gt 128 && $rc -ne 124 ]] && cases="killed by signal $((rc - 128)); $cases"
-    record "$step" FAIL "exit $rc; $cases; $asserts (see $log)"
-    failed=1
+    conclude "$step" "$log" "$rc" "$cases; $asserts (see $log)"
   fi
   tail -3 "$out/$log"
 }
@@ -206,9 +207,13 @@ if ! have_python; then
   note "pytorch: skipped, no $python"
   record pytorch SKIP "no $python"
 elif ! "$python" -c "import torch, transformers; assert torch.cuda.is_available()" >"$out/torch_bench.log" 2>&1; then
-  note "pytorch: skipped, $python lacks torch/transformers or sees no GPU (see torch_bench.log)"
-  record pytorch SKIP "$python lacks torch/transformers or CUDA (see torch_bench.log)"
-  [[ $require_gpu == 1 ]] && failed=1
+  note "pytorch: $python lacks torch/transformers or sees no GPU (see torch_bench.log)"
+  if [[ $require_gpu == 1 ]]; then
+    record pytorch FAIL "$python lacks torch/transformers or CUDA (see torch_bench.log)"
+    failed=1
+  else
+    record pytorch SKIP "$python lacks torch/transformers or CUDA (see torch_bench.log)"
+  fi
 else
   note "pytorch: tools/bench_torch_gpu.py --shapes $torch_shapes"
   run_step pytorch torch_bench.log "$python" "$root/tools/bench_torch_gpu.py" --shapes "$torch_shapes"
