@@ -22,11 +22,13 @@
 #         -DCMAKE_CUDA_ARCHITECTURES=90 -DSEQPAR_NATIVE_ARCH=OFF
 #   cmake --build build-gpu --target test_cuda test_nccl bench_cuda_ops bench_cuda_train_step -j2
 #   mkdir -p build-gpu/lib && cp /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian build-gpu/lib/
+#   cp /usr/lib/x86_64-linux-gnu/libgomp.so.1 build-gpu/lib/
 # They need libcublas.so.13 and libcublasLt.so.13 (the benchmarks libcudart.so.13, test_nccl
 # libnccl.so.2):
 # from the CUDA toolkit, or from the nvidia-* wheels next to PyTorch (both are searched
 # below). Other shared libraries a binary needs that the GPU machine lacks (the
-# benchmarks' libbenchmark.so.1debian) travel in $SEQPAR_GPU_BUILD/lib.
+# benchmarks' libbenchmark.so.1debian; test_cuda's libgomp.so.1, which a system with GCC has)
+# travel in $SEQPAR_GPU_BUILD/lib.
 #
 # Environment:
 #   SEQPAR_GPU_BUILD     build folder of the CUDA programs (default: build-gpu)
