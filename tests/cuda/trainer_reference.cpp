@@ -22,20 +22,29 @@ TrainRun cpu_train_run(int steps) {
   return r;
 }
 
-double cpu_evaluate_file(const std::string& path, int step) {
+namespace {
+// fn(trainer) on a Cpu trainer whose initial weights a load will overwrite.
+template <class F>
+auto with_cpu_trainer(F&& fn) {
   TrainOptions o = trainer_options();
   o.seed = 1;  // overwritten by the load
   Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(o);
-  t.load_weights(path);
-  return t.evaluate(trainer_batch(step));
+  return fn(t);
+}
+}  // namespace
+
+double cpu_evaluate_file(const std::string& path, int step) {
+  return with_cpu_trainer([&](auto& t) {
+    t.load_weights(path);
+    return t.evaluate(trainer_batch(step));
+  });
 }
 
 StepStats cpu_resume_step(const std::string& checkpoint, int step) {
-  TrainOptions o = trainer_options();
-  o.seed = 1;  // overwritten by the load
-  Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(o);
-  t.load_checkpoint(checkpoint);
-  return t.step(trainer_batch(step));
+  return with_cpu_trainer([&](auto& t) {
+    t.load_checkpoint(checkpoint);
+    return t.step(trainer_batch(step));
+  });
 }
 
 }  // namespace seqpar::test

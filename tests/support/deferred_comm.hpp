@@ -36,8 +36,6 @@ class DeferredComm {
   int size() const { return inner_.size(); }
   CommStats& stats() { return inner_.stats(); }
   const CommStats& stats() const { return inner_.stats(); }
-  /// Async collectives queued and not yet run.
-  std::size_t pending() const { return state_->pending.size(); }
   const Counts& counts() const { return *counts_; }
 
   template <CommElement T>
@@ -152,16 +150,19 @@ class DeferredComm {
     std::memset(static_cast<void*>(p), 0xFF, n * sizeof(T));
   }
   template <class T>
-  static void expect_poisoned(int rank, const T* p, std::size_t n, const char* what, const char* buffer) {
+  static void expect_poisoned(int rank, const T* p, std::size_t n, const char* what,
+                              const char* buffer) {
     const auto* bytes = reinterpret_cast<const unsigned char*>(p);
     for (std::size_t i = 0; i < n * sizeof(T); ++i)
-      SEQPAR_CHECK(bytes[i] == 0xFF, "DeferredComm: rank ", rank, " wrote ", buffer, " of an ", what,
-                   " before joining it (element ", i / sizeof(T), " of ", n, ")");
+      SEQPAR_CHECK(bytes[i] == 0xFF, "DeferredComm: rank ", rank, " wrote ", buffer,
+                   " of a queued ", what, " before joining it (element ", i / sizeof(T), " of ", n,
+                   ")");
   }
   template <class T>
-  static void expect_unchanged(int rank, const T* p, const std::vector<T>& was, std::size_t n, const char* what) {
+  static void expect_unchanged(int rank, const T* p, const std::vector<T>& was, std::size_t n,
+                               const char* what) {
     SEQPAR_CHECK(std::memcmp(p, was.data(), n * sizeof(T)) == 0, "DeferredComm: rank ", rank,
-                 " changed the input of an ", what, " before joining it");
+                 " changed the input of a queued ", what, " before joining it");
   }
 
   C inner_;

@@ -301,12 +301,12 @@ class CudaContext {
       all.erase(std::remove(all.begin(), all.end(), this), all.end());
     }
     if (own_stream_) (void)cudaStreamSynchronize(own_stream_);
+    try {
+      free_blocks(take_cache());
+    } catch (...) {  // no memory for the list: the blocks go with the process
+    }
     {
       std::lock_guard lock(cache_mutex_);
-      for (auto& [size, blocks] : cache_)
-        for (void* p : blocks) (void)cudaFree(p);
-      cache_.clear();
-      cached_bytes_ = 0;
       live_.clear();  // blocks still out go back to the device when they are freed
       ready_ = false;
     }
