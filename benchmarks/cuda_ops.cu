@@ -97,11 +97,12 @@ void BM_gemm(benchmark::State& state) {
   flops(state, 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K));
 }
 
-// Forward and backward of attention, one micro-batch of B x 512 tokens, 16 heads of 64.
+// Attention on one micro-batch of B x 512 tokens, 16 heads of 64: pass 0 the forward,
+// 1 the backward, 2 the probabilities alone (what a recomputing backward adds).
 template <class T>
 void BM_attention(benchmark::State& state) {
   const std::int64_t B = state.range(0), S = 512, N = B * S, Hl = kHeads * kHeadDim;
-  const bool backward = state.range(1) != 0;
+  const std::int64_t pass = state.range(1);
   DeviceArena<Cuda> arena;
   Random<T> qkv(arena, N * 3 * Hl, 4), dctx(arena, N * Hl, 5);
   Buffer<T, DeviceArena<Cuda>> ctx(arena, N * Hl, Memory::buffers),
@@ -121,16 +122,20 @@ void BM_attention(benchmark::State& state) {
   O::attention_forward(ctx.data(), probs.data(), qkv.data(), d_pos.data(), d_valid.data(),
                        d_slopes.data(), B, S, kHeads, kHeadDim);
   time_op(state, [&] {
-    if (backward)
+    if (pass == 1)
       O::attention_backward(dqkv.data(), dctx.data(), qkv.data(), probs.data(), d_valid.data(),
                             scratch.data(), B, S, kHeads, kHeadDim);
+    else if (pass == 2)
+      O::attention_probs(scratch.data(), qkv.data(), d_pos.data(), d_valid.data(), d_slopes.data(),
+                         B, S, kHeads, kHeadDim);
     else
       O::attention_forward(ctx.data(), probs.data(), qkv.data(), d_pos.data(), d_valid.data(),
                            d_slopes.data(), B, S, kHeads, kHeadDim);
   });
-  // Products as computed (the full T x T scores, masked half included): 2 forward, 4 backward.
+  // Products as computed (the full T x T scores, masked half included): 2 forward, 4
+  // backward, 1 for the probabilities alone.
   const double one = 2.0 * static_cast<double>(B * kHeads) * S * S * kHeadDim;
-  flops(state, (backward ? 4.0 : 2.0) * one);
+  flops(state, (pass == 1 ? 4.0 : pass == 2 ? 1.0 : 2.0) * one);
 }
 
 template <class T>
@@ -244,9 +249,10 @@ BENCHMARK_TEMPLATE(BM_gemm, float)
     ->Args({0, 1, N, 4 * H, H})
     ->UseManualTime();
 BENCHMARK_TEMPLATE(BM_attention, bf16)
-    ->ArgNames({"B", "backward"})
+    ->ArgNames({"B", "pass"})
     ->Args({8, 0})
     ->Args({8, 1})
+    ->Args({8, 2})
     ->UseManualTime();
 BENCHMARK_TEMPLATE(BM_layernorm, bf16)->ArgName("backward")->Arg(0)->Arg(1)->UseManualTime();
 BENCHMARK_TEMPLATE(BM_gelu, bf16)->UseManualTime();

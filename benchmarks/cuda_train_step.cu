@@ -3,10 +3,10 @@
 // weights and AdamW moments) runs whole training steps (forward, loss, backward, clipping,
 // AdamW) on random token ids, 8 x 512 and 16 x 512 tokens per step by default. After
 // --warmup untimed steps, --steps steps are timed together (each step ends with a device
-// synchronisation). For each batch shape the last line is JSON:
+// synchronisation). Each batch shape (under each logits budget) ends with a JSON line:
 //
-//   {"impl": "seqpar", "batch": B, "seq": S, "tokens_per_s": ..., "mfu": ..., "peak_bytes": ...,
-//    "device_peak_bytes": ..., "ms_per_step": ..., ...}
+//   {"impl": "seqpar", "batch": B, "seq": S, "variant": "", "tokens_per_s": ..., "mfu": ...,
+//    "peak_bytes": ..., "device_peak_bytes": ..., "ms_per_step": ..., "logits_bytes": ..., ...}
 //
 // mfu = tokens_per_s * (6 P + 12 L h s) / 989e12 (P parameters with the tied embedding once,
 // L layers, h hidden, s sequence length; 989 TFLOP/s: H200 dense bf16). peak_bytes is the
@@ -16,6 +16,10 @@
 // contexts' workspaces, scratch and cached blocks. tools/gpu-check.sh reads these lines.
 //
 // Options: --shapes=8x512,16x512  --micro-batch-rows=N (0: the whole batch at once)
+//          --logits-mib=0,4096 (LM head logits budgets, TrainOptions::logits_bytes; 0, the
+//          default: the device's 256 MiB)  --recompute-attention=0,1 (TrainOptions::
+//          recompute_attention; default 0). Each combination gets a fresh trainer and runs
+//          every shape; one other than the defaults is named in the "variant" of its lines.
 //          --warmup=3  --steps=10  --seed=1
 // Exit status: 0, 1 when a configuration failed, 77 without a CUDA device, 2 for bad options.
 #include <cuda_runtime.h>
@@ -51,6 +55,8 @@ struct Shape {
 struct Args {
   std::vector<Shape> shapes{{8, 512}, {16, 512}};
   std::int64_t micro_batch_rows = 0;
+  std::vector<std::int64_t> logits_mib{0};  // LM head logits budgets; 0: the device's default
+  std::vector<std::int64_t> recompute{0};   // 1: attention probabilities recomputed in the backward
   int warmup = 3, steps = 10;
   std::uint64_t seed = 1;
 };
@@ -59,7 +65,8 @@ struct Args {
   std::fprintf(stderr,
                "bench_cuda_train_step: bad argument '%s'\n"
                "usage: bench_cuda_train_step [--shapes=8x512,16x512] [--micro-batch-rows=N] "
-               "[--warmup=3] [--steps=10] [--seed=1]\n",
+               "[--logits-mib=0,4096] [--recompute-attention=0,1] [--warmup=3] [--steps=10] "
+               "[--seed=1]\n",
                bad.c_str());
   std::exit(2);
 }
@@ -71,6 +78,17 @@ std::int64_t to_int(const std::string& s, const std::string& arg) {
   return v;
 }
 
+// "a,b,c" -> {"a", "b", "c"}
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0; start <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -80,16 +98,21 @@ Args parse(int argc, char** argv) {
     const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
     if (key == "--shapes") {
       a.shapes.clear();
-      std::size_t start = 0;
-      while (start <= value.size()) {
-        const std::size_t comma = std::min(value.find(',', start), value.size());
-        const std::string item = value.substr(start, comma - start);
+      for (const std::string& item : split(value)) {
         const auto x = item.find('x');
         if (x == std::string::npos) usage(arg);
         const Shape s{to_int(item.substr(0, x), arg), to_int(item.substr(x + 1), arg)};
         if (s.rows == 0 || s.seq == 0) usage(arg);
         a.shapes.push_back(s);
-        start = comma + 1;
+      }
+    } else if (key == "--logits-mib") {
+      a.logits_mib.clear();
+      for (const std::string& item : split(value)) a.logits_mib.push_back(to_int(item, arg));
+    } else if (key == "--recompute-attention") {
+      a.recompute.clear();
+      for (const std::string& item : split(value)) {
+        a.recompute.push_back(to_int(item, arg));
+        if (a.recompute.back() > 1) usage(arg);
       }
     } else if (key == "--micro-batch-rows") {
       a.micro_batch_rows = to_int(value, arg);
@@ -150,77 +173,107 @@ int run(const Args& args) {
   o.max_grad_norm = 1.0;
   o.micro_batch_rows = args.micro_batch_rows;
   o.seed = args.seed;
-  const auto t_init = std::chrono::steady_clock::now();
-  auto trainer = std::make_unique<TrainerT>(o);
-  Ops<Cuda>::synchronize();
-  const double init_s = seconds_since(t_init);
-  std::printf("trainer made in %.1f s; model state %.2f GiB in the arena\n", init_s,
-              static_cast<double>(trainer->memory().total_current) / (1ull << 30));
-  std::fflush(stdout);
+  std::unique_ptr<TrainerT> trainer;
+  double init_s = 0;
+  // A trainer for the options; the previous one (and the blocks it cached) goes first.
+  const auto make_trainer = [&] {
+    trainer.reset();
+    CudaContext::current().release_cache();
+    const auto t_init = std::chrono::steady_clock::now();
+    trainer = std::make_unique<TrainerT>(o);
+    Ops<Cuda>::synchronize();
+    init_s = seconds_since(t_init);
+  };
 
   int status = 0;
-  for (const Shape& shape : args.shapes) {
-    const Batch batch = random_batch(shape, args.seed + static_cast<std::uint64_t>(shape.rows));
-    const std::int64_t tokens = shape.rows * shape.seq;
-    try {
-      double loss = 0;
-      const auto t_warm = std::chrono::steady_clock::now();
-      for (int i = 0; i < args.warmup; ++i) loss = trainer->step(batch).loss;
-      const double warm_s = seconds_since(t_warm);
-      std::int64_t arena_peak = 0, device_peak = 0, skipped = 0;
-      double grad_norm = 0;
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < args.steps; ++i) {
-        const StepStats st = trainer->step(batch);
-        loss = st.loss;
-        grad_norm = st.grad_norm;
-        skipped += st.skipped;
-        arena_peak = std::max(arena_peak, st.memory.total_peak);
-        device_peak = std::max(device_peak, device_used() - used_before);
+  for (const std::int64_t mib : args.logits_mib)
+    for (const std::int64_t recompute : args.recompute) {
+      o.logits_bytes = mib << 20;
+      o.recompute_attention = recompute != 0;
+      const std::int64_t logits_bytes = mib > 0 ? o.logits_bytes : Ops<Cuda>::logits_chunk_bytes;
+      // Rows of the table are told apart by this; the defaults have none.
+      std::string variant = mib > 0 ? "logits " + std::to_string(mib) + " MiB" : "";
+      if (o.recompute_attention)
+        variant += (variant.empty() ? "" : ", ") + std::string("attention recomputed");
+      make_trainer();
+      std::printf(
+          "trainer made in %.1f s; model state %.2f GiB in the arena; LM head logits budget %lld "
+          "MiB; "
+          "attention probabilities %s\n",
+          init_s, static_cast<double>(trainer->memory().total_current) / (1ull << 30),
+          static_cast<long long>(logits_bytes >> 20),
+          o.recompute_attention ? "recomputed" : "kept");
+      std::fflush(stdout);
+      for (const Shape& shape : args.shapes) {
+        const Batch batch = random_batch(shape, args.seed + static_cast<std::uint64_t>(shape.rows));
+        const std::int64_t tokens = shape.rows * shape.seq;
+        try {
+          double loss = 0;
+          const auto t_warm = std::chrono::steady_clock::now();
+          for (int i = 0; i < args.warmup; ++i) loss = trainer->step(batch).loss;
+          const double warm_s = seconds_since(t_warm);
+          std::int64_t arena_peak = 0, device_peak = 0, skipped = 0;
+          double grad_norm = 0;
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < args.steps; ++i) {
+            const StepStats st = trainer->step(batch);
+            loss = st.loss;
+            grad_norm = st.grad_norm;
+            skipped += st.skipped;
+            arena_peak = std::max(arena_peak, st.memory.total_peak);
+            device_peak = std::max(device_peak, device_used() - used_before);
+          }
+          const double secs = seconds_since(t0);
+          const double ms = secs * 1e3 / args.steps;
+          const double tokens_per_s = static_cast<double>(tokens) * args.steps / secs;
+          const double flops_per_token =
+              6.0 * static_cast<double>(Model::parameter_count) +
+              12.0 * Model::layers * Model::hidden * static_cast<double>(shape.seq);
+          const double mfu = tokens_per_s * flops_per_token / kPeakFlops;
+          if (!std::isfinite(loss)) status = 1;
+          std::printf(
+              "%lldx%lld%s%s: %.1f ms/step, %.0f tokens/s, MFU %.1f%%, peak %.2f GiB (device %.2f "
+              "GiB), "
+              "loss %.3f\n",
+              static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
+              variant.empty() ? "" : ", ", variant.c_str(), ms, tokens_per_s, 100 * mfu,
+              static_cast<double>(arena_peak) / (1ull << 30),
+              static_cast<double>(device_peak) / (1ull << 30), loss);
+          std::printf(
+              "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"variant\": \"%s\", "
+              "\"tokens_per_s\": %.1f, "
+              "\"mfu\": %.5f, \"peak_bytes\": %lld, \"device_peak_bytes\": %lld, \"ms_per_step\": "
+              "%.3f, "
+              "\"loss\": %.5f, \"grad_norm\": %.5f, \"skipped_steps\": %lld, \"params\": %lld, "
+              "\"flops_per_token\": %.0f, \"micro_batch_rows\": %lld, \"logits_bytes\": %lld, "
+              "\"recompute_attention\": %s, \"warmup_s\": %.3f, "
+              "\"steps\": %d, \"init_s\": %.3f, "
+              "\"precision\": \"Bf16Mixed: bf16 model, fp32 master weights and AdamW moments\", "
+              "\"device\": \"%s\"}\n",
+              static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
+              variant.c_str(), tokens_per_s, mfu, static_cast<long long>(arena_peak),
+              static_cast<long long>(device_peak), ms, loss, grad_norm,
+              static_cast<long long>(skipped), static_cast<long long>(Model::parameter_count),
+              flops_per_token, static_cast<long long>(args.micro_batch_rows),
+              static_cast<long long>(logits_bytes), o.recompute_attention ? "true" : "false",
+              warm_s, args.steps, init_s, prop.name);
+        } catch (const std::exception& e) {
+          std::printf("%lldx%lld%s%s: failed: %s\n", static_cast<long long>(shape.rows),
+                      static_cast<long long>(shape.seq), variant.empty() ? "" : ", ",
+                      variant.c_str(), e.what());
+          std::printf(
+              "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"variant\": \"%s\", "
+              "\"error\": \"step "
+              "failed\"}\n",
+              static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
+              variant.c_str());
+          status = 1;
+          // A failed step leaves the trainer's buffers in an unknown state: make a fresh one.
+          make_trainer();
+        }
+        std::fflush(stdout);
       }
-      const double secs = seconds_since(t0);
-      const double ms = secs * 1e3 / args.steps;
-      const double tokens_per_s = static_cast<double>(tokens) * args.steps / secs;
-      const double flops_per_token =
-          6.0 * static_cast<double>(Model::parameter_count) +
-          12.0 * Model::layers * Model::hidden * static_cast<double>(shape.seq);
-      const double mfu = tokens_per_s * flops_per_token / kPeakFlops;
-      if (!std::isfinite(loss)) status = 1;
-      std::printf(
-          "%lldx%lld: %.1f ms/step, %.0f tokens/s, MFU %.1f%%, peak %.2f GiB (device %.2f GiB), "
-          "loss %.3f\n",
-          static_cast<long long>(shape.rows), static_cast<long long>(shape.seq), ms, tokens_per_s,
-          100 * mfu, static_cast<double>(arena_peak) / (1ull << 30),
-          static_cast<double>(device_peak) / (1ull << 30), loss);
-      std::printf(
-          "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"tokens_per_s\": %.1f, \"mfu\": "
-          "%.5f, "
-          "\"peak_bytes\": %lld, \"device_peak_bytes\": %lld, \"ms_per_step\": %.3f, \"loss\": "
-          "%.5f, "
-          "\"grad_norm\": %.5f, \"skipped_steps\": %lld, \"params\": %lld, \"flops_per_token\": "
-          "%.0f, "
-          "\"micro_batch_rows\": %lld, \"warmup_s\": %.3f, \"steps\": %d, \"init_s\": %.3f, "
-          "\"precision\": \"Bf16Mixed: bf16 model, fp32 master weights and AdamW moments\", "
-          "\"device\": \"%s\"}\n",
-          static_cast<long long>(shape.rows), static_cast<long long>(shape.seq), tokens_per_s, mfu,
-          static_cast<long long>(arena_peak), static_cast<long long>(device_peak), ms, loss,
-          grad_norm, static_cast<long long>(skipped),
-          static_cast<long long>(Model::parameter_count), flops_per_token,
-          static_cast<long long>(args.micro_batch_rows), warm_s, args.steps, init_s, prop.name);
-    } catch (const std::exception& e) {
-      std::printf("%lldx%lld: failed: %s\n", static_cast<long long>(shape.rows),
-                  static_cast<long long>(shape.seq), e.what());
-      std::printf(
-          "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"error\": \"step failed\"}\n",
-          static_cast<long long>(shape.rows), static_cast<long long>(shape.seq));
-      status = 1;
-      // A failed step leaves the trainer's buffers in an unknown state: make a fresh one.
-      trainer.reset();
-      CudaContext::current().release_cache();
-      trainer = std::make_unique<TrainerT>(o);
     }
-    std::fflush(stdout);
-  }
   return status;
 }
 

@@ -10,11 +10,12 @@
 namespace {
 using Small = seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 8192, .hidden = 256, .layers = 4, .heads = 8}>;
 
-void BM_TrainStep(benchmark::State& state) {
+void train_step(benchmark::State& state, bool recompute_attention) {
   const std::int64_t rows = state.range(0), seq = state.range(1);
   seqpar::TrainOptions o;
   o.lr = 1e-4;
   o.weight_decay = 0.01;
+  o.recompute_attention = recompute_attention;
   seqpar::Trainer<Small, seqpar::Replicated<1>> trainer(o);
   seqpar::Batch batch(rows, seq);
   const seqpar::CounterRng rng(1, "bench");
@@ -32,7 +33,17 @@ void BM_TrainStep(benchmark::State& state) {
   state.counters["loss"] = loss;
   state.counters["peak_mib"] = static_cast<double>(trainer.memory().total_peak) / (1 << 20);
 }
+
+void BM_TrainStep(benchmark::State& state) { train_step(state, false); }
+// TrainOptions::recompute_attention: the same step, the attention probabilities recomputed in
+// the backward instead of kept (peak_mib shows what that saves).
+void BM_TrainStepRecomputedAttention(benchmark::State& state) { train_step(state, true); }
 BENCHMARK(BM_TrainStep)->Args({8, 128})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+BENCHMARK(BM_TrainStepRecomputedAttention)
+    ->Args({8, 128})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3.0);
 }  // namespace
 
 BENCHMARK_MAIN();

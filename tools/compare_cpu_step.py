@@ -35,7 +35,7 @@ def run_seqpar(path, threads, extra_args):
     """Returns (benchmark entry dict, None) or (None, reason)."""
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         return None, f"seqpar benchmark executable not found: {path} (build the bench_train_step target)"
-    cmd = [path, "--benchmark_format=json", "--benchmark_filter=^BM_TrainStep"] + extra_args
+    cmd = [path, "--benchmark_format=json", "--benchmark_filter=^BM_TrainStep/"] + extra_args
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:

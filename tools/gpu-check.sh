@@ -36,10 +36,14 @@
 #   SEQPAR_NCCL_TEST     NcclComm test binary (default: $SEQPAR_GPU_BUILD/tests/cuda/test_nccl)
 #   SEQPAR_CUDA_OPS      per-op benchmark (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_ops)
 #   SEQPAR_CUDA_BENCH    throughput binary (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_train_step)
-#   SEQPAR_BENCH_ARGS    its arguments (default: none: 8x512 and 16x512, whole batch per
-#                        micro-batch; e.g. --micro-batch-rows=8). It reports each configuration as one
-#                        JSON line (or Google Benchmark JSON) with tokens_per_s and, when it
-#                        knows them, mfu, peak_bytes, batch and seq.
+#   SEQPAR_BENCH_ARGS    its arguments (default: --logits-mib=0,4096 --recompute-attention=0,1:
+#                        8x512 and 16x512, whole batch per micro-batch, under the LM head's
+#                        default 256 MiB logits budget and 4 GiB (those shapes' logits whole),
+#                        each with attention probabilities kept and recomputed; e.g. add
+#                        --micro-batch-rows=8). It reports each configuration as one JSON line
+#                        (or Google Benchmark JSON) with tokens_per_s and, when it knows them,
+#                        mfu, peak_bytes, batch, seq and variant (a table row of its own, set
+#                        against PyTorch's row of the same shape).
 #   SEQPAR_TORCH_SHAPES  PyTorch batch shapes (default: 8x512,16x512)
 #   SEQPAR_STEP_TIMEOUT  seconds each step may take (default: 600)
 #   SEQPAR_TOTAL_TIMEOUT seconds the whole run may take (default: none): each step gets at
@@ -198,9 +202,10 @@ if [[ ! -x $bench_bin ]]; then
   note "seqpar: skipped, $bench_bin not found (build target bench_cuda_train_step with SEQPAR_WITH_CUDA=ON)"
   record seqpar SKIP "no $bench_bin"
 else
-  note "seqpar: $bench_bin ${SEQPAR_BENCH_ARGS:-}"
+  bench_args=${SEQPAR_BENCH_ARGS-"--logits-mib=0,4096 --recompute-attention=0,1"}
+  note "seqpar: $bench_bin $bench_args"
   # shellcheck disable=SC2086  # the arguments are meant to split
-  run_step seqpar seqpar_bench.log "$bench_bin" ${SEQPAR_BENCH_ARGS:-}
+  run_step seqpar seqpar_bench.log "$bench_bin" $bench_args
   tail -5 "$out/seqpar_bench.log"
 fi
 
@@ -260,7 +265,8 @@ def records(path):
                     found.append(json.loads(line))
                 except ValueError:
                     pass
-    return {f"{r.get('batch', '?')}x{r.get('seq', '?')}": r for r in found}
+    return {" ".join(filter(None, [f"{r.get('batch', '?')}x{r.get('seq', '?')}", r.get("variant")])): r
+            for r in found}
 
 def cells(r):
     """tokens/s, MFU and peak GiB of one record; a failed one shows its error."""
@@ -274,18 +280,24 @@ def cells(r):
             f"{peak / 2**30:.2f}" if isinstance(peak, (int, float)) else "-"]
 
 ours, theirs = records(sys.argv[1]), records(sys.argv[2])
-shapes = sorted(set(ours) | set(theirs), key=lambda s: [int(x) if x.isdigit() else 0 for x in s.split("x")])
+def order(key):
+    """By batch, then seq; a variant after the plain row of its shape."""
+    shape, _, variant = key.partition(" ")
+    return [int(x) if x.isdigit() else 0 for x in shape.split("x")] + [variant]
+
+shapes = sorted(set(ours) | set(theirs), key=order)
+width = max([11] + [len(s) for s in shapes])
 print()
-print(f"{'batch x seq':>11} | {'seqpar tok/s':>12} {'MFU':>6} {'peak GiB':>8} | "
+print(f"{'batch x seq':>{width}} | {'seqpar tok/s':>12} {'MFU':>6} {'peak GiB':>8} | "
       f"{'torch tok/s':>12} {'MFU':>6} {'peak GiB':>8} | {'speed':>6} {'memory':>6}")
 for shape in shapes:
-    a, b = ours.get(shape), theirs.get(shape)
+    a, b = ours.get(shape), theirs.get(shape.partition(" ")[0])
     ratio = memory = "-"
     if a and b and "tokens_per_s" in a and "tokens_per_s" in b:
         ratio = f"{a['tokens_per_s'] / b['tokens_per_s']:.2f}x"
         if a.get("peak_bytes") and b.get("peak_bytes"):
             memory = f"{a['peak_bytes'] / b['peak_bytes']:.0%}"
-    print(f"{shape:>11} | " + " ".join(f"{c:>{w}}" for c, w in zip(cells(a), (12, 6, 8))) + " | "
+    print(f"{shape:>{width}} | " + " ".join(f"{c:>{w}}" for c, w in zip(cells(a), (12, 6, 8))) + " | "
           + " ".join(f"{c:>{w}}" for c, w in zip(cells(b), (12, 6, 8))) + f" | {ratio:>6} {memory:>6}")
 if not shapes:
     print("(no throughput figures)")

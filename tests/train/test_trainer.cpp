@@ -28,6 +28,14 @@ Batch pattern_batch(std::int64_t rows, std::int64_t seq, std::uint64_t seed = 3)
   return b;
 }
 
+// Every weight of a trainer, in for_each_param's order.
+template <class TrainerT>
+std::vector<float> all_weights(TrainerT& t) {
+  std::vector<float> w;
+  t.for_each_param([&](const ParamSpec& p, float* v, float*) { w.insert(w.end(), v, v + p.numel()); });
+  return w;
+}
+
 std::filesystem::path temp_path(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("seqpar_test_" + std::to_string(::getpid()) + "_" + name);
 }
@@ -64,6 +72,48 @@ TEST_CASE("the arena counts parameters, gradients and optimizer state exactly") 
   const auto st = t.step(pattern_batch(2, 8));
   CHECK(st.memory.peak_of(Memory::activations) > 0);
   CHECK(st.memory.total_peak >= st.memory.total_current);
+}
+
+TEST_CASE("the LM head's logits budget trades the head's buffer against recomputing, same training") {
+  // vocab 1000: whole logits (the default budget) against chunks of 128 columns (a budget
+  // of 1 byte rounds up to the smallest chunk): eight chunks, the last of 104.
+  using Wide = Bloom<BloomConfig{.vocab_size = 1000, .hidden = 32, .layers = 1, .heads = 4}>;
+  TrainOptions whole, chunked;
+  chunked.logits_bytes = 1;
+  whole.lr = chunked.lr = 1e-3;
+  Trainer<Wide, Replicated<1>> t1(whole), t2(chunked);
+  const Batch b = pattern_batch(3, 11);
+  for (int step = 0; step < 3; ++step) {
+    const StepStats s1 = t1.step(b), s2 = t2.step(b);
+    CHECK(s2.loss == doctest::Approx(s1.loss).epsilon(1e-6));
+    CHECK(s2.grad_norm == doctest::Approx(s1.grad_norm).epsilon(1e-5));
+    // The head's logits buffer is the only buffer of a different size.
+    CHECK(t1.memory().current_of(Memory::buffers) - t2.memory().current_of(Memory::buffers) ==
+          s1.targets * (1000 - 128) * std::int64_t{sizeof(float)});
+  }
+  CHECK(test::rel_norm_err(all_weights(t2), all_weights(t1)) < 1e-6);
+  TrainOptions bad;
+  bad.logits_bytes = -1;
+  CHECK_THROWS_WITH_AS((Trainer<Wide, Replicated<1>>(bad)), doctest::Contains("TrainOptions::logits_bytes is -1"),
+                       Error);
+}
+
+TEST_CASE("recomputed attention probabilities: the same bits, a layer's probabilities less per record") {
+  TrainOptions kept, remade;
+  remade.recompute_attention = true;
+  Trainer<Tiny, Replicated<1>> t1(kept), t2(remade);
+  const Batch b = pattern_batch(4, 9);
+  const std::int64_t probs_bytes = 4 * Tiny::heads * 9 * 9 * std::int64_t{sizeof(float)};
+  for (int step = 0; step < 3; ++step) {
+    const StepStats s1 = t1.step(b), s2 = t2.step(b);
+    CHECK(s2.loss == s1.loss);
+    CHECK(s2.grad_norm == s1.grad_norm);
+    // Each block's record keeps its probabilities, or one scratch holds them for all.
+    CHECK(s1.memory.peak_of(Memory::activations) - s2.memory.peak_of(Memory::activations) ==
+          Tiny::layers * probs_bytes);
+    CHECK(t2.memory().current_of(Memory::buffers) - t1.memory().current_of(Memory::buffers) == probs_bytes);
+  }
+  CHECK(all_weights(t2) == all_weights(t1));
 }
 
 TEST_CASE("training learns a repeated pattern") {

@@ -30,6 +30,7 @@ struct BlockScratch {
   Buffer<T, ArenaT> d_ctx;    // [N, Hl]
   Buffer<T, ArenaT> d_qkv;    // [N, 3 Hl]
   Buffer<T, ArenaT> d_probs;  // [rows, nh, seq, seq]
+  Buffer<T, ArenaT> probs;    // [rows, nh, seq, seq] attention probabilities a record does not keep
 
   void reserve(ArenaT& arena, const BlockShape& s, std::int64_t rows, std::int64_t seq) {
     const std::int64_t n = rows * seq;
@@ -39,27 +40,43 @@ struct BlockScratch {
     grow(arena, d_qkv, n * 3 * s.hidden_local());
     grow(arena, d_probs, rows * s.heads_local * seq * seq);
   }
+  T* probs_for(ArenaT& arena, const BlockShape& s, std::int64_t rows, std::int64_t seq) {
+    grow(arena, probs, rows * s.heads_local * seq * seq);
+    return probs.data();
+  }
 };
 
 /// x[N, H] -> out[N, H]; `a` keeps what the backward needs (its buffers are reused when
 /// their sizes did not change). slopes[heads_total] are the ALiBi slopes in device memory.
+/// With `recompute` the attention probabilities go to that scratch and the record keeps
+/// none; the backward makes them again (the same bits) from the kept qkv: one more q k^T
+/// GEMM and softmax per block for [rows, nh, seq, seq] less per record, as Megatron's
+/// selective recomputation. Without it the record keeps them.
 template <Device D, class T, class ArenaT, class Axis>
 void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a, const BlockTensors<const T>& w,
                    const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes, const BlockShape& s,
-                   ArenaT& arena, Axis& axis) {
+                   BlockScratch<T, ArenaT>* recompute, ArenaT& arena, Axis& axis) {
   using O = Ops<D>;
   const std::int64_t B = mb.rows, S = mb.seq, N = B * S, H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local;
   constexpr Memory kind = Memory::activations;
   fit(a.ln1, arena, N * H, kind), fit(a.ln1_mean, arena, N, kind), fit(a.ln1_rstd, arena, N, kind);
-  fit(a.qkv, arena, N * 3 * Hl, kind), fit(a.probs, arena, B * s.heads_local * S * S, kind);
+  fit(a.qkv, arena, N * 3 * Hl, kind);
   fit(a.ctx, arena, N * Hl, kind), fit(a.x_mid, arena, N * H, kind), fit(a.ln2, arena, N * H, kind);
   fit(a.ln2_mean, arena, N, kind), fit(a.ln2_rstd, arena, N, kind), fit(a.fc_pre, arena, N * Fl, kind);
   fit(a.fc_act, arena, N * Fl, kind);
+  T* probs = nullptr;
+  if (recompute) {
+    a.probs.reset();
+    probs = recompute->probs_for(arena, s, B, S);
+  } else {
+    fit(a.probs, arena, B * s.heads_local * S * S, kind);
+    probs = a.probs.data();
+  }
 
   O::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, N, H, s.eps);
   O::linear_forward(a.qkv.data(), a.ln1.data(), w.qkv_w, w.qkv_b, N, H, 3 * Hl);  // [N, 3Hl]
-  O::attention_forward(a.ctx.data(), a.probs.data(), a.qkv.data(), mb.pos.data(), mb.valid.data(),
-                       slopes + s.head0, B, S, s.heads_local, s.head_dim);  // [N, Hl]
+  O::attention_forward(a.ctx.data(), probs, a.qkv.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0, B, S,
+                       s.heads_local, s.head_dim);  // [N, Hl]
   O::linear_forward(a.x_mid.data(), a.ctx.data(), w.proj_w, static_cast<const T*>(nullptr), N, Hl, H);
   axis.sum(a.x_mid.data(), N * H);                                  // row-parallel: sum partial products
   O::add_bias_residual(a.x_mid.data(), w.proj_b, x, N, H);         // x_mid = x + dense(ctx)
@@ -73,10 +90,11 @@ void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a, const Blo
 }
 
 /// In place on the residual gradient: d[N, H] holds d out on entry and d x on exit.
+/// A record without probabilities has them recomputed in sc (see block_forward).
 template <Device D, class T, class ArenaT, class Axis>
 void block_backward(T* d, const T* x, const BlockActivations<T, ArenaT>& a, const BlockTensors<const T>& w,
-                    const BlockTensors<T>& g, const Activations<T, ArenaT>& mb, const BlockShape& s,
-                    BlockScratch<T, ArenaT>& sc, Axis& axis) {
+                    const BlockTensors<T>& g, const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes,
+                    const BlockShape& s, BlockScratch<T, ArenaT>& sc, ArenaT& arena, Axis& axis) {
   using O = Ops<D>;
   const std::int64_t B = mb.rows, S = mb.seq, N = B * S, H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local;
   // MLP: d holds d out = d x_mid through the residual
@@ -90,8 +108,15 @@ void block_backward(T* d, const T* x, const BlockActivations<T, ArenaT>& a, cons
   // Attention
   O::column_sum(g.proj_b, d, N, H);
   O::linear_backward(sc.d_ctx.data(), g.proj_w, static_cast<T*>(nullptr), d, a.ctx.data(), w.proj_w, N, Hl, H);
-  O::attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.qkv.data(), a.probs.data(), mb.valid.data(),
-                        sc.d_probs.data(), B, S, s.heads_local, s.head_dim);
+  const T* probs = a.probs.data();
+  if (a.probs.empty()) {
+    T* made = sc.probs_for(arena, s, B, S);
+    O::attention_probs(made, a.qkv.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0, B, S, s.heads_local,
+                       s.head_dim);
+    probs = made;
+  }
+  O::attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.qkv.data(), probs, mb.valid.data(), sc.d_probs.data(),
+                        B, S, s.heads_local, s.head_dim);
   O::linear_backward(sc.d_ln.data(), g.qkv_w, g.qkv_b, sc.d_qkv.data(), a.ln1.data(), w.qkv_w, N, H, 3 * Hl);
   axis.sum(sc.d_ln.data(), N * H);
   O::layernorm_backward(d, g.ln1_w, g.ln1_b, sc.d_ln.data(), x, a.ln1_mean.data(), a.ln1_rstd.data(), w.ln1_w,

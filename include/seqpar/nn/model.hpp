@@ -29,6 +29,15 @@ struct StageLayers {
   std::int64_t count() const { return last - first; }
 };
 
+/// What a stack trades between memory and compute (TrainOptions carries both).
+struct StackOptions {
+  /// The most bytes of logits the loss holds at once; 0: Ops<D>::logits_chunk_bytes. When
+  /// a micro-batch's logits over the local vocab rows fit, the gradient pass reuses them.
+  std::int64_t logits_bytes = 0;
+  /// Attention probabilities are not kept for the backward but made again there.
+  bool recompute_attention = false;
+};
+
 /// Called around each use of a unit's buffers, so that a data axis can gather sharded
 /// parameters just in time (ZeRO-3) and reduce a unit's gradients as soon as they are
 /// complete (ZeRO-2). The default does nothing: the buffers are always there.
@@ -183,7 +192,8 @@ class BloomStack {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
       hooks_->acquire(u, false);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
-      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_, ar, axis_);
+      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_,
+                       options_.recompute_attention ? &block_scratch_ : nullptr, ar, axis_);
       hooks_->release(u);
     }
     if (stage_.head) {
@@ -221,7 +231,8 @@ class BloomStack {
     grow(*arena_, head_dh_, N * H);
     hooks_->acquire(0, backward);
     LossSum s = lm_head_loss<D>(head_dh_.data(), backward ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
-                                vocab_, backward ? gs : Stat(0), head_scratch_, *arena_, axis_);
+                                vocab_, backward ? gs : Stat(0), head_scratch_, *arena_, axis_,
+                                options_.logits_bytes > 0 ? options_.logits_bytes : Ops<D>::logits_chunk_bytes);
     if (backward) {
       hooks_->acquire(last_unit(), true);
       const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
@@ -250,7 +261,7 @@ class BloomStack {
       hooks_->acquire(u, true);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       const auto g = BlockTensors<T>::bind(grads(u), units_[u]);
-      block_backward<D>(d, a.x[l].data(), a.blocks[l], w, g, a, shape_, block_scratch_, axis_);
+      block_backward<D>(d, a.x[l].data(), a.blocks[l], w, g, a, slopes_.data(), shape_, block_scratch_, *arena_, axis_);
       hooks_->grads_ready(u);
       hooks_->release(u);
     }
@@ -267,6 +278,9 @@ class BloomStack {
       hooks_->release(0);
     }
   }
+
+  void set_options(const StackOptions& o) { options_ = o; }
+  const StackOptions& options() const { return options_; }
 
   /// Logits of the local vocab rows for every token of a forwarded batch: out[N,
   /// vocab_shard().rows] in device memory.
@@ -291,6 +305,7 @@ class BloomStack {
   HeadScratch<T, Arena> head_scratch_;
   Buffer<T, Arena> head_dh_, emb_d_;
   std::int64_t pad_ = 1;
+  StackOptions options_;
   UnitHooks no_hooks_;
   UnitHooks* hooks_ = &no_hooks_;
 };

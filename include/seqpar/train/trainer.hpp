@@ -47,6 +47,15 @@ struct TrainOptions {
   std::int64_t micro_batch_rows = 0;  // rows per micro-batch; 0: the whole local batch at once
   std::uint64_t seed = 42;          // initialisation and data order
   double init_std = 0.02;
+  // The most bytes of logits the LM head holds at once; 0: the device's default
+  // (Ops<D>::logits_chunk_bytes: 32 MiB on Cpu, 256 MiB on Cuda). When the logits of a
+  // micro-batch over the rank's vocabulary rows fit, the gradient pass reuses them; when
+  // they do not, it computes them again, chunk by chunk.
+  std::int64_t logits_bytes = 0;
+  // Attention probabilities ([rows, heads, seq, seq] per block and micro-batch) are not
+  // kept for the backward but recomputed there, bit for bit (Megatron's selective
+  // recomputation): one more q k^T GEMM and softmax per block.
+  bool recompute_attention = false;
 };
 
 /// What one optimizer step did.
@@ -103,6 +112,9 @@ class Trainer {
         model_(arena_, make_axis(mesh_), stage_layers(mesh_), mesh_.data_degree),
         schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay},
         runner_(model_, mesh_.pipeline) {
+    SEQPAR_CHECK(opts_.logits_bytes >= 0, "TrainOptions::logits_bytes is ", opts_.logits_bytes,
+                 "; expected a byte count, or 0 for the device's default");
+    model_.set_options({opts_.logits_bytes, opts_.recompute_attention});
     model_.initialize(opts_.seed, opts_.init_std);
     data_.emplace(model_, mesh_.data, Traits::zero_stage);
   }

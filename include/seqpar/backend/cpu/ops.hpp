@@ -388,22 +388,36 @@ struct Ops<Cpu> {
   static void attention_forward(T* ctx, T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
                                 const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
                                 std::int64_t hd) {
+    attention_probs(probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
     const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < nh; ++h) {
+        const T* v = qkv + b * Tn * ld + h * 3 * hd + 2 * hd;
+        // ctx[T, hd] = P v
+        gemm<T>(false, false, Tn, hd, Tn, T(1), probs + (b * nh + h) * Tn * Tn, Tn, v, ld, T(0),
+                ctx + b * Tn * Hl + h * hd, Hl);
+      }
+  }
+
+  /// The probabilities of attention_forward alone: the same values bit for bit, so that a
+  /// backward can recompute them instead of keeping them.
+  template <class T>
+  static void attention_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, const T* slopes,
+                              std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+    const std::int64_t ld = 3 * nh * hd;
     const T scale = T(1) / std::sqrt(T(hd));
 #pragma omp parallel for collapse(2) schedule(static)
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < nh; ++h) {
         const T* q = qkv + b * Tn * ld + h * 3 * hd;
         const T* k = q + hd;
-        const T* v = q + 2 * hd;
         T* P = probs + (b * nh + h) * Tn * Tn;
         // P[T, T] = scale * q k^T, then + alibi, masked, softmax per row
         gemm<T>(false, true, Tn, Tn, hd, scale, q, ld, k, ld, T(0), P, Tn);
         const T* pb = pos + b * Tn;
         const std::uint8_t* vb = valid + b * Tn;
         for (std::int64_t i = 0; i < Tn; ++i) softmax_row(P + i * Tn, pb, vb, slopes[h], i, Tn);
-        // ctx[T, hd] = P v
-        gemm<T>(false, false, Tn, hd, Tn, T(1), P, Tn, v, ld, T(0), ctx + b * Tn * Hl + h * hd, Hl);
       }
   }
 

@@ -2,8 +2,9 @@
 // Causal ALiBi attention on the GPU with the semantics of Ops<Cpu>::attention_forward and
 // attention_backward: scores and context through batched cuBLAS GEMMs, the masked ALiBi
 // softmax and its backward as one warp per score row, in float. probs [B, nh, T, T] is
-// kept for the backward. pos and slopes are S: the storage type or float (positions past
-// 256 are not exact in bf16). Compiled only under nvcc.
+// kept for the backward, or recomputed for it by attention_probs. pos and slopes are S:
+// the storage type or float (positions past 256 are not exact in bf16). Compiled only
+// under nvcc.
 
 #if defined(__CUDACC__)
 
@@ -106,20 +107,31 @@ inline unsigned softmax_blocks(std::int64_t rows) {
   return static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
 }
 
+// probs[b, h] = the masked ALiBi softmax of scale q k^T  [T, T]. The same calls with the
+// same inputs give the same bits, so a backward may recompute them instead of keeping them.
 template <class T, class S>
-void attention_forward(T* ctx, T* probs, const T* qkv, const S* pos, const std::uint8_t* valid,
-                       const S* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
-                       std::int64_t hd) {
+void attention_probs(T* probs, const T* qkv, const S* pos, const std::uint8_t* valid,
+                     const S* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                     std::int64_t hd) {
   if (B <= 0 || Tn <= 0 || nh <= 0) return;
-  const std::int64_t ld = 3 * nh * hd, Hl = nh * hd, TT = Tn * Tn;
+  const std::int64_t ld = 3 * nh * hd, TT = Tn * Tn;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const HeadStrides qkv_s{Tn * ld, 3 * hd}, probs_s{nh * TT, TT}, ctx_s{Tn * Hl, hd};
-  // probs[b, h] = scale q k^T  [T, T]
+  const HeadStrides qkv_s{Tn * ld, 3 * hd}, probs_s{nh * TT, TT};
   per_head_gemm(false, true, Tn, Tn, hd, scale, qkv, ld, qkv_s, qkv + hd, ld, qkv_s, 0.0f, probs,
                 Tn, probs_s, B, nh);
   alibi_softmax_kernel<<<softmax_blocks(B * nh * Tn), softmax_threads, 0,
                          CudaContext::current().stream()>>>(probs, pos, valid, slopes, B, Tn, nh);
   SEQPAR_CUDA_CHECK_LAUNCH();
+}
+
+template <class T, class S>
+void attention_forward(T* ctx, T* probs, const T* qkv, const S* pos, const std::uint8_t* valid,
+                       const S* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                       std::int64_t hd) {
+  if (B <= 0 || Tn <= 0 || nh <= 0) return;
+  attention_probs(probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
+  const std::int64_t ld = 3 * nh * hd, Hl = nh * hd, TT = Tn * Tn;
+  const HeadStrides qkv_s{Tn * ld, 3 * hd}, probs_s{nh * TT, TT}, ctx_s{Tn * Hl, hd};
   // ctx[b, :, h] = P v  [T, hd]
   per_head_gemm(false, false, Tn, hd, Tn, 1.0f, probs, Tn, probs_s, qkv + 2 * hd, ld, qkv_s, 0.0f,
                 ctx, Hl, ctx_s, B, nh);

@@ -236,6 +236,15 @@ struct Ops<Cuda> {
     detail::attention_forward(ctx, probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
   }
 
+  /// The probabilities of attention_forward alone, bit for bit (for a backward that
+  /// recomputes them instead of keeping them).
+  template <CudaScalar T, CudaScalar S>
+  static void attention_probs(T* probs, const T* qkv, const S* pos, const std::uint8_t* valid,
+                              const S* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                              std::int64_t hd) {
+    detail::attention_probs(probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
+  }
+
   // dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements
   template <CudaScalar T>
   static void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
