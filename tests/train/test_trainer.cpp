@@ -98,22 +98,28 @@ TEST_CASE("the LM head's logits budget trades the head's buffer against recomput
                        Error);
 }
 
-TEST_CASE("recomputed attention probabilities: the same bits, a layer's probabilities less per record") {
+TEST_CASE("recomputed attention probabilities: the same bits, a layer's probabilities less per record; "
+          "an evaluation keeps none") {
   TrainOptions kept, remade;
   remade.recompute_attention = true;
   Trainer<Tiny, Replicated<1>> t1(kept), t2(remade);
   const Batch b = pattern_batch(4, 9);
   const std::int64_t probs_bytes = 4 * Tiny::heads * 9 * 9 * std::int64_t{sizeof(float)};
+  std::int64_t train_peak = 0;
   for (int step = 0; step < 3; ++step) {
     const StepStats s1 = t1.step(b), s2 = t2.step(b);
     CHECK(s2.loss == s1.loss);
     CHECK(s2.grad_norm == s1.grad_norm);
     // Each block's record keeps its probabilities, or one scratch holds them for all.
-    CHECK(s1.memory.peak_of(Memory::activations) - s2.memory.peak_of(Memory::activations) ==
-          Tiny::layers * probs_bytes);
+    train_peak = s1.memory.peak_of(Memory::activations);
+    CHECK(train_peak - s2.memory.peak_of(Memory::activations) == Tiny::layers * probs_bytes);
     CHECK(t2.memory().current_of(Memory::buffers) - t1.memory().current_of(Memory::buffers) == probs_bytes);
   }
   CHECK(all_weights(t2) == all_weights(t1));
+  // An evaluation keeps no probabilities in either mode: no backward follows it.
+  Trainer<Tiny, Replicated<1>> fresh(kept);
+  fresh.evaluate(b);
+  CHECK(fresh.memory().peak_of(Memory::activations) + Tiny::layers * probs_bytes <= train_peak);
 }
 
 TEST_CASE("training learns a repeated pattern") {

@@ -139,7 +139,7 @@ Generated greedy_generate(BloomStack<M, Cpu, float>& model, const BatchView& pro
     std::copy(prompts.attention_mask.begin(), prompts.attention_mask.end(),
               pb.attention_mask.begin());
     Activations<T, DeviceArena<Cpu>> acts;
-    model.forward(pb.view(), acts);
+    model.forward(pb.view(), acts, false);
     for (std::int64_t l = 0; l < L; ++l)
       for (std::int64_t b = 0; b < B; ++b)
         for (std::int64_t t = 0; t < P; ++t)

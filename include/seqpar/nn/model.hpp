@@ -170,8 +170,10 @@ class BloomStack {
 
   // --- forward and backward of one micro-batch ------------------------------------
   /// Fills `a` for batch `b`. On a stage without the embedding, a.x[0] must hold the
-  /// stage input [N, H] before the call; a.x.back() is the stage output.
-  void forward(const BatchView& b, Acts& a) {
+  /// stage input [N, H] before the call; a.x.back() is the stage output. Without
+  /// `for_backward` (evaluation, prefill) the record keeps no attention probabilities,
+  /// as under StackOptions::recompute_attention (a backward would recompute them).
+  void forward(const BatchView& b, Acts& a, bool for_backward = true) {
     using O = Ops<D>;
     Arena& ar = *arena_;
     prepare(b, a);
@@ -193,7 +195,7 @@ class BloomStack {
       hooks_->acquire(u, false);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_,
-                       options_.recompute_attention ? &block_scratch_ : nullptr, ar, axis_);
+                       options_.recompute_attention || !for_backward ? &block_scratch_ : nullptr, ar, axis_);
       hooks_->release(u);
     }
     if (stage_.head) {

@@ -138,7 +138,7 @@ class StageRunner {
   // and the head's backward, whose gradient becomes grads_[i].
   void forward(std::span<const BatchView> mbs, std::int64_t i, bool with_loss) {
     Acts& a = records_[static_cast<std::size_t>(i)];
-    model_->forward(mbs[static_cast<std::size_t>(i)], a);
+    model_->forward(mbs[static_cast<std::size_t>(i)], a, with_loss);
     if (last() && with_loss) {
       alloc_grad(mbs, i);
       loss_ += model_->loss(a, scale_, grads_[static_cast<std::size_t>(i)].data()).sum;
