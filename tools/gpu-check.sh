@@ -15,7 +15,8 @@
 # logs go to OUTDIR (created; eight files at most: environment.log, test_cuda.log,
 # test_cuda_ranks.log, test_nccl.log, seqpar_bench.log, torch_bench.log, cuda_ops.log,
 # summary.txt); the last lines printed, and summary.txt, are a table of the test results
-# and one of tokens/s, MFU and peak memory per shape for seqpar and PyTorch side by side.
+# and one of tokens/s, MFU and peak memory per shape (and seqpar variant) for seqpar and
+# PyTorch side by side.
 #
 # The binaries are built elsewhere (no GPU needed) and travel here:
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSEQPAR_WITH_CUDA=ON \
@@ -206,7 +207,7 @@ else
   note "seqpar: $bench_bin $bench_args"
   # shellcheck disable=SC2086  # the arguments are meant to split
   run_step seqpar seqpar_bench.log "$bench_bin" $bench_args
-  tail -5 "$out/seqpar_bench.log"
+  grep -v '^{' "$out/seqpar_bench.log" | tail -n 16
 fi
 
 # --- 3. PyTorch throughput ---------------------------------------------------------------

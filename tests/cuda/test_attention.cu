@@ -1,8 +1,8 @@
 // Causal ALiBi attention of Ops<Cuda> against Ops<Cpu> (in float on the same values):
 // probabilities, context and the qkv gradient, with left padding, a masked key in the
 // middle of a row, a row with no valid key at all, both loop orders of the per-head
-// GEMMs, and positions/slopes in the storage type or in float; attention_probs gives the
-// forward's probabilities bit for bit.
+// GEMMs, and positions/slopes in the storage type or in float; attention_probs makes the
+// forward's probabilities again bit for bit.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -84,7 +84,8 @@ void check_attention(const Shape& s, std::uint64_t seed) {
   SEQPAR_CHECK_CLOSE(T, to_host(d_probs), probs);
   SEQPAR_CHECK_CLOSE(T, to_host(d_ctx), ctx);
   SEQPAR_CHECK_CLOSE(T, to_host(d_dqkv), dqkv);
-  // A backward that recomputes the probabilities must see the forward's bits.
+  // A backward that recomputes the probabilities relies on the same calls giving the same
+  // bits: make them again, into memory that held something else.
   DeviceBuffer<T> d_remade(arena, s.B * s.nh * TT, Memory::buffers);
   O::fill(d_remade.data(), detail::from_float<T>(123.0f), s.B * s.nh * TT);
   O::attention_probs(d_remade.data(), d_qkv.data(), d_pos.data(), d_valid.data(), d_slopes.data(),

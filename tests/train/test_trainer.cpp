@@ -120,6 +120,12 @@ TEST_CASE("recomputed attention probabilities: the same bits, a layer's probabil
   Trainer<Tiny, Replicated<1>> fresh(kept);
   fresh.evaluate(b);
   CHECK(fresh.memory().peak_of(Memory::activations) + Tiny::layers * probs_bytes <= train_peak);
+  // Nor does it leave a buffer behind (the head's scratch is already sized by the steps).
+  for (auto* t : {&t1, &t2}) {
+    const std::int64_t buffers = t->memory().current_of(Memory::buffers);
+    t->evaluate(b);
+    CHECK(t->memory().current_of(Memory::buffers) == buffers);
+  }
 }
 
 TEST_CASE("training learns a repeated pattern") {

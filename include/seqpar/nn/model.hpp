@@ -190,12 +190,18 @@ class BloomStack {
                            H, M::layer_norm_eps);
       hooks_->release(0);
     }
+    // Where the attention probabilities go when the records do not keep them: without a
+    // backward, a scratch freed on return (it outlives no evaluation); under
+    // recompute_attention, the one the backward recomputes them in.
+    BlockScratch<T, Arena> transient;
+    BlockScratch<T, Arena>* probs_scratch =
+        !for_backward ? &transient : options_.recompute_attention ? &block_scratch_ : nullptr;
     for (std::int64_t l = 0; l < stage_.count(); ++l) {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
       hooks_->acquire(u, false);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
-      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_,
-                       options_.recompute_attention || !for_backward ? &block_scratch_ : nullptr, ar, axis_);
+      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_, probs_scratch,
+                       ar, axis_);
       hooks_->release(u);
     }
     if (stage_.head) {

@@ -388,14 +388,13 @@ struct Ops<Cpu> {
   static void attention_forward(T* ctx, T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
                                 const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
                                 std::int64_t hd) {
-    attention_probs(probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
     const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
 #pragma omp parallel for collapse(2) schedule(static)
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < nh; ++h) {
-        const T* v = qkv + b * Tn * ld + h * 3 * hd + 2 * hd;
-        // ctx[T, hd] = P v
-        gemm<T>(false, false, Tn, hd, Tn, T(1), probs + (b * nh + h) * Tn * Tn, Tn, v, ld, T(0),
+        const T* P = head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd);
+        // ctx[T, hd] = P v (while P is still in cache)
+        gemm<T>(false, false, Tn, hd, Tn, T(1), P, Tn, qkv + b * Tn * ld + h * 3 * hd + 2 * hd, ld, T(0),
                 ctx + b * Tn * Hl + h * hd, Hl);
       }
   }
@@ -405,20 +404,9 @@ struct Ops<Cpu> {
   template <class T>
   static void attention_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, const T* slopes,
                               std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
-    const std::int64_t ld = 3 * nh * hd;
-    const T scale = T(1) / std::sqrt(T(hd));
 #pragma omp parallel for collapse(2) schedule(static)
     for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t h = 0; h < nh; ++h) {
-        const T* q = qkv + b * Tn * ld + h * 3 * hd;
-        const T* k = q + hd;
-        T* P = probs + (b * nh + h) * Tn * Tn;
-        // P[T, T] = scale * q k^T, then + alibi, masked, softmax per row
-        gemm<T>(false, true, Tn, Tn, hd, scale, q, ld, k, ld, T(0), P, Tn);
-        const T* pb = pos + b * Tn;
-        const std::uint8_t* vb = valid + b * Tn;
-        for (std::int64_t i = 0; i < Tn; ++i) softmax_row(P + i * Tn, pb, vb, slopes[h], i, Tn);
-      }
+      for (std::int64_t h = 0; h < nh; ++h) head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd);
   }
 
   // dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements (dS per head)
@@ -463,6 +451,22 @@ struct Ops<Cpu> {
   }
 
  private:
+  // Head (b, h) of attention_probs: P[T, T] = scale q k^T, then + alibi, masked, softmax
+  // per row; returns P.
+  template <class T>
+  static T* head_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, const T* slopes,
+                       std::int64_t b, std::int64_t h, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+    const std::int64_t ld = 3 * nh * hd;
+    const T scale = T(1) / std::sqrt(T(hd));
+    const T* q = qkv + b * Tn * ld + h * 3 * hd;
+    T* P = probs + (b * nh + h) * Tn * Tn;
+    gemm<T>(false, true, Tn, Tn, hd, scale, q, ld, q + hd, ld, T(0), P, Tn);
+    const T* pb = pos + b * Tn;
+    const std::uint8_t* vb = valid + b * Tn;
+    for (std::int64_t i = 0; i < Tn; ++i) softmax_row(P + i * Tn, pb, vb, slopes[h], i, Tn);
+    return P;
+  }
+
   // body(j0, j1) over a split of the columns [0, d) into one contiguous range per thread
   // (whole cache lines), in parallel when the work (elements touched) is worth it. A sum
   // down a column stays on one thread, in row order: the results do not depend on the
