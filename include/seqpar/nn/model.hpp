@@ -191,7 +191,7 @@ class BloomStack {
       hooks_->release(0);
     }
     // Where the attention probabilities go when the records do not keep them: without a
-    // backward, a scratch freed on return (it outlives no evaluation); under
+    // backward, a scratch freed on return (an evaluation leaves nothing behind); under
     // recompute_attention, the one the backward recomputes them in.
     BlockScratch<T, Arena> transient;
     BlockScratch<T, Arena>* probs_scratch =
