@@ -17,11 +17,9 @@ TEST_CASE("recomputed attention probabilities give the same bits on every rank (
   // Tensor ranks hold different heads (their ALiBi slopes start at head0); four
   // micro-batches keep several records in flight on the first stage.
   auto o = test::plan_options();
-  const auto same = [](ThreadComm& c) { return c; };
-  const auto nothing = [](int, ThreadComm&) {};
-  const auto kept = test::run_plan_over<Hybrid<TP2, PP2>>(4, 3, o, same, nothing);
+  const auto kept = test::run_plan_threads<Hybrid<TP2, PP2>>(4, 3, o);
   o.recompute_attention = true;
-  const auto remade = test::run_plan_over<Hybrid<TP2, PP2>>(4, 3, o, same, nothing);
+  const auto remade = test::run_plan_threads<Hybrid<TP2, PP2>>(4, 3, o);
   for (std::size_t r = 0; r < kept.size(); ++r) {
     CAPTURE(r);
     CHECK(remade[r] == kept[r]);

@@ -160,6 +160,12 @@ void check_equivalent(int n) {
   });
 }
 
+/// run_plan_over on plain ThreadComm ranks.
+template <class Plan>
+std::vector<RankRun> run_plan_threads(int n, int steps, const TrainOptions& o) {
+  return run_plan_over<Plan>(n, steps, o, [](ThreadComm& c) { return c; }, [](int, ThreadComm&) {});
+}
+
 /// Runs Plan for three steps of two micro-batches per rank over ThreadComm ranks and over
 /// DeferredComm ranks (async collectives run only when joined, as on NCCL's stream): every
 /// rank's losses, gradient norms, evaluations, logits and final weights must agree bit for
@@ -170,7 +176,7 @@ typename DeferredComm<ThreadComm>::Counts check_over_deferred_comm() {
   const int n = PlanTraits<Plan>::world_size;
   auto o = plan_options();
   o.micro_batch_rows = 8 / (2 * PlanTraits<Plan>::data_degree);
-  const auto plain = run_plan_over<Plan>(n, 3, o, [](ThreadComm& c) { return c; }, [](int, ThreadComm&) {});
+  const auto plain = run_plan_threads<Plan>(n, 3, o);
   std::vector<typename Deferred::Counts> counts(static_cast<std::size_t>(n));
   const auto deferred = run_plan_over<Plan>(n, 3, o, [](ThreadComm& c) { return Deferred(c); },
                                             [&](int rank, Deferred& c) { counts[static_cast<std::size_t>(rank)] = c.counts(); });
