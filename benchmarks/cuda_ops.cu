@@ -10,6 +10,7 @@
 
 #include "seqpar/backend/cuda/ops.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/nn/params.hpp"
 
 using namespace seqpar;
 using O = Ops<Cuda>;
@@ -205,28 +206,53 @@ void BM_embedding_backward(benchmark::State& state) {
   bytes(state, 3.0 * static_cast<double>(sizeof(T) * n * d));
 }
 
+// fn(offset, segments) over one SeqGPT-560M block: a call per tensor (twelve, eight of
+// them 1024 to 3072 elements), or as few as the block's segments need (one, as the
+// trainer does), each segment of value value_of(spec).
+template <class V, class ValueOf, class Fn>
+void block_calls(bool per_tensor, ValueOf value_of, Fn fn) {
+  const UnitTable block = bloom_units<SeqGPT560M>()[1];
+  if (!per_tensor) return for_each_segments<V>(block, 0, block.numel, value_of, fn);
+  for (const auto& spec : block.params)
+    fn(spec.offset, kernels::Segments<V>::uniform(spec.numel(), value_of(spec)));
+}
+
+// Arg per_tensor: a launch per tensor (1) or one over the block (0).
 template <class T>
 void BM_adamw_mixed(benchmark::State& state) {
-  const std::int64_t n = 12596224;  // one SeqGPT-560M block
+  const bool per_tensor = state.range(0) != 0;
+  const std::int64_t n = SeqGPT560M::params_per_layer;
   DeviceArena<Cuda> arena;
   Random<float> master(arena, n, 14), m(arena, n, 15, 0.01f), v(arena, n, 16, 1e-4f, 1e-4f);
   Random<T> g(arena, n, 17);
   Buffer<T, DeviceArena<Cuda>> w(arena, n, Memory::buffers);
   const kernels::AdamCoeffs c{1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 1e-3f, 0.03f};
   time_op(state, [&] {
-    O::adamw_mixed(master.data(), w.data(), g.data(), m.data(), v.data(), n, c, true);
+    block_calls<bool>(
+        per_tensor, [](const ParamSpec& p) { return p.decay; },
+        [&](std::int64_t k, const kernels::Segments<bool>& decay) {
+          O::adamw_mixed(master.data() + k, w.data() + k, g.data() + k, m.data() + k, v.data() + k,
+                         decay, c);
+        });
   });
   bytes(state, static_cast<double>(n) * (4 * 3 * 2 + 2 * sizeof(T)));
 }
 
+// The gradient norm's share of one block: Arg per_tensor as BM_adamw_mixed.
 template <class T>
-void BM_sum_squares(benchmark::State& state) {
-  const std::int64_t n = 12596224;
+void BM_grad_square_sum(benchmark::State& state) {
+  const bool per_tensor = state.range(0) != 0;
+  const std::int64_t n = SeqGPT560M::params_per_layer;
   DeviceArena<Cuda> arena;
-  Random<T> x(arena, n, 18);
-  double s = 0;
-  time_op(state, [&] { s += O::sum_squares(x.data(), n); });
-  benchmark::DoNotOptimize(s);
+  Random<T> g(arena, n, 19);
+  Buffer<double, DeviceArena<Cuda>> acc(arena, 1, Memory::buffers);
+  time_op(state, [&] {
+    block_calls<double>(
+        per_tensor, [](const ParamSpec&) { return 1.0; },
+        [&](std::int64_t k, const kernels::Segments<double>& weight) {
+          O::sum_squares_accumulate(acc.data(), g.data() + k, weight);
+        });
+  });
   bytes(state, static_cast<double>(sizeof(T) * n));
 }
 
@@ -262,8 +288,12 @@ BENCHMARK_TEMPLATE(BM_bias_and_column_sum, bf16)
     ->Arg(1)
     ->UseManualTime();
 BENCHMARK_TEMPLATE(BM_embedding_backward, bf16)->UseManualTime();
-BENCHMARK_TEMPLATE(BM_adamw_mixed, bf16)->UseManualTime();
-BENCHMARK_TEMPLATE(BM_sum_squares, bf16)->UseManualTime();
+BENCHMARK_TEMPLATE(BM_adamw_mixed, bf16)->ArgName("per_tensor")->Arg(0)->Arg(1)->UseManualTime();
+BENCHMARK_TEMPLATE(BM_grad_square_sum, bf16)
+    ->ArgName("per_tensor")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime();
 
 // Google Benchmark's main, after a check that there is a device: none exits with 77 (skipped).
 int main(int argc, char** argv) {

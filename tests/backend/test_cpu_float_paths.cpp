@@ -154,9 +154,10 @@ TEST_CASE("float element-wise ops: gelu, its gradient and AdamW equal the double
     auto pd = widen(p), md = widen(m), vd = widen(v);
     const kernels::AdamCoeffs c{
         1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1e-3f / (1 - 0.9f * 0.9f), std::sqrt(1 - 0.95f * 0.95f)};
-    O::adamw(p.data(), g.data(), m.data(), v.data(), n, c, true);
+    const auto decay = kernels::Segments<bool>::uniform(n, true);
+    O::adamw(p.data(), g.data(), m.data(), v.data(), decay, c);
     const auto gd = widen(g);
-    O::adamw(pd.data(), gd.data(), md.data(), vd.data(), n, c, true);
+    O::adamw(pd.data(), gd.data(), md.data(), vd.data(), decay, c);
     double worst_p = 0, worst_v = 0;
     for (std::int64_t i = 0; i < n; ++i) {
       worst_p = std::max(worst_p, std::fabs(p[i] - pd[i]) / (std::fabs(pd[i]) + 1e-3));

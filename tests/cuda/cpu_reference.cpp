@@ -57,9 +57,13 @@ void CpuRef::embedding_backward(float* dtable, const std::int32_t* ids, const fl
 void CpuRef::add(float* y, const float* x, std::int64_t n) { O::add(y, x, n); }
 void CpuRef::scale(float* y, float s, std::int64_t n) { O::scale(y, s, n); }
 double CpuRef::sum_squares(const float* x, std::int64_t n) { return O::sum_squares(x, n); }
-void CpuRef::adamw(float* p, const float* g, float* m, float* v, std::int64_t n,
-                   const kernels::AdamCoeffs& c, bool decay) {
-  O::adamw(p, g, m, v, n, c, decay);
+void CpuRef::sum_squares_accumulate(double* acc, const float* x,
+                                    const kernels::Segments<double>& weight) {
+  O::sum_squares_accumulate(acc, x, weight);
+}
+void CpuRef::adamw(float* p, const float* g, float* m, float* v,
+                   const kernels::Segments<bool>& decay, const kernels::AdamCoeffs& c) {
+  O::adamw(p, g, m, v, decay, c);
 }
 void CpuRef::attention_forward(float* ctx, float* probs, const float* qkv, const float* pos,
                                const std::uint8_t* valid, const float* slopes, std::int64_t B,

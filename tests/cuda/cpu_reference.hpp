@@ -38,8 +38,10 @@ struct CpuRef {
   static void add(float* y, const float* x, std::int64_t n);
   static void scale(float* y, float s, std::int64_t n);
   static double sum_squares(const float* x, std::int64_t n);
-  static void adamw(float* p, const float* g, float* m, float* v, std::int64_t n,
-                    const kernels::AdamCoeffs& c, bool decay);
+  static void sum_squares_accumulate(double* acc, const float* x,
+                                     const kernels::Segments<double>& weight);
+  static void adamw(float* p, const float* g, float* m, float* v,
+                    const kernels::Segments<bool>& decay, const kernels::AdamCoeffs& c);
   static void attention_forward(float* ctx, float* probs, const float* qkv, const float* pos,
                                 const std::uint8_t* valid, const float* slopes, std::int64_t B,
                                 std::int64_t Tn, std::int64_t nh, std::int64_t hd);

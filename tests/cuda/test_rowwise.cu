@@ -210,6 +210,47 @@ TEST_CASE_TEMPLATE("sum_squares matches Ops<Cpu> in double and gives the same bi
 }
 
 namespace {
+// n elements in `count` segments of uneven lengths (one of a single element; the last
+// takes the rest), valued a, b, a, ...: with count = the capacity, the most one launch takes.
+template <class V>
+kernels::Segments<V> alternating(std::int64_t n, int count, V a, V b) {
+  kernels::Segments<V> s;
+  for (int k = 0; k + 1 < count; ++k) s.append(1 + (k * 37) % 97, k % 2 ? b : a);
+  REQUIRE(s.size() < n);
+  s.append(n - s.size(), count % 2 ? a : b);
+  REQUIRE(s.count == count);
+  return s;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("sum_squares_accumulate weights each segment and adds to the device total", T,
+                   SEQPAR_STORAGE_TYPES) {
+  CudaArena arena;
+  const std::int64_t n = 3000001;
+  const auto x = random_values<T>(n, 71);
+  auto d_x = to_device<T>(arena, x);
+  const auto weight = alternating(n, kernels::Segments<double>::capacity, 1.0, 0.25);
+  double ref = 7.0;  // what the total held before
+  for (int k = 0; k < weight.count; ++k) {  // segment by segment, each with its weight
+    const std::int64_t b = weight.begin(k);
+    ref += weight.value[k] * CpuRef::sum_squares(x.data() + b, weight.end[k] - b);
+  }
+  double cpu = 7.0;
+  CpuRef::sum_squares_accumulate(&cpu, x.data(), weight);
+  CHECK(std::abs(cpu - ref) <= 1e-12 * ref);
+  for (int run = 0; run < 2; ++run) {
+    DeviceBuffer<double> d_acc(arena, 1, Memory::buffers);
+    const double start = 7.0;
+    O::upload(d_acc.data(), &start, 1);
+    O::sum_squares_accumulate(d_acc.data(), d_x.data(), weight);
+    double got = 0;
+    O::download(&got, d_acc.data(), 1);
+    CAPTURE(run);
+    CHECK(std::abs(got - ref) <= 1e-12 * ref);
+  }
+}
+
+namespace {
 kernels::AdamCoeffs coeffs(std::int64_t t) {
   const double lr = 1e-3, b1 = 0.9, b2 = 0.999;
   return {static_cast<float>(lr),
@@ -220,14 +261,30 @@ kernels::AdamCoeffs coeffs(std::int64_t t) {
           static_cast<float>(lr / (1.0 - std::pow(b1, static_cast<double>(t)))),
           static_cast<float>(std::sqrt(1.0 - std::pow(b2, static_cast<double>(t))))};
 }
+
+// Ops<Cpu>::adamw one segment at a time, each as a range of one flag.
+void reference_adamw(std::vector<float>& p, const std::vector<float>& g, std::vector<float>& m,
+                     std::vector<float>& v, const kernels::Segments<bool>& decay,
+                     const kernels::AdamCoeffs& c) {
+  for (int k = 0; k < decay.count; ++k) {
+    const std::int64_t b = decay.begin(k);
+    CpuRef::adamw(p.data() + b, g.data() + b, m.data() + b, v.data() + b,
+                  kernels::Segments<bool>::uniform(decay.end[k] - b, decay.value[k]), c);
+  }
+}
 }  // namespace
 
-TEST_CASE_TEMPLATE("adamw matches Ops<Cpu>::adamw over three steps, with and without decay", T,
-                   SEQPAR_STORAGE_TYPES) {
+TEST_CASE_TEMPLATE(
+    "adamw matches Ops<Cpu>::adamw segment by segment over three steps: all decayed, none, and "
+    "32 alternating segments in one launch",
+    T, SEQPAR_STORAGE_TYPES) {
   CudaArena arena;
   const std::int64_t n = 5003;
-  for (const bool decay : {true, false}) {
-    CAPTURE(decay);
+  for (const auto& decay : {kernels::Segments<bool>::uniform(n, true),
+                            kernels::Segments<bool>::uniform(n, false),
+                            alternating(n, kernels::Segments<bool>::capacity, true, false)}) {
+    CAPTURE(decay.count);
+    CAPTURE(decay.value[0]);
     auto p = random_values<T>(n, 80), m = std::vector<float>(n, 0.0f),
          v = std::vector<float>(n, 0.0f);
     auto d_p = to_device<T>(arena, p), d_m = to_device<T>(arena, m), d_v = to_device<T>(arena, v);
@@ -235,8 +292,8 @@ TEST_CASE_TEMPLATE("adamw matches Ops<Cpu>::adamw over three steps, with and wit
       const auto g = random_values<T>(n, 81 + static_cast<std::uint64_t>(t));
       auto d_g = to_device<T>(arena, g);
       const auto c = coeffs(t);
-      CpuRef::adamw(p.data(), g.data(), m.data(), v.data(), n, c, decay);
-      O::adamw(d_p.data(), d_g.data(), d_m.data(), d_v.data(), n, c, decay);
+      reference_adamw(p, g, m, v, decay, c);
+      O::adamw(d_p.data(), d_g.data(), d_m.data(), d_v.data(), decay, c);
     }
     SEQPAR_CHECK_CLOSE(T, to_host(d_p), p);
     SEQPAR_CHECK_CLOSE(T, to_host(d_m), m);
@@ -245,11 +302,13 @@ TEST_CASE_TEMPLATE("adamw matches Ops<Cpu>::adamw over three steps, with and wit
 }
 
 TEST_CASE_TEMPLATE(
-    "adamw_mixed updates fp32 master weights from a 16-bit gradient and rounds the copy", T,
-    SEQPAR_STORAGE_TYPES) {
+    "adamw_mixed updates fp32 master weights from a 16-bit gradient and rounds the copy, 32 "
+    "segments of alternating decay in one launch",
+    T, SEQPAR_STORAGE_TYPES) {
   CudaArena arena;
   const std::int64_t n = 4099;
   const float grad_factor = 0.5f;  // 1 / loss scale
+  const auto decay = alternating(n, kernels::Segments<bool>::capacity, false, true);
   auto master = random_values<float>(n, 90), m = std::vector<float>(n, 0.0f),
        v = std::vector<float>(n, 0.0f);
   auto d_master = to_device<float>(arena, master), d_m = to_device<float>(arena, m),
@@ -261,8 +320,8 @@ TEST_CASE_TEMPLATE(
     for (auto& e : g_unscaled) e *= grad_factor;
     auto d_g = to_device<T>(arena, g);
     const auto c = coeffs(t);
-    CpuRef::adamw(master.data(), g_unscaled.data(), m.data(), v.data(), n, c, true);
-    O::adamw_mixed(d_master.data(), d_w.data(), d_g.data(), d_m.data(), d_v.data(), n, c, true,
+    reference_adamw(master, g_unscaled, m, v, decay, c);
+    O::adamw_mixed(d_master.data(), d_w.data(), d_g.data(), d_m.data(), d_v.data(), decay, c,
                    grad_factor);
   }
   CHECK(rel_err(to_host(d_master), master) < 1e-6);

@@ -2,8 +2,11 @@
 // Hugging Face's get_{linear,cosine}_schedule_with_warmup formulas.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
+#include <vector>
 
 #include "seqpar/backend/cpu/ops.hpp"
 #include "seqpar/optim/adamw.hpp"
@@ -47,6 +50,71 @@ TEST_CASE("AdamW on a shard range that cuts through tensors") {
   adamw_update<Cpu>(p.data(), g.data(), s, u, adam_coeffs({0.9, 0.999, 1e-8, 0.5}, 0.1, 1));
   CHECK(p[0] == doctest::Approx(0.95));  // decayed, zero gradient
   CHECK(p[1] == doctest::Approx(1.0));
+}
+
+TEST_CASE("for_each_segments: a range cut at its tensors, equal neighbours merged, calls split at the capacity") {
+  // 80 tensors of 1..5 elements whose decay flags run in pairs: 40 segments once merged.
+  UnitTable u;
+  for (int i = 0; i < 80; ++i)
+    detail::add_param(u, "t" + std::to_string(i), 1 + i % 5, 1, true, Split::none, (i / 2) % 2 == 0, 1, 0);
+  const std::int64_t begin = 2, end = u.numel - 2;  // cuts into the second (of 2) and the last (of 5)
+  std::vector<int> seen(static_cast<std::size_t>(u.numel), 0);
+  std::int64_t next = 0;
+  int calls = 0, segments = 0;
+  for_each_segments<bool>(
+      u, begin, end, [](const ParamSpec& p) { return p.decay; },
+      [&](std::int64_t offset, const kernels::Segments<bool>& decay) {
+        ++calls;
+        CHECK(offset == next);  // calls follow each other without a gap
+        CHECK(decay.count <= kernels::Segments<bool>::capacity);
+        for (int k = 0; k < decay.count; ++k) {
+          ++segments;
+          if (k > 0) CHECK(decay.value[k] != decay.value[k - 1]);  // equal neighbours merged
+          for (std::int64_t i = begin + offset + decay.begin(k); i < begin + offset + decay.end[k]; ++i) {
+            ++seen[static_cast<std::size_t>(i)];
+            const auto& spec = *std::find_if(u.params.begin(), u.params.end(), [i](const ParamSpec& p) {
+              return i >= p.offset && i < p.offset + p.numel();
+            });
+            CHECK(decay.value[k] == spec.decay);
+          }
+        }
+        next = offset + decay.size();
+      });
+  CHECK(next == end - begin);
+  CHECK(calls == 2);
+  CHECK(segments == 40);
+  for (std::int64_t i = 0; i < u.numel; ++i) CHECK(seen[static_cast<std::size_t>(i)] == (i >= begin && i < end ? 1 : 0));
+}
+
+TEST_CASE("AdamW over a range of more segments than one call takes equals the element-wise update") {
+  UnitTable u;
+  for (int i = 0; i < 70; ++i)
+    detail::add_param(u, "t" + std::to_string(i), 2 + i % 3, 1, true, Split::none, i % 2 == 0, 1, 0);
+  const std::int64_t begin = 1, end = u.numel - 1, n = end - begin;
+  Arena arena;
+  AdamState<double, Arena> s{begin, end, Buffer<double, Arena>(arena, static_cast<std::size_t>(n), Memory::optimizer),
+                             Buffer<double, Arena>(arena, static_cast<std::size_t>(n), Memory::optimizer)};
+  std::vector<double> p(static_cast<std::size_t>(n)), g(p.size()), ref, m(p.size()), v(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    p[i] = 1.0 + 0.01 * static_cast<double>(i);
+    g[i] = std::sin(static_cast<double>(i));
+  }
+  ref = p;
+  const AdamWConfig cfg{0.9, 0.99, 1e-8, 0.3};
+  const double lr = 0.05;
+  adamw_update<Cpu>(p.data(), g.data(), s, u, adam_coeffs(cfg, lr, 1));
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const std::int64_t e = begin + static_cast<std::int64_t>(i);
+    const bool decay = std::find_if(u.params.begin(), u.params.end(), [e](const ParamSpec& q) {
+                         return e >= q.offset && e < q.offset + q.numel();
+                       })->decay;
+    if (decay) ref[i] *= 1 - lr * cfg.weight_decay;
+    m[i] = (1 - cfg.beta1) * g[i];
+    v[i] = (1 - cfg.beta2) * g[i] * g[i];
+    ref[i] -= lr / (1 - cfg.beta1) * m[i] / (std::sqrt(v[i]) / std::sqrt(1 - cfg.beta2) + cfg.eps);
+    CAPTURE(i);
+    CHECK(p[i] == doctest::Approx(ref[i]).epsilon(1e-6));  // the coefficients are floats
+  }
 }
 
 TEST_CASE("schedules: linear and cosine with warmup") {

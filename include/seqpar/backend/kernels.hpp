@@ -38,6 +38,41 @@ SEQPAR_HOST_DEVICE T gelu_grad(T x) {
   return T(0.5) * x * ((T(1) - t * t) * (T(0.79788456) + T(0.1070322243) * x * x)) + T(0.5) * (T(1) + t);
 }
 
+/// A flat range cut into consecutive segments with a value each (AdamW's decay flag, the
+/// weight of a tensor in a gradient norm): segment k is [end[k-1], end[k]), end[-1] = 0.
+/// Small enough to pass to a kernel by value, so that one launch covers every tensor of a
+/// unit (a multi-tensor update); a range of more segments than `capacity` takes more.
+template <class V>
+struct Segments {
+  static constexpr int capacity = 32;
+  int count = 0;
+  std::int64_t end[capacity] = {};
+  V value[capacity] = {};
+
+  /// n elements, all of value v.
+  static Segments uniform(std::int64_t n, V v) {
+    Segments s;
+    s.append(n, v);
+    return s;
+  }
+  SEQPAR_HOST_DEVICE std::int64_t size() const { return count > 0 ? end[count - 1] : 0; }
+  SEQPAR_HOST_DEVICE std::int64_t begin(int k) const { return k > 0 ? end[k - 1] : 0; }
+  /// Whether n more elements of value v fit: a new segment, or the last one grown when
+  /// it has the same value.
+  bool can_append(V v) const { return count < capacity || value[count - 1] == v; }
+  /// Appends n elements of value v (after can_append(v) said yes).
+  void append(std::int64_t n, V v) {
+    if (n <= 0) return;
+    if (count > 0 && value[count - 1] == v) {
+      end[count - 1] += n;
+      return;
+    }
+    end[count] = size() + n;
+    value[count] = v;
+    ++count;
+  }
+};
+
 /// Per-step constants of AdamW (torch.optim.AdamW's formulation).
 struct AdamCoeffs {
   float lr, beta1, beta2, eps, weight_decay;

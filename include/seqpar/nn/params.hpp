@@ -3,10 +3,12 @@
 // tensor-split rule, weight-decay flag and place in its unit's flat buffer. Loading,
 // saving, initialisation, sharding and the optimizer all read this one table.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "seqpar/backend/kernels.hpp"
 #include "seqpar/config/bloom.hpp"
 #include "seqpar/core/error.hpp"
 
@@ -45,6 +47,30 @@ struct UnitTable {
     detail::fail("no parameter named '", name, "'");
   }
 };
+
+/// Cuts the elements [begin, end) of a unit's flat buffer at its tensors, each tensor's
+/// piece of value value_of(spec), and calls fn(offset, segments) for consecutive runs of
+/// them: `segments` starts at element begin + offset. Neighbours of equal value share a
+/// segment, so a whole block takes one call (a multi-tensor AdamW or norm); more calls
+/// only past kernels::Segments<V>::capacity.
+template <class V, class ValueOf, class Fn>
+void for_each_segments(const UnitTable& u, std::int64_t begin, std::int64_t end, ValueOf&& value_of,
+                       Fn&& fn) {
+  kernels::Segments<V> segs;
+  std::int64_t start = 0;  // segs' first element, from begin
+  for (const auto& spec : u.params) {
+    const std::int64_t lo = std::max(begin, spec.offset), hi = std::min(end, spec.offset + spec.numel());
+    if (lo >= hi) continue;
+    const V v = value_of(spec);
+    if (segs.count > 0 && (lo - begin != start + segs.size() || !segs.can_append(v))) {
+      fn(start, segs);
+      segs = {};
+    }
+    if (segs.count == 0) start = lo - begin;
+    segs.append(hi - lo, v);
+  }
+  if (segs.count > 0) fn(start, segs);
+}
 
 /// The vocabulary rounded up to a multiple of 128 * tp; padded rows are zero and never
 /// take part in the softmax.

@@ -68,9 +68,10 @@ void adam_init(AdamState<T, ArenaT>& s, ArenaT& arena, std::int64_t begin, std::
 
 /// Applies AdamW to elements [s.begin, s.end) of unit `u`: p and g point at element
 /// s.begin. The range may cut through tensors (a ZeRO shard); each piece gets its
-/// tensor's decay flag. Gradients are multiplied by `grad_factor` first (a mixed state
-/// only: the inverse loss scale and the clipping coefficient); a mixed state updates the
-/// master weights and rounds them into p.
+/// tensor's decay flag, and one call of the op covers the whole range (a multi-tensor
+/// update). Gradients are multiplied by `grad_factor` first (a mixed state only: the
+/// inverse loss scale and the clipping coefficient); a mixed state updates the master
+/// weights and rounds them into p.
 template <Device D, class T, class ArenaT>
 void adamw_update(T* p, const T* g, AdamState<T, ArenaT>& s, const UnitTable& u,
                   const kernels::AdamCoeffs& c, double grad_factor = 1.0) {
@@ -78,17 +79,15 @@ void adamw_update(T* p, const T* g, AdamState<T, ArenaT>& s, const UnitTable& u,
   if constexpr (!AdamState<T, ArenaT>::mixed)
     SEQPAR_CHECK(grad_factor == 1.0, "adamw_update: a gradient factor (", grad_factor,
                  ") needs master weights; scale the gradients of a float or double model instead");
-  for (const auto& spec : u.params) {
-    const std::int64_t lo = std::max(s.begin, spec.offset),
-                       hi = std::min(s.end, spec.offset + spec.numel());
-    if (lo >= hi) continue;
-    const std::int64_t k = lo - s.begin;
-    if constexpr (AdamState<T, ArenaT>::mixed)
-      Ops<D>::adamw_mixed(s.master.data() + k, p + k, g + k, s.m.data() + k, s.v.data() + k,
-                          hi - lo, c, spec.decay, static_cast<M>(grad_factor));
-    else
-      Ops<D>::adamw(p + k, g + k, s.m.data() + k, s.v.data() + k, hi - lo, c, spec.decay);
-  }
+  for_each_segments<bool>(
+      u, s.begin, s.end, [](const ParamSpec& spec) { return spec.decay; },
+      [&](std::int64_t k, const kernels::Segments<bool>& decay) {
+        if constexpr (AdamState<T, ArenaT>::mixed)
+          Ops<D>::adamw_mixed(s.master.data() + k, p + k, g + k, s.m.data() + k, s.v.data() + k, decay,
+                              c, static_cast<M>(grad_factor));
+        else
+          Ops<D>::adamw(p + k, g + k, s.m.data() + k, s.v.data() + k, decay, c);
+      });
 }
 
 }  // namespace seqpar::inline v0

@@ -147,7 +147,7 @@ class DataAxis final : public UnitHooks {
 
   /// Sum over the data axis of weight(u, spec) x the squared gradients of each tensor,
   /// every element counted once (weights let a caller count replicated copies once).
-  /// The sum is taken on the device and read once.
+  /// The sum is taken on the device, a unit a call, and read once.
   template <class Weight>
   double grad_square_sum(Weight&& weight) {
     if (square_sum_.empty()) square_sum_ = Buffer<double, Arena>(model_->arena(), 1, Memory::buffers);
@@ -157,10 +157,11 @@ class DataAxis final : public UnitHooks {
       if (!model_->holds(u)) continue;
       const std::int64_t b = zero_ == 0 ? 0 : shards_[u].begin;
       const T* g = grad_of(u);
-      for (const auto& spec : model_->units()[u].params) {
-        const std::int64_t lo = std::max(b, spec.offset), hi = std::min(b + shards_[u].size, spec.offset + spec.numel());
-        if (lo < hi) Ops<D>::sum_squares_accumulate(square_sum_.data(), g + (lo - b), hi - lo, weight(u, spec));
-      }
+      for_each_segments<double>(
+          model_->units()[u], b, b + shards_[u].size, [&](const ParamSpec& spec) { return weight(u, spec); },
+          [&](std::int64_t k, const kernels::Segments<double>& w) {
+            Ops<D>::sum_squares_accumulate(square_sum_.data(), g + k, w);
+          });
     }
     Ops<D>::download(&s, square_sum_.data(), 1);
     if (zero_ > 0) comm_.all_reduce(&s, 1, ReduceOp::sum);

@@ -282,11 +282,14 @@ struct Ops<Cpu> {
     for (double p : part) s += p;
     return s;
   }
-  /// acc[0] += weight * sum of squares of x; acc is device memory (a gradient norm summed
-  /// over many tensors, read once).
+  /// acc[0] += the sum over the segments of weight.value[k] x the sum of squares of x over
+  /// segment k; acc is device memory (a gradient norm summed over many tensors, read once).
   template <class T>
-  static void sum_squares_accumulate(double* acc, const T* x, std::int64_t n, double weight) {
-    acc[0] += weight * sum_squares(x, n);
+  static void sum_squares_accumulate(double* acc, const T* x, const kernels::Segments<double>& weight) {
+    for (int k = 0; k < weight.count; ++k) {
+      const std::int64_t b = weight.begin(k);
+      acc[0] += weight.value[k] * sum_squares(x + b, weight.end[k] - b);
+    }
   }
   /// y[i] = x[i] converted to To.
   template <class To, class From>
@@ -294,28 +297,39 @@ struct Ops<Cpu> {
     for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<To>(x[i]);
   }
 
-  // AdamW on n elements with one decay flag.
+  // AdamW on decay.size() elements, each segment with its decay flag.
   template <class T>
-  static void adamw(T* p, const T* g, T* m, T* v, std::int64_t n, const kernels::AdamCoeffs& c, bool decay) {
-    for_lanes<T>(n, [&](auto lane, std::int64_t i) {
-      using V = decltype(lane);
-      V pv = load_lanes<V>(p + i), mv = load_lanes<V>(m + i), vv = load_lanes<V>(v + i);
-      kernels::adamw(pv, load_lanes<V>(g + i), mv, vv, c, decay);
-      store_lanes(p + i, pv);
-      store_lanes(m + i, mv);
-      store_lanes(v + i, vv);
-    });
+  static void adamw(T* p, const T* g, T* m, T* v, const kernels::Segments<bool>& decay,
+                    const kernels::AdamCoeffs& c) {
+    for (int k = 0; k < decay.count; ++k) {
+      const std::int64_t b = decay.begin(k);
+      T *pk = p + b, *mk = m + b, *vk = v + b;
+      const T* gk = g + b;
+      const bool dk = decay.value[k];
+      for_lanes<T>(decay.end[k] - b, [&](auto lane, std::int64_t i) {
+        using V = decltype(lane);
+        V pv = load_lanes<V>(pk + i), mv = load_lanes<V>(mk + i), vv = load_lanes<V>(vk + i);
+        kernels::adamw(pv, load_lanes<V>(gk + i), mv, vv, c, dk);
+        store_lanes(pk + i, pv);
+        store_lanes(mk + i, mv);
+        store_lanes(vk + i, vv);
+      });
+    }
   }
 
-  /// AdamW on master weights and moments of type M, gradient g times grad_factor; the
-  /// updated master weight is rounded into weight[i] (skipped when weight is null).
+  /// AdamW on master weights and moments of type M, gradient g times grad_factor, each
+  /// segment of `decay` with its flag; the updated master weight is rounded into
+  /// weight[i] (skipped when weight is null).
   template <class M, class W, class G>
-  static void adamw_mixed(M* master, W* weight, const G* g, M* m, M* v, std::int64_t n,
-                          const kernels::AdamCoeffs& c, bool decay, M grad_factor = M(1)) {
+  static void adamw_mixed(M* master, W* weight, const G* g, M* m, M* v, const kernels::Segments<bool>& decay,
+                          const kernels::AdamCoeffs& c, M grad_factor = M(1)) {
+    for (int k = 0; k < decay.count; ++k) {
+      const bool dk = decay.value[k];
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) {
-      kernels::adamw(master[i], static_cast<M>(g[i]) * grad_factor, m[i], v[i], c, decay);
-      if (weight) weight[i] = static_cast<W>(master[i]);
+      for (std::int64_t i = decay.begin(k); i < decay.end[k]; ++i) {
+        kernels::adamw(master[i], static_cast<M>(g[i]) * grad_factor, m[i], v[i], c, dk);
+        if (weight) weight[i] = static_cast<W>(master[i]);
+      }
     }
   }
 

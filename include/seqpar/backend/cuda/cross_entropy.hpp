@@ -117,13 +117,10 @@ double cross_entropy_loss(S* lse, const S* global_mx, const S* sum, const S* pic
   cross_entropy_loss_kernel<<<blocks, sum_threads, 0, ctx.stream()>>>(partial + 1, lse, global_mx,
                                                                       sum, picked, n);
   SEQPAR_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, 1024, 0, ctx.stream()>>>(partial, partial + 1, static_cast<int>(blocks));
+  sum_partials_kernel<<<1, 1024, 0, ctx.stream()>>>(partial, partial + 1, static_cast<int>(blocks),
+                                                    false);
   SEQPAR_CUDA_CHECK_LAUNCH();
-  auto* host = static_cast<double*>(ctx.host_scratch(sizeof(double)));
-  SEQPAR_CUDA_CHECK(
-      cudaMemcpyAsync(host, partial, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
-  ctx.synchronize();
-  return *host;
+  return read_on_host(partial);
 }
 
 template <class T, class S, class Id>

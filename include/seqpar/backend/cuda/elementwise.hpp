@@ -68,12 +68,18 @@ __global__ void add_bias_kernel(T* y, const T* b, const T* r, std::int64_t n, st
   }
 }
 
+// AdamW over the segments of `decay`, each with its flag; the segments stay in the
+// kernel's parameter space (__grid_constant__), and a thread, whose i only grows, walks
+// them once.
 template <class T>
-__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, kernels::AdamCoeffs c,
-                             bool decay) {
+__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, std::int64_t n,
+                             const __grid_constant__ kernels::Segments<bool> decay,
+                             kernels::AdamCoeffs c) {
+  int k = 0;
   SEQPAR_GRID_STRIDE(i, n) {
+    while (i >= decay.end[k]) ++k;
     float pf = to_float(p[i]), mf = to_float(m[i]), vf = to_float(v[i]);
-    kernels::adamw(pf, to_float(g[i]), mf, vf, c, decay);
+    kernels::adamw(pf, to_float(g[i]), mf, vf, c, decay.value[k]);
     p[i] = from_float<T>(pf);
     m[i] = from_float<T>(mf);
     v[i] = from_float<T>(vf);
@@ -81,14 +87,18 @@ __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, kerne
 }
 
 // fp32 master weights and moments, a 16-bit (or fp32) gradient times `grad_factor`
-// (1 / loss scale), and the updated weight rounded into the 16-bit working copy.
+// (1 / loss scale), and the updated weight rounded into the 16-bit working copy; the
+// segments as in adamw_kernel.
 template <class W, class G>
 __global__ void adamw_mixed_kernel(float* master, W* weight, const G* g, float* m, float* v,
-                                   std::int64_t n, kernels::AdamCoeffs c, bool decay,
-                                   float grad_factor) {
+                                   std::int64_t n,
+                                   const __grid_constant__ kernels::Segments<bool> decay,
+                                   kernels::AdamCoeffs c, float grad_factor) {
+  int k = 0;
   SEQPAR_GRID_STRIDE(i, n) {
+    while (i >= decay.end[k]) ++k;
     float p = master[i];
-    kernels::adamw(p, to_float(g[i]) * grad_factor, m[i], v[i], c, decay);
+    kernels::adamw(p, to_float(g[i]) * grad_factor, m[i], v[i], c, decay.value[k]);
     master[i] = p;
     if (weight) weight[i] = from_float<W>(p);
   }

@@ -191,11 +191,13 @@ struct Ops<Cuda> {
   static double sum_squares(const T* x, std::int64_t n) {
     return detail::sum_squares(x, n);
   }
-  /// acc[0] += weight * sum of squares of x, acc in device memory: many tensors summed
-  /// on the device and read once (a gradient norm). Fixed-order reduction; nothing waits.
+  /// acc[0] += the sum of squares of x, each segment's terms times its weight; acc in
+  /// device memory: a unit's tensors summed in one pass and the norm read once. Fixed-order
+  /// reduction; nothing waits.
   template <CudaScalar T>
-  static void sum_squares_accumulate(double* acc, const T* x, std::int64_t n, double weight) {
-    detail::sum_squares_accumulate(acc, x, n, weight);
+  static void sum_squares_accumulate(double* acc, const T* x,
+                                     const kernels::Segments<double>& weight) {
+    detail::sum_squares_accumulate(acc, x, weight);
   }
   /// y[i] = x[i] rounded to To (float <-> bf16 / fp16 copies of weights and gradients).
   template <CudaScalar To, CudaScalar From>
@@ -205,21 +207,26 @@ struct Ops<Cuda> {
 
   // --- optimizer ----------------------------------------------------------------------------
 
-  // AdamW on n elements with one decay flag (the body of backend/kernels.hpp, in float).
+  // AdamW on decay.size() elements, each segment with its decay flag, in one launch (the
+  // body of backend/kernels.hpp, in float).
   template <CudaScalar T>
-  static void adamw(T* p, const T* g, T* m, T* v, std::int64_t n, const kernels::AdamCoeffs& c,
-                    bool decay) {
-    detail::launch_elementwise(detail::adamw_kernel<T>, n, p, g, m, v, n, c, decay);
+  static void adamw(T* p, const T* g, T* m, T* v, const kernels::Segments<bool>& decay,
+                    const kernels::AdamCoeffs& c) {
+    const std::int64_t n = decay.size();
+    detail::launch_elementwise(detail::adamw_kernel<T>, n, p, g, m, v, n, decay, c);
   }
 
-  /// Mixed-precision AdamW: fp32 master weights and moments, gradient g (bf16, fp16 or
-  /// float) times grad_factor (1 / loss scale); the updated master weight is rounded into
-  /// weight[i], the working copy the model computes with (skipped when weight is null).
+  /// Mixed-precision AdamW in one launch over every segment of `decay`: fp32 master
+  /// weights and moments, gradient g (bf16, fp16 or float) times grad_factor (1 / loss
+  /// scale); the updated master weight is rounded into weight[i], the working copy the
+  /// model computes with (skipped when weight is null).
   template <CudaScalar W, CudaScalar G>
-  static void adamw_mixed(float* master, W* weight, const G* g, float* m, float* v, std::int64_t n,
-                          const kernels::AdamCoeffs& c, bool decay, float grad_factor = 1.0f) {
-    detail::launch_elementwise(detail::adamw_mixed_kernel<W, G>, n, master, weight, g, m, v, n, c,
-                               decay, grad_factor);
+  static void adamw_mixed(float* master, W* weight, const G* g, float* m, float* v,
+                          const kernels::Segments<bool>& decay, const kernels::AdamCoeffs& c,
+                          float grad_factor = 1.0f) {
+    const std::int64_t n = decay.size();
+    detail::launch_elementwise(detail::adamw_mixed_kernel<W, G>, n, master, weight, g, m, v, n,
+                               decay, c, grad_factor);
   }
 
   // --- attention ----------------------------------------------------------------------------

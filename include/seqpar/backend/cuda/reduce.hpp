@@ -13,6 +13,7 @@
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/error.hpp"
 #include "seqpar/backend/cuda/numeric.hpp"
+#include "seqpar/backend/kernels.hpp"
 
 namespace seqpar::inline v0::detail {
 
@@ -104,67 +105,77 @@ inline unsigned sum_blocks(std::int64_t n) {
       std::clamp<std::int64_t>((n + sum_threads * 8 - 1) / (sum_threads * 8), 1, 1024));
 }
 
+// partial[block] = this block's share of the sum of weight x x[i]^2, each element weighted
+// by its segment. Segments live in the kernel's parameter space (__grid_constant__: read
+// where they are, not copied per thread).
 template <class T>
-__global__ void sum_squares_kernel(double* partial, const T* x, std::int64_t n) {
+__global__ void sum_squares_kernel(double* partial, const T* x, std::int64_t n,
+                                   const __grid_constant__ kernels::Segments<double> weight) {
   __shared__ double shared[32];
   double s = 0;
+  int k = 0;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
+    while (i >= weight.end[k]) ++k;  // i only grows: a thread walks the segments once
     const double v = to_float(x[i]);
-    s += v * v;
+    s += weight.value[k] * (v * v);
   }
   s = block_sum(s, shared);
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-// Sum of partial[0..count) by one block of 1024 threads (count <= 1024).
+// *out = (or += when add) the sum of partial[0..count), by one block of 1024 threads
+// (count <= 1024).
 template <class A>
-__global__ void sum_partials_kernel(A* out, const A* partial, int count) {
+__global__ void sum_partials_kernel(A* out, const A* partial, int count, bool add) {
   __shared__ A shared[32];
   A s = static_cast<int>(threadIdx.x) < count ? partial[threadIdx.x] : A(0);
   s = block_sum(s, shared);
-  if (threadIdx.x == 0) *out = s;
+  if (threadIdx.x == 0) *out = add ? *out + s : s;
 }
 
-// *acc += weight * sum of partial[0..count) by one block of 1024 threads (count <= 1024).
-template <class A>
-__global__ void accumulate_partials_kernel(A* acc, const A* partial, int count, A weight) {
-  __shared__ A shared[32];
-  A s = static_cast<int>(threadIdx.x) < count ? partial[threadIdx.x] : A(0);
-  s = block_sum(s, shared);
-  if (threadIdx.x == 0) *acc += weight * s;
-}
-
-// *acc += weight * sum of squares of x[0..n), acc in device memory; nothing waits.
+// *out = (or += when add) the weighted sum of squares of x over weight's segments, out in
+// device memory, partial sum_blocks(weight.size()) doubles of device scratch; nothing
+// waits. The grid depends only on the length: a fixed order.
 template <class T>
-void sum_squares_accumulate(double* acc, const T* x, std::int64_t n, double weight) {
-  if (n <= 0) return;
-  CudaContext& ctx = CudaContext::current();
+void sum_squares_into(double* out, double* partial, const T* x,
+                      const kernels::Segments<double>& weight, bool add) {
+  const std::int64_t n = weight.size();
   const unsigned blocks = sum_blocks(n);
-  auto* partial = static_cast<double*>(ctx.scratch(sizeof(double) * blocks));
-  sum_squares_kernel<<<blocks, sum_threads, 0, ctx.stream()>>>(partial, x, n);
+  const cudaStream_t stream = CudaContext::current().stream();
+  sum_squares_kernel<<<blocks, sum_threads, 0, stream>>>(partial, x, n, weight);
   SEQPAR_CUDA_CHECK_LAUNCH();
-  accumulate_partials_kernel<<<1, 1024, 0, ctx.stream()>>>(acc, partial, static_cast<int>(blocks),
-                                                           weight);
+  sum_partials_kernel<<<1, 1024, 0, stream>>>(out, partial, static_cast<int>(blocks), add);
   SEQPAR_CUDA_CHECK_LAUNCH();
+}
+
+// *acc += the weighted sum of squares of x (a gradient norm: one call per unit).
+template <class T>
+void sum_squares_accumulate(double* acc, const T* x, const kernels::Segments<double>& weight) {
+  if (weight.size() <= 0) return;
+  auto* partial = static_cast<double*>(
+      CudaContext::current().scratch(sizeof(double) * sum_blocks(weight.size())));
+  sum_squares_into(acc, partial, x, weight, true);
+}
+
+// One double of device memory read on the host (waits for the stream).
+inline double read_on_host(const double* value) {
+  CudaContext& ctx = CudaContext::current();
+  auto* host = static_cast<double*>(ctx.host_scratch(sizeof(double)));
+  SEQPAR_CUDA_CHECK(
+      cudaMemcpyAsync(host, value, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
+  ctx.synchronize();
+  return *host;
 }
 
 // Sum of squares of x[0..n) as a double, on the host (waits for the stream).
 template <class T>
 double sum_squares(const T* x, std::int64_t n) {
   if (n <= 0) return 0.0;
-  CudaContext& ctx = CudaContext::current();
-  const unsigned blocks = sum_blocks(n);
-  auto* partial = static_cast<double*>(ctx.scratch(sizeof(double) * (blocks + 1)));
-  sum_squares_kernel<<<blocks, sum_threads, 0, ctx.stream()>>>(partial + 1, x, n);
-  SEQPAR_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, 1024, 0, ctx.stream()>>>(partial, partial + 1, static_cast<int>(blocks));
-  SEQPAR_CUDA_CHECK_LAUNCH();
-  auto* host = static_cast<double*>(ctx.host_scratch(sizeof(double)));
-  SEQPAR_CUDA_CHECK(
-      cudaMemcpyAsync(host, partial, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
-  ctx.synchronize();
-  return *host;
+  auto* total = static_cast<double*>(
+      CudaContext::current().scratch(sizeof(double) * (sum_blocks(n) + 1)));
+  sum_squares_into(total, total + 1, x, kernels::Segments<double>::uniform(n, 1.0), false);
+  return read_on_host(total);
 }
 
 }  // namespace seqpar::inline v0::detail
