@@ -13,18 +13,20 @@ TEST_CASE_TEMPLATE_DEFINE("tensor-split plan equals Replicated<1>", Plan, tensor
 TEST_CASE_TEMPLATE_INVOKE(tensor_plans, TP2, TP4, Hybrid<TP2, DP2>, Hybrid<DP2, TP2>, Hybrid<TP2, Sharded<Zero3, 2>>,
                           Hybrid<TP2, DP4>, Hybrid<TP4, Sharded<Zero1, 2>>);
 
-TEST_CASE("recomputed attention probabilities give the same bits on every rank (TP2 x PP2, 1F1B)") {
+TEST_CASE_TEMPLATE_DEFINE("recomputed attention probabilities give the same bits on every rank (TP2 x PP2)", Plan,
+                          recompute_plans) {
   // Tensor ranks hold different heads (their ALiBi slopes start at head0); four
-  // micro-batches keep several records in flight on the first stage.
+  // micro-batches keep several records in flight on the first stage (all four under GPipe).
   auto o = test::plan_options();
-  const auto kept = test::run_plan_threads<Hybrid<TP2, PP2>>(4, 3, o);
+  const auto kept = test::run_plan_threads<Plan>(4, 3, o);
   o.recompute_attention = true;
-  const auto remade = test::run_plan_threads<Hybrid<TP2, PP2>>(4, 3, o);
+  const auto remade = test::run_plan_threads<Plan>(4, 3, o);
   for (std::size_t r = 0; r < kept.size(); ++r) {
     CAPTURE(r);
     CHECK(remade[r] == kept[r]);
   }
 }
+TEST_CASE_TEMPLATE_INVOKE(recompute_plans, Hybrid<TP2, PP2>, Hybrid<TP2, Pipeline<2, GPipe>>);
 
 TEST_CASE("hybrid world sizes are compile-time constants") {
   static_assert(Trainer<SeqGPT560M, Hybrid<TP2, DP4>>::world_size == 8);
