@@ -191,8 +191,11 @@ int run(const Args& args) {
       o.logits_bytes = mib << 20;
       o.recompute_attention = recompute != 0;
       const std::int64_t logits_bytes = mib > 0 ? o.logits_bytes : Ops<Cuda>::logits_chunk_bytes;
-      // Rows of the table are told apart by this; the defaults have none.
-      std::string variant = mib > 0 ? "logits " + std::to_string(mib) + " MiB" : "";
+      // Rows of the table are told apart by this; the defaults (0 or the default budget
+      // given by its size) have none.
+      std::string variant = logits_bytes != Ops<Cuda>::logits_chunk_bytes
+                                ? "logits " + std::to_string(mib) + " MiB"
+                                : "";
       if (o.recompute_attention)
         variant += (variant.empty() ? "" : ", ") + std::string("attention recomputed");
       make_trainer();

@@ -230,7 +230,7 @@ TEST_CASE_TEMPLATE("sum_squares_accumulate weights each segment and adds to the 
   const auto x = random_values<T>(n, 71);
   auto d_x = to_device<T>(arena, x);
   const auto weight = alternating(n, kernels::Segments<double>::capacity, 1.0, 0.25);
-  double ref = 7.0;  // what the total held before
+  double ref = 7.0;                         // what the total held before
   for (int k = 0; k < weight.count; ++k) {  // segment by segment, each with its weight
     const std::int64_t b = weight.begin(k);
     ref += weight.value[k] * CpuRef::sum_squares(x.data() + b, weight.end[k] - b);
@@ -280,9 +280,9 @@ TEST_CASE_TEMPLATE(
     T, SEQPAR_STORAGE_TYPES) {
   CudaArena arena;
   const std::int64_t n = 5003;
-  for (const auto& decay : {kernels::Segments<bool>::uniform(n, true),
-                            kernels::Segments<bool>::uniform(n, false),
-                            alternating(n, kernels::Segments<bool>::capacity, true, false)}) {
+  for (const auto& decay :
+       {kernels::Segments<bool>::uniform(n, true), kernels::Segments<bool>::uniform(n, false),
+        alternating(n, kernels::Segments<bool>::capacity, true, false)}) {
     CAPTURE(decay.count);
     CAPTURE(decay.value[0]);
     auto p = random_values<T>(n, 80), m = std::vector<float>(n, 0.0f),

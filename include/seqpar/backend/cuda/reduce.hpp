@@ -172,8 +172,8 @@ inline double read_on_host(const double* value) {
 template <class T>
 double sum_squares(const T* x, std::int64_t n) {
   if (n <= 0) return 0.0;
-  auto* total = static_cast<double*>(
-      CudaContext::current().scratch(sizeof(double) * (sum_blocks(n) + 1)));
+  auto* total =
+      static_cast<double*>(CudaContext::current().scratch(sizeof(double) * (sum_blocks(n) + 1)));
   sum_squares_into(total, total + 1, x, kernels::Segments<double>::uniform(n, 1.0), false);
   return read_on_host(total);
 }
