@@ -54,6 +54,33 @@ TEST_CASE_TEMPLATE("gemm with K = 0 scales C by beta", T, SEQPAR_STORAGE_TYPES) 
   }
 }
 
+TEST_CASE_TEMPLATE("16-bit gemm into a float C adds to it in fp32, never rounding to 16 bits", T,
+                   __nv_bfloat16, __half) {
+  // Four products summed into one float C with beta = 1, as the LM head sums dh over its
+  // vocabulary chunks; the reference is Ops<Cpu> in float on the same (16-bit) values.
+  CudaArena arena;
+  const std::int64_t M = 67, N = 45, K = 129, ldc = N + 2;
+  auto c = random_values<float>(static_cast<std::size_t>(M * ldc), 7);
+  for (float& v : c) v += 1.0f / 3.0f;  // not a 16-bit value: a rounding would show
+  DeviceBuffer<float> dc = to_device<float>(arena, c);
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    const auto a = random_values<T>(static_cast<std::size_t>(M * K), 10 + chunk);
+    const auto b = random_values<T>(static_cast<std::size_t>(N * K), 20 + chunk);
+    auto da = to_device<T>(arena, a), db = to_device<T>(arena, b);
+    O::gemm(false, true, M, N, K, T(1.0f), da.data(), K, db.data(), K, T(1.0f), dc.data(), ldc);
+    CpuRef::gemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 1.0f, c.data(), ldc);
+  }
+  const double err = rel_err(to_host(dc), c);
+  INFO("rel err ", err);
+  CHECK(err < 1e-5);  // fp32 sums in another order; a 16-bit rounding would be ~1e-3
+  // K = 0: C scaled by beta, in float.
+  O::gemm(false, true, M, N, 0, T(1.0f), static_cast<const T*>(nullptr), 1,
+          static_cast<const T*>(nullptr), 1, T(0.5f), dc.data(), ldc);
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) c[i * ldc + j] *= 0.5f;
+  CHECK(rel_err(to_host(dc), c) < 1e-5);
+}
+
 TEST_CASE("fp32 gemm of a large product stays at fp32 accuracy, and within TF32's when allowed") {
   CudaArena arena;
   const std::int64_t M = 256, N = 384, K = 1024;

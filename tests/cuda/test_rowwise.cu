@@ -251,13 +251,15 @@ TEST_CASE_TEMPLATE("sum_squares_accumulate weights each segment and adds to the 
 }
 
 namespace {
+// A weight decay of 20 (lr x decay = 2 % a step) so that a wrong decay flag moves a weight
+// past even the fp16 and bf16 tolerances in three steps.
 kernels::AdamCoeffs coeffs(std::int64_t t) {
   const double lr = 1e-3, b1 = 0.9, b2 = 0.999;
   return {static_cast<float>(lr),
           static_cast<float>(b1),
           static_cast<float>(b2),
           1e-8f,
-          0.1f,
+          20.0f,
           static_cast<float>(lr / (1.0 - std::pow(b1, static_cast<double>(t)))),
           static_cast<float>(std::sqrt(1.0 - std::pow(b2, static_cast<double>(t))))};
 }

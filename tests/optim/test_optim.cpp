@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "seqpar/backend/cpu/ops.hpp"
@@ -84,6 +85,26 @@ TEST_CASE("for_each_segments: a range cut at its tensors, equal neighbours merge
   CHECK(calls == 2);
   CHECK(segments == 40);
   for (std::int64_t i = 0; i < u.numel; ++i) CHECK(seen[static_cast<std::size_t>(i)] == (i >= begin && i < end ? 1 : 0));
+}
+
+TEST_CASE("for_each_segments: no call for an empty range or one in the padding; no merge across a gap") {
+  UnitTable u;
+  detail::add_param(u, "a", 4, 1, true, Split::none, false, 1, 0);
+  detail::add_param(u, "b", 4, 1, true, Split::none, false, 1, 0);
+  int calls = 0;
+  const auto decay_of = [](const ParamSpec& p) { return p.decay; };
+  const auto count = [&](std::int64_t, const kernels::Segments<bool>&) { ++calls; };
+  for_each_segments<bool>(u, 5, 5, decay_of, count);
+  for_each_segments<bool>(u, u.numel, u.numel + 8, decay_of, count);  // a ZeRO shard's padding
+  CHECK(calls == 0);
+  // Tensors laid out with a hole between them: equal flags, yet two calls.
+  u.params[1].offset = 6;
+  u.numel = 10;
+  std::vector<std::pair<std::int64_t, std::int64_t>> seen;  // (offset, size) of each call
+  for_each_segments<bool>(u, 1, 10, decay_of, [&](std::int64_t offset, const kernels::Segments<bool>& s) {
+    seen.emplace_back(offset, s.size());
+  });
+  CHECK(seen == std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 3}, {5, 4}});
 }
 
 TEST_CASE("AdamW over a range of more segments than one call takes equals the element-wise update") {

@@ -57,8 +57,8 @@ struct Segments {
   }
   SEQPAR_HOST_DEVICE std::int64_t size() const { return count > 0 ? end[count - 1] : 0; }
   SEQPAR_HOST_DEVICE std::int64_t begin(int k) const { return k > 0 ? end[k - 1] : 0; }
-  /// Whether n more elements of value v fit: a new segment, or the last one grown when
-  /// it has the same value.
+  /// Whether elements of value v can be appended: into a new segment, or into the last
+  /// one when it has the same value.
   bool can_append(V v) const { return count < capacity || value[count - 1] == v; }
   /// Appends n elements of value v (after can_append(v) said yes).
   void append(std::int64_t n, V v) {

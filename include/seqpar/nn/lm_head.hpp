@@ -122,29 +122,28 @@ LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W, const std::vector<st
   if (grad_scale == S(0) || !dh) return out;
 
   // Pass 2: G = (softmax - onehot) * grad_scale per chunk; dh += G W_c; dW_c += G^T h.
-  // With 16-bit storage each chunk's dh goes through dhv and is summed in S.
+  // With 16-bit storage dh is summed over the chunks in S: the GEMM adds each chunk's
+  // product into the fp32 sum itself, never rounding it to T.
   T* dhv = sc.dh.data();
   constexpr bool sum_in_s = !std::is_same_v<S, T>;
-  S* dh_sum = sum_in_s ? sc.dh_sum.data() : nullptr;
-  if constexpr (sum_in_s)
-    O::fill(dh_sum, S(0), Nv * H);
-  else
-    O::fill(dhv, T(0.0f), Nv * H);
+  auto* dh_acc = [&] {
+    if constexpr (sum_in_s)
+      return sc.dh_sum.data();
+    else
+      return dhv;
+  }();
+  using Acc = std::remove_pointer_t<decltype(dh_acc)>;
+  O::fill(dh_acc, Acc(0.0f), Nv * H);
   const bool one_chunk = chunk >= vs.real;
   for (std::int64_t c0 = 0; c0 < vs.real; c0 += chunk) {
     const std::int64_t cw = std::min(chunk, vs.real - c0);
     if (!one_chunk) O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);
     O::cross_entropy_grad(L, lse, tgt, Nv, cw, c0, grad_scale);
-    O::gemm(false, false, Nv, H, cw, T(1.0f), L, cw, W + c0 * H, H, T(sum_in_s ? 0.0f : 1.0f), dhv, H);  // [Nv, H]
-    if constexpr (sum_in_s) O::add(dh_sum, dhv, Nv * H);
+    O::gemm(false, false, Nv, H, cw, T(1.0f), L, cw, W + c0 * H, H, T(1.0f), dh_acc, H);  // [Nv, H]
     O::gemm(true, false, cw, H, Nv, T(1.0f), L, cw, hv, H, T(1.0f), dW + c0 * H, H);  // [cw, H]
   }
-  if constexpr (sum_in_s) {
-    axis.sum(dh_sum, Nv * H);  // every vocab shard contributed to each token's dh
-    O::convert(dhv, dh_sum, Nv * H);
-  } else {
-    axis.sum(dhv, Nv * H);
-  }
+  axis.sum(dh_acc, Nv * H);  // every vocab shard contributed to each token's dh
+  if constexpr (sum_in_s) O::convert(dhv, dh_acc, Nv * H);
   O::scatter_rows(dh, dhv, sc.rows.data(), Nv, H);
   return out;
 }

@@ -160,7 +160,9 @@ class DataAxis final : public UnitHooks {
       for_each_segments<double>(
           model_->units()[u], b, b + shards_[u].size, [&](const ParamSpec& spec) { return weight(u, spec); },
           [&](std::int64_t k, const kernels::Segments<double>& w) {
-            Ops<D>::sum_squares_accumulate(square_sum_.data(), g + k, w);
+            // A run of weight 0 (the last pipeline stage's copy of the tied table) is not read.
+            if (std::any_of(w.value, w.value + w.count, [](double x) { return x != 0; }))
+              Ops<D>::sum_squares_accumulate(square_sum_.data(), g + k, w);
           });
     }
     Ops<D>::download(&s, square_sum_.data(), 1);

@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 
 #include <climits>
+#include <concepts>
 #include <cstdint>
 
 #include "seqpar/backend/cuda/context.hpp"
@@ -35,11 +36,16 @@ inline int blas_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// The types C may have for operands of type T: T, or float (an fp32 accumulator read and
+// written as it is, never rounded to 16 bits).
+template <class Out, class T>
+concept GemmOutputFor = std::same_as<Out, T> || std::same_as<Out, float>;
+
 // `batch` products; operand i starts at A + i sA, B + i sB, C + i sC.
-template <CudaScalar T>
+template <CudaScalar T, GemmOutputFor<T> Out = T>
 void gemm_strided_batched(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
                           float alpha, const T* A, std::int64_t lda, std::int64_t sA, const T* B,
-                          std::int64_t ldb, std::int64_t sB, float beta, T* C, std::int64_t ldc,
+                          std::int64_t ldb, std::int64_t sB, float beta, Out* C, std::int64_t ldc,
                           std::int64_t sC, std::int64_t batch) {
   if (M == 0 || N == 0 || batch == 0) return;
   CudaContext& ctx = CudaContext::current();
@@ -52,7 +58,7 @@ void gemm_strided_batched(bool ta, bool tb, std::int64_t M, std::int64_t N, std:
   const cublasComputeType_t compute = std::same_as<T, float> && ctx.allow_tf32()
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
-  constexpr cudaDataType_t type = cuda_data_type<T>();
+  constexpr cudaDataType_t type = cuda_data_type<T>(), out_type = cuda_data_type<Out>();
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS gets the
   // operands swapped, each transposed exactly when the row-major one is.
   const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -61,12 +67,12 @@ void gemm_strided_batched(bool ta, bool tb, std::int64_t M, std::int64_t N, std:
   const int ld_b = blas_int(ldb, "ldb"), ld_a = blas_int(lda, "lda"), ld_c = blas_int(ldc, "ldc");
   if (batch == 1) {
     SEQPAR_CUBLAS_CHECK(cublasGemmEx(ctx.blas(), op_b, op_a, m, n, k, &alpha, B, type, ld_b, A,
-                                     type, ld_a, &beta, C, type, ld_c, compute,
+                                     type, ld_a, &beta, C, out_type, ld_c, compute,
                                      CUBLAS_GEMM_DEFAULT));
   } else {
     SEQPAR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         ctx.blas(), op_b, op_a, m, n, k, &alpha, B, type, ld_b, sB, A, type, ld_a, sA, &beta, C,
-        type, ld_c, sC, blas_int(batch, "batch"), compute, CUBLAS_GEMM_DEFAULT));
+        out_type, ld_c, sC, blas_int(batch, "batch"), compute, CUBLAS_GEMM_DEFAULT));
   }
 }
 

@@ -63,10 +63,11 @@ struct Ops<Cuda> {
 
   /// C[M,N] = alpha * op(A) op(B) + beta * C, row-major, as Ops<Cpu>::gemm; beta == 0
   /// never reads C. fp32 accumulation; fp32 operands use TF32 only where the thread's
-  /// context allows it.
-  template <CudaScalar T>
+  /// context allows it. C may be float for bf16 or fp16 operands: a sum over many
+  /// products kept in fp32 (the LM head's dh over its vocabulary chunks).
+  template <CudaScalar T, detail::GemmOutputFor<T> Out>
   static void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
-                   const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
+                   const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, Out* C,
                    std::int64_t ldc) {
     detail::gemm_strided_batched(ta, tb, M, N, K, detail::to_float(alpha), A, lda, 0, B, ldb, 0,
                                  detail::to_float(beta), C, ldc, 0, 1);
