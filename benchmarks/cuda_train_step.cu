@@ -192,17 +192,17 @@ int run(const Args& args) {
       o.recompute_attention = recompute != 0;
       const std::int64_t logits_bytes = mib > 0 ? o.logits_bytes : Ops<Cuda>::logits_chunk_bytes;
       // Rows of the table are told apart by this; the defaults (0 or the default budget
-      // given by its size) have none.
+      // given by its size) have none. `suffix` follows the shape in the readable lines.
       std::string variant = logits_bytes != Ops<Cuda>::logits_chunk_bytes
                                 ? "logits " + std::to_string(mib) + " MiB"
                                 : "";
       if (o.recompute_attention)
         variant += (variant.empty() ? "" : ", ") + std::string("attention recomputed");
+      const std::string suffix = variant.empty() ? "" : ", " + variant;
       make_trainer();
       std::printf(
-          "trainer made in %.1f s; model state %.2f GiB in the arena; LM head logits budget %lld "
-          "MiB; "
-          "attention probabilities %s\n",
+          "trainer made in %.1f s; model state %.2f GiB in the arena; "
+          "LM head logits budget %lld MiB; attention probabilities %s\n",
           init_s, static_cast<double>(trainer->memory().total_current) / (1ull << 30),
           static_cast<long long>(logits_bytes >> 20),
           o.recompute_attention ? "recomputed" : "kept");
@@ -235,22 +235,18 @@ int run(const Args& args) {
           const double mfu = tokens_per_s * flops_per_token / kPeakFlops;
           if (!std::isfinite(loss)) status = 1;
           std::printf(
-              "%lldx%lld%s%s: %.1f ms/step, %.0f tokens/s, MFU %.1f%%, peak %.2f GiB (device %.2f "
-              "GiB), "
-              "loss %.3f\n",
-              static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
-              variant.empty() ? "" : ", ", variant.c_str(), ms, tokens_per_s, 100 * mfu,
-              static_cast<double>(arena_peak) / (1ull << 30),
+              "%lldx%lld%s: %.1f ms/step, %.0f tokens/s, MFU %.1f%%, "
+              "peak %.2f GiB (device %.2f GiB), loss %.3f\n",
+              static_cast<long long>(shape.rows), static_cast<long long>(shape.seq), suffix.c_str(),
+              ms, tokens_per_s, 100 * mfu, static_cast<double>(arena_peak) / (1ull << 30),
               static_cast<double>(device_peak) / (1ull << 30), loss);
           std::printf(
               "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"variant\": \"%s\", "
-              "\"tokens_per_s\": %.1f, "
-              "\"mfu\": %.5f, \"peak_bytes\": %lld, \"device_peak_bytes\": %lld, \"ms_per_step\": "
-              "%.3f, "
-              "\"loss\": %.5f, \"grad_norm\": %.5f, \"skipped_steps\": %lld, \"params\": %lld, "
+              "\"tokens_per_s\": %.1f, \"mfu\": %.5f, \"peak_bytes\": %lld, "
+              "\"device_peak_bytes\": %lld, \"ms_per_step\": %.3f, \"loss\": %.5f, "
+              "\"grad_norm\": %.5f, \"skipped_steps\": %lld, \"params\": %lld, "
               "\"flops_per_token\": %.0f, \"micro_batch_rows\": %lld, \"logits_bytes\": %lld, "
-              "\"recompute_attention\": %s, \"warmup_s\": %.3f, "
-              "\"steps\": %d, \"init_s\": %.3f, "
+              "\"recompute_attention\": %s, \"warmup_s\": %.3f, \"steps\": %d, \"init_s\": %.3f, "
               "\"precision\": \"Bf16Mixed: bf16 model, fp32 master weights and AdamW moments\", "
               "\"device\": \"%s\"}\n",
               static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
@@ -261,13 +257,11 @@ int run(const Args& args) {
               static_cast<long long>(logits_bytes), o.recompute_attention ? "true" : "false",
               warm_s, args.steps, init_s, prop.name);
         } catch (const std::exception& e) {
-          std::printf("%lldx%lld%s%s: failed: %s\n", static_cast<long long>(shape.rows),
-                      static_cast<long long>(shape.seq), variant.empty() ? "" : ", ",
-                      variant.c_str(), e.what());
+          std::printf("%lldx%lld%s: failed: %s\n", static_cast<long long>(shape.rows),
+                      static_cast<long long>(shape.seq), suffix.c_str(), e.what());
           std::printf(
               "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"variant\": \"%s\", "
-              "\"error\": \"step "
-              "failed\"}\n",
+              "\"error\": \"step failed\"}\n",
               static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
               variant.c_str());
           status = 1;
