@@ -11,6 +11,7 @@
 #include "seqpar/backend/cuda/ops.hpp"
 #include "seqpar/backend/kernels.hpp"
 #include "seqpar/nn/params.hpp"
+#include "seqpar/optim/segments.hpp"
 
 using namespace seqpar;
 using O = Ops<Cuda>;

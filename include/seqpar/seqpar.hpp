@@ -31,6 +31,6 @@
 #endif
 #if defined(__CUDACC__)
 #include "seqpar/backend/cuda/ops.hpp"          // Ops<Cuda>: cuBLAS and kernels
-#include "seqpar/backend/cuda/thread_comm.hpp"  // CudaThreadComm: every plan's ranks on one GPU
+#include "seqpar/comm/cuda_thread_comm.hpp"  // CudaThreadComm: every plan's ranks on one GPU
 #include "seqpar/comm/nccl_comm.hpp"            // NcclComm (where nccl.h and MPI are): one process per GPU
 #endif

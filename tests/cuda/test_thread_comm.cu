@@ -15,7 +15,7 @@
 
 #include "cuda_test_util.hpp"
 #include "seqpar/backend/cuda/ops.hpp"
-#include "seqpar/backend/cuda/thread_comm.hpp"
+#include "seqpar/comm/cuda_thread_comm.hpp"
 #include "seqpar/train/trainer.hpp"
 #include "trainer_reference.hpp"
 

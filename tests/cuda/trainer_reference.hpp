@@ -10,7 +10,7 @@
 
 #include "seqpar/config/bloom.hpp"
 #include "seqpar/core/rng.hpp"
-#include "seqpar/train/batch.hpp"
+#include "seqpar/core/batch.hpp"
 #include "seqpar/train/trainer.hpp"
 
 namespace seqpar::test {

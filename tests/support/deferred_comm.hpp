@@ -18,7 +18,7 @@
 
 #include "seqpar/comm/communicator.hpp"
 #include "seqpar/core/error.hpp"
-#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/comm/any_comm.hpp"
 
 namespace seqpar::test {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "seqpar/io/safetensors.hpp"
-#include "seqpar/train/batch.hpp"
+#include "seqpar/core/batch.hpp"
 
 namespace seqpar::test {
 

@@ -243,6 +243,21 @@ struct CommTicket {
   std::uint64_t seq = 0;
 };
 
+/// A communicator whose collectives can run behind the caller's later work (NcclComm:
+/// on its own CUDA stream). The *_async collectives queue the collective and return its
+/// ticket; its buffers must not be read or written until it is joined: join(ticket) orders
+/// everything the caller does afterwards after that collective (and the ones queued before
+/// it), join() after every one queued so far. A plain (blocking) call on it also waits for
+/// what was queued before it.
+template <class C>
+concept AsyncCommunicator = requires(C& c, float* d, const float* in, std::size_t n, ReduceOp op, CommTicket t) {
+  { c.all_reduce_async(d, n, op) } -> std::same_as<CommTicket>;
+  { c.reduce_scatter_async(in, d, n, op) } -> std::same_as<CommTicket>;
+  { c.all_gather_async(in, d, n) } -> std::same_as<CommTicket>;
+  c.join(t);
+  c.join();
+};
+
 /// The collectives of a communicator for one element type T; pointers are in the memory the
 /// communicator works on (host memory for ThreadComm and MpiComm).
 template <class C, class T>

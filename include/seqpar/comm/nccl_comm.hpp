@@ -40,10 +40,10 @@
 
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/error.hpp"
-#include "seqpar/backend/cuda/thread_comm.hpp"
+#include "seqpar/comm/cuda_thread_comm.hpp"
 #include "seqpar/comm/communicator.hpp"
 #include "seqpar/core/error.hpp"
-#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/comm/any_comm.hpp"
 
 #define SEQPAR_HAS_NCCL_COMM 1
 

@@ -14,7 +14,7 @@
 #include "seqpar/core/error.hpp"
 #include "seqpar/core/rng.hpp"
 #include "seqpar/data/examples.hpp"
-#include "seqpar/train/batch.hpp"
+#include "seqpar/core/batch.hpp"
 
 namespace seqpar::inline v0 {
 

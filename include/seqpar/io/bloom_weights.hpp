@@ -13,7 +13,7 @@
 
 #include "seqpar/core/error.hpp"
 #include "seqpar/io/tensor_source.hpp"
-#include "seqpar/nn/params.hpp"
+#include "seqpar/config/units.hpp"
 
 namespace seqpar::inline v0 {
 

@@ -17,7 +17,7 @@
 #include "seqpar/backend/kernels.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/nn/model.hpp"
-#include "seqpar/train/batch.hpp"
+#include "seqpar/core/batch.hpp"
 
 namespace seqpar::inline v0 {
 

@@ -20,7 +20,7 @@
 #include "seqpar/backend/device.hpp"
 #include "seqpar/core/arena.hpp"
 #include "seqpar/nn/activations.hpp"
-#include "seqpar/train/batch.hpp"
+#include "seqpar/core/batch.hpp"
 
 namespace seqpar::inline v0 {
 

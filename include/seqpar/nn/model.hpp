@@ -18,6 +18,7 @@
 #include "seqpar/nn/lm_head.hpp"
 #include "seqpar/nn/params.hpp"
 #include "seqpar/parallel/tensor_axis.hpp"
+#include "seqpar/parallel/unit_hooks.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -36,19 +37,6 @@ struct StackOptions {
   std::int64_t logits_bytes = 0;
   /// Attention probabilities are not kept for the backward but made again there.
   bool recompute_attention = false;
-};
-
-/// Called around each use of a unit's buffers, so that a data axis can gather sharded
-/// parameters just in time (ZeRO-3) and reduce a unit's gradients as soon as they are
-/// complete (ZeRO-2). The default does nothing: the buffers are always there.
-struct UnitHooks {
-  virtual ~UnitHooks() = default;
-  /// Unit u's parameters (and, with `grads`, a gradient buffer) must be present.
-  virtual void acquire(std::size_t /*u*/, bool /*grads*/) {}
-  /// This use of unit u's parameters is over.
-  virtual void release(std::size_t /*u*/) {}
-  /// Unit u's gradients for this micro-batch are complete.
-  virtual void grads_ready(std::size_t /*u*/) {}
 };
 
 /// Initial value of element `i` (local, row-major) of a parameter, independent of the plan:

@@ -14,7 +14,8 @@
 #include "seqpar/backend/kernels.hpp"
 #include "seqpar/core/arena.hpp"
 #include "seqpar/core/error.hpp"
-#include "seqpar/nn/params.hpp"
+#include "seqpar/config/units.hpp"
+#include "seqpar/optim/segments.hpp"
 
 namespace seqpar::inline v0 {
 

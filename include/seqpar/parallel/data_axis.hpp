@@ -28,9 +28,11 @@
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
-#include "seqpar/nn/model.hpp"
+#include "seqpar/comm/any_comm.hpp"
+#include "seqpar/config/units.hpp"
 #include "seqpar/optim/adamw.hpp"
-#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/optim/segments.hpp"
+#include "seqpar/parallel/unit_hooks.hpp"
 
 namespace seqpar::inline v0 {
 

@@ -4,7 +4,7 @@
 // sub-communicators split from the world.
 
 #include "seqpar/core/error.hpp"
-#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/comm/any_comm.hpp"
 #include "seqpar/parallel/plan.hpp"
 
 namespace seqpar::inline v0 {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/comm/any_comm.hpp"
 
 namespace seqpar::inline v0 {
 

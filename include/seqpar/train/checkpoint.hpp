@@ -17,8 +17,7 @@
 #include "seqpar/config/bloom.hpp"
 #include "seqpar/core/dtype.hpp"
 #include "seqpar/io/safetensors.hpp"
-#include "seqpar/nn/params.hpp"
-#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/config/units.hpp"
 
 namespace seqpar::inline v0 {
 

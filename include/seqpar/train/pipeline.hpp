@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "seqpar/nn/model.hpp"
-#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/comm/any_comm.hpp"
 #include "seqpar/parallel/policies.hpp"
 
 namespace seqpar::inline v0 {

@@ -15,7 +15,6 @@
 #include <concepts>
 #include <cstdint>
 
-#include "seqpar/backend/cuda/any_comm.hpp"
 #include "seqpar/backend/cuda/attention.hpp"
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/cross_entropy.hpp"

@@ -20,21 +20,6 @@ struct CommWire {
   static void copy(const T* in, T* out, std::size_t n) { std::copy(in, in + n, out); }
 };
 
-/// A communicator whose collectives can run behind the caller's later work (NcclComm:
-/// on its own CUDA stream). The *_async collectives queue the collective and return its
-/// ticket; its buffers must not be read or written until it is joined: join(ticket) orders
-/// everything the caller does afterwards after that collective (and the ones queued before
-/// it), join() after every one queued so far. A plain (blocking) call on it also waits for
-/// what was queued before it.
-template <class C>
-concept AsyncCommunicator = requires(C& c, float* d, const float* in, std::size_t n, ReduceOp op, CommTicket t) {
-  { c.all_reduce_async(d, n, op) } -> std::same_as<CommTicket>;
-  { c.reduce_scatter_async(in, d, n, op) } -> std::same_as<CommTicket>;
-  { c.all_gather_async(in, d, n) } -> std::same_as<CommTicket>;
-  c.join(t);
-  c.join();
-};
-
 /// A type-erased communicator handle (copies share the group, like the handles they wrap).
 class AnyComm {
  public:
@@ -233,3 +218,8 @@ class AnyComm {
 };
 
 }  // namespace seqpar::inline v0
+
+// The CUDA 16-bit storage types cross an AnyComm as their bits (nvcc only).
+#if defined(__CUDACC__)
+#include "seqpar/comm/cuda_wire.hpp"
+#endif

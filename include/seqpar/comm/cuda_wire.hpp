@@ -18,7 +18,7 @@
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/error.hpp"
 #include "seqpar/core/dtype.hpp"
-#include "seqpar/parallel/any_comm.hpp"
+#include "seqpar/comm/any_comm.hpp"
 
 namespace seqpar::inline v0 {
 

@@ -1,0 +1,103 @@
+#pragma once
+// The parameter table of a BLOOM model: every tensor's Hugging Face name, full shape,
+// tensor-split rule, weight-decay flag and place in its unit's flat buffer. Loading,
+// saving, initialisation, sharding and the optimizer all read this one table.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "seqpar/config/bloom.hpp"
+#include "seqpar/core/error.hpp"
+
+namespace seqpar::inline v0 {
+
+/// How a tensor is divided over a tensor-parallel group.
+enum class Split : std::uint8_t {
+  none,     // replicated (layernorms, row-parallel biases)
+  rows,     // dim 0 split: column-parallel weights and their biases, the vocab rows
+  columns,  // dim 1 split: row-parallel weights
+};
+
+/// One parameter tensor as a rank holds it.
+struct ParamSpec {
+  std::string name;                  // Hugging Face name without the "transformer." prefix
+  std::int64_t rows = 0, cols = 1;   // full shape; cols == 1 and vector == true for 1-D tensors
+  bool vector = false;
+  Split split = Split::none;
+  bool decay = false;                // weight decay applies (matrices only, as the HF Trainer does)
+  std::int64_t local_rows = 0, local_cols = 1;
+  std::int64_t row0 = 0, col0 = 0;   // where the local block starts in the full tensor
+  std::int64_t offset = 0;           // in the unit's flat buffer
+  std::int64_t numel() const { return local_rows * local_cols; }
+  std::int64_t full_numel() const { return rows * cols; }
+};
+
+/// The tensors of one unit (the embedding, one block, the final layernorm), stored in one
+/// flat buffer so that sharding and collectives act on one contiguous range.
+struct UnitTable {
+  std::vector<ParamSpec> params;
+  std::int64_t numel = 0;
+
+  const ParamSpec& find(const std::string& name) const {
+    for (const auto& p : params)
+      if (p.name == name) return p;
+    detail::fail("no parameter named '", name, "'");
+  }
+};
+
+/// The vocabulary rounded up to a multiple of 128 * tp; padded rows are zero and never
+/// take part in the softmax.
+constexpr std::int64_t padded_vocab(std::int64_t vocab, int tp) {
+  const std::int64_t m = 128 * static_cast<std::int64_t>(tp);
+  return (vocab + m - 1) / m * m;
+}
+
+namespace detail {
+inline void add_param(UnitTable& u, std::string name, std::int64_t rows, std::int64_t cols, bool vector,
+                      Split split, bool decay, int tp, int tp_rank) {
+  ParamSpec p{.name = std::move(name), .rows = rows, .cols = cols, .vector = vector, .split = split,
+              .decay = decay};
+  p.local_rows = split == Split::rows ? rows / tp : rows;
+  p.local_cols = split == Split::columns ? cols / tp : cols;
+  p.row0 = split == Split::rows ? p.local_rows * tp_rank : 0;
+  p.col0 = split == Split::columns ? p.local_cols * tp_rank : 0;
+  p.offset = u.numel;
+  u.numel += p.numel();
+  u.params.push_back(std::move(p));
+}
+}  // namespace detail
+
+/// Unit tables of model M for tensor rank `tp_rank` of `tp`: index 0 the embedding,
+/// 1..layers the blocks, layers + 1 the final layernorm. The tied LM head has no entry.
+template <BloomModel M>
+std::vector<UnitTable> bloom_units(int tp = 1, int tp_rank = 0) {
+  constexpr std::int64_t H = M::hidden, F = M::ffn_hidden;
+  std::vector<UnitTable> units(M::layers + 2);
+  using detail::add_param;
+  add_param(units[0], "word_embeddings.weight", padded_vocab(M::vocab_size, tp), H, false, Split::rows, true,
+            tp, tp_rank);
+  add_param(units[0], "word_embeddings_layernorm.weight", H, 1, true, Split::none, false, tp, tp_rank);
+  add_param(units[0], "word_embeddings_layernorm.bias", H, 1, true, Split::none, false, tp, tp_rank);
+  for (std::int64_t l = 0; l < M::layers; ++l) {
+    auto& u = units[static_cast<std::size_t>(l + 1)];
+    const std::string h = "h." + std::to_string(l) + ".";
+    add_param(u, h + "input_layernorm.weight", H, 1, true, Split::none, false, tp, tp_rank);
+    add_param(u, h + "input_layernorm.bias", H, 1, true, Split::none, false, tp, tp_rank);
+    add_param(u, h + "self_attention.query_key_value.weight", 3 * H, H, false, Split::rows, true, tp, tp_rank);
+    add_param(u, h + "self_attention.query_key_value.bias", 3 * H, 1, true, Split::rows, false, tp, tp_rank);
+    add_param(u, h + "self_attention.dense.weight", H, H, false, Split::columns, true, tp, tp_rank);
+    add_param(u, h + "self_attention.dense.bias", H, 1, true, Split::none, false, tp, tp_rank);
+    add_param(u, h + "post_attention_layernorm.weight", H, 1, true, Split::none, false, tp, tp_rank);
+    add_param(u, h + "post_attention_layernorm.bias", H, 1, true, Split::none, false, tp, tp_rank);
+    add_param(u, h + "mlp.dense_h_to_4h.weight", F, H, false, Split::rows, true, tp, tp_rank);
+    add_param(u, h + "mlp.dense_h_to_4h.bias", F, 1, true, Split::rows, false, tp, tp_rank);
+    add_param(u, h + "mlp.dense_4h_to_h.weight", H, F, false, Split::columns, true, tp, tp_rank);
+    add_param(u, h + "mlp.dense_4h_to_h.bias", H, 1, true, Split::none, false, tp, tp_rank);
+  }
+  add_param(units.back(), "ln_f.weight", H, 1, true, Split::none, false, tp, tp_rank);
+  add_param(units.back(), "ln_f.bias", H, 1, true, Split::none, false, tp, tp_rank);
+  return units;
+}
+
+}  // namespace seqpar::inline v0
