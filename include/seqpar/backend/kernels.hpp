@@ -23,6 +23,67 @@ template <class T>
 SEQPAR_HOST_DEVICE T sqrt_of(T x) {
   return std::sqrt(x);
 }
+template <class T>
+SEQPAR_HOST_DEVICE T log_of(T x) {
+  return std::log(x);
+}
+
+// Where `id` falls in the local range [begin, begin + count) of a split table (an
+// embedding's rows, a vocabulary chunk's columns): its local index, or -1 outside.
+template <class Id>
+SEQPAR_HOST_DEVICE std::int64_t local_index(Id id, std::int64_t begin, std::int64_t count) {
+  const std::int64_t r = static_cast<std::int64_t>(id) - begin;
+  return r >= 0 && r < count ? r : -1;
+}
+
+// ---- layernorm: a row's mean and variance are summed by the launcher (a loop, a warp);
+// what it does with them is here.
+
+// 1 / sqrt(var + eps) of a row.
+template <class T>
+SEQPAR_HOST_DEVICE T layernorm_rstd(T var, T eps) {
+  return T(1) / sqrt_of(var + eps);
+}
+// The normalised element (x - mean) rstd.
+template <class T>
+SEQPAR_HOST_DEVICE T layernorm_xhat(T x, T mean, T rstd) {
+  return (x - mean) * rstd;
+}
+// y = xhat w + b.
+template <class T>
+SEQPAR_HOST_DEVICE T layernorm_out(T x, T mean, T rstd, T w, T b) {
+  return layernorm_xhat(x, mean, rstd) * w + b;
+}
+// d loss / d x of one element, from dy w (g), the row means of g and of g xhat, and rstd:
+// (g - mean(g) - xhat mean(g xhat)) rstd.
+template <class T>
+SEQPAR_HOST_DEVICE T layernorm_dx(T g, T xhat, T mean_g, T mean_g_xhat, T rstd) {
+  return (g - mean_g - xhat * mean_g_xhat) * rstd;
+}
+
+// ---- softmax rows (ALiBi attention, the chunked cross-entropy)
+
+// A score with its ALiBi bias: slope times the key's position (the key's only; softmax
+// ignores a per-row constant).
+template <class T>
+SEQPAR_HOST_DEVICE T alibi_score(T s, T slope, T pos) {
+  return s + slope * pos;
+}
+// The softmax backward of one element: p (dp - sum_j p_j dp_j).
+template <class T>
+SEQPAR_HOST_DEVICE T softmax_grad(T p, T dp, T dot) {
+  return p * (dp - dot);
+}
+// A sum of exps taken against max `from`, moved to max `to` (>= from).
+template <class T>
+SEQPAR_HOST_DEVICE T rescaled_sum(T sum, T from, T to) {
+  return sum * exp_of(from - to);
+}
+// log sum_j exp(x_j) from the row's max and its sum of exp(x_j - max).
+template <class T>
+SEQPAR_HOST_DEVICE T log_sum_exp(T mx, T sum) {
+  return mx + log_of(sum);
+}
 
 // tanh-form GELU as BLOOM computes it: 0.5 x (1 + tanh(0.79788456 x (1 + 0.044715 x^2))).
 template <class T>

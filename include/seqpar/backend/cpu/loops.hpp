@@ -1,0 +1,140 @@
+#pragma once
+// The CPU's launchers: the loops that run the shared bodies of backend/kernels.hpp over
+// elements, rows and columns (what a grid is to a CUDA kernel), and the eight-lane row
+// primitives (max, sum of exps) the softmax rows use. Compiled for AVX2 + FMA, float loops
+// run eight lanes at a time on F32x8 (simd_avx2.hpp), except under nvcc. Part of Ops<Cpu>.
+
+#ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
+#error "backend/cpu/loops.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
+#endif
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "seqpar/backend/kernels.hpp"
+#if defined(__AVX2__) && defined(__FMA__)
+#define SEQPAR_CPU_AVX2 1
+#else
+#define SEQPAR_CPU_AVX2 0
+#endif
+// The eight-lane loops run the shared __host__ __device__ bodies on F32x8, a type nvcc does
+// not accept in them: in translation units that nvcc compiles these loops stay scalar.
+#if SEQPAR_CPU_AVX2 && !defined(__CUDACC__)
+#include "seqpar/backend/cpu/simd_avx2.hpp"
+#define SEQPAR_CPU_SIMD 1
+#else
+#define SEQPAR_CPU_SIMD 0
+#endif
+
+namespace seqpar::inline v0::detail {
+
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using MatMap = Eigen::Map<RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+using ConstMatMap = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+namespace cpu {
+
+/// Element-wise loops shorter than this run on one thread.
+inline constexpr std::int64_t parallel_min_elements = std::int64_t{1} << 16;
+
+// body(j0, j1) over a split of the columns [0, d) into one contiguous range per thread
+// (whole cache lines), in parallel when the work (elements touched) is worth it. A sum
+// down a column stays on one thread, in row order: the results do not depend on the
+// number of threads.
+template <class Body>
+void for_columns(std::int64_t d, std::int64_t work, Body&& body) {
+#pragma omp parallel if (work > parallel_min_elements)
+  {
+    int threads = 1, me = 0;
+#ifdef _OPENMP
+    threads = omp_get_num_threads();
+    me = omp_get_thread_num();
+#endif
+    const std::int64_t lines = (d + 15) / 16;  // 16 floats to a cache line
+    const std::int64_t j0 = std::min(d, lines * me / threads * 16), j1 = std::min(d, lines * (me + 1) / threads * 16);
+    if (j0 < j1) body(j0, j1);
+  }
+}
+
+// body(lane, i) for i in [0, n): lane is a detail::F32x8 on blocks of eight floats where
+// AVX2 is on, a T for the rest (and for every element of other types); in parallel above
+// parallel_min_elements.
+template <class T, class Body>
+void for_lanes(std::int64_t n, Body&& body) {
+  std::int64_t done = 0;
+#if SEQPAR_CPU_SIMD
+  if constexpr (std::is_same_v<T, float>) {
+    done = n / F32x8::lanes * F32x8::lanes;
+#pragma omp parallel for schedule(static) if (done > parallel_min_elements)
+    for (std::int64_t i = 0; i < done; i += F32x8::lanes) body(F32x8{}, i);
+  }
+#endif
+#pragma omp parallel for schedule(static) if (n - done > parallel_min_elements)
+  for (std::int64_t i = done; i < n; ++i) body(T{}, i);
+}
+template <class V, class T>
+V load_lanes(const T* p) {
+  if constexpr (std::is_same_v<V, T>) return *p;
+  else return V::load(p);
+}
+template <class V, class T>
+void store_lanes(T* p, V v) {
+  if constexpr (std::is_same_v<V, T>) *p = v;
+  else v.store(p);
+}
+
+// max of x[0, n), -inf when n == 0
+template <class T>
+T row_max(const T* x, std::int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  std::int64_t j = 0;
+#if SEQPAR_CPU_SIMD
+  if constexpr (std::is_same_v<T, float>) {
+    F32x8 acc(m);
+    for (; j + F32x8::lanes <= n; j += F32x8::lanes) acc = max(acc, F32x8::load(x + j));
+    m = acc.max();
+  }
+#endif
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
+// y[j] = exp(x[j] - shift) * scale for j < n (y may be x; null: not stored); returns the
+// sum of exp(x[j] - shift)
+template <class T>
+T exp_shifted(T* y, const T* x, std::int64_t n, T shift, T scale) {
+  using kernels::exp_of;
+  T sum = 0;
+  std::int64_t j = 0;
+#if SEQPAR_CPU_SIMD
+  if constexpr (std::is_same_v<T, float>) {
+    F32x8 acc(0.0f);
+    for (; j + F32x8::lanes <= n; j += F32x8::lanes) {
+      const F32x8 e = exp_of(F32x8::load(x + j) - F32x8(shift));
+      acc += e;
+      if (y) (e * F32x8(scale)).store(y + j);
+    }
+    sum = acc.sum();
+  }
+#endif
+  for (; j < n; ++j) {
+    const T e = exp_of(x[j] - shift);
+    sum += e;
+    if (y) y[j] = e * scale;
+  }
+  return sum;
+}
+
+}  // namespace cpu
+}  // namespace seqpar::inline v0::detail
