@@ -15,6 +15,7 @@
 #include "seqpar/backend/cuda/error.hpp"
 #include "seqpar/backend/cuda/gemm.hpp"
 #include "seqpar/backend/cuda/numeric.hpp"
+#include "seqpar/backend/kernels.hpp"
 
 namespace seqpar::inline v0::detail {
 
@@ -37,7 +38,7 @@ __global__ void alibi_softmax_kernel(T* probs, const S* pos, const std::uint8_t*
   const float slope = to_float(slopes[h]);
   float mx = -INFINITY;
   for (std::int64_t j = lane; j <= i; j += warp_size)
-    if (vb[j]) mx = fmaxf(mx, to_float(s[j]) + slope * to_float(pb[j]));
+    if (vb[j]) mx = fmaxf(mx, kernels::alibi_score(to_float(s[j]), slope, to_float(pb[j])));
   mx = warp_max(mx);
   if (mx == -INFINITY) {
     const T uniform = from_float<T>(1.0f / static_cast<float>(Tn));
@@ -46,10 +47,10 @@ __global__ void alibi_softmax_kernel(T* probs, const S* pos, const std::uint8_t*
   }
   float sum = 0;
   for (std::int64_t j = lane; j <= i; j += warp_size)
-    if (vb[j]) sum += expf(to_float(s[j]) + slope * to_float(pb[j]) - mx);
+    if (vb[j]) sum += expf(kernels::alibi_score(to_float(s[j]), slope, to_float(pb[j])) - mx);
   const float inv = 1.0f / warp_sum(sum);
   for (std::int64_t j = lane; j < Tn; j += warp_size) {
-    const float e = j <= i && vb[j] ? expf(to_float(s[j]) + slope * to_float(pb[j]) - mx) : 0.0f;
+    const float e = j <= i && vb[j] ? expf(kernels::alibi_score(to_float(s[j]), slope, to_float(pb[j])) - mx) : 0.0f;
     s[j] = from_float<T>(e * inv);
   }
 }
@@ -75,7 +76,8 @@ __global__ void alibi_softmax_backward_kernel(T* ds, const T* probs, const std::
   for (std::int64_t j = lane; j < keys; j += warp_size) dot += to_float(p[j]) * to_float(g[j]);
   dot = warp_sum(dot);
   for (std::int64_t j = lane; j < Tn; j += warp_size)
-    g[j] = j < keys ? from_float<T>(to_float(p[j]) * (to_float(g[j]) - dot)) : from_float<T>(0.0f);
+    g[j] = j < keys ? from_float<T>(kernels::softmax_grad(to_float(p[j]), to_float(g[j]), dot))
+                    : from_float<T>(0.0f);
 }
 
 // The per-head products of attention as strided batched GEMMs. Head (b, h) of an

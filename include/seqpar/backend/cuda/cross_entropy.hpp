@@ -16,6 +16,7 @@
 #include "seqpar/backend/cuda/error.hpp"
 #include "seqpar/backend/cuda/numeric.hpp"
 #include "seqpar/backend/cuda/reduce.hpp"
+#include "seqpar/backend/kernels.hpp"
 
 namespace seqpar::inline v0::detail {
 
@@ -38,9 +39,9 @@ __global__ void softmax_stats_kernel(S* mx, S* sum, S* picked, const T* L, const
   s = warp_sum(s);
   if (lane == 0) {
     mx[r] = from_float<S>(m);
-    sum[r] = from_float<S>(to_float(sum[r]) * expf(old_mx - m) + s);
-    const std::int64_t t = static_cast<std::int64_t>(target[r]) - col0;
-    if (t >= 0 && t < cw) picked[r] = from_float<S>(to_float(l[t]));
+    sum[r] = from_float<S>(kernels::rescaled_sum(to_float(sum[r]), old_mx, m) + s);
+    if (const std::int64_t t = kernels::local_index(target[r], col0, cw); t >= 0)
+      picked[r] = from_float<S>(to_float(l[t]));
   }
 }
 
@@ -49,7 +50,8 @@ __global__ void softmax_stats_rescale_kernel(S* sum, const S* mx, const S* globa
                                              std::int64_t n) {
   for (std::int64_t r = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; r < n;
        r += std::int64_t{gridDim.x} * blockDim.x)
-    sum[r] = from_float<S>(to_float(sum[r]) * expf(to_float(mx[r]) - to_float(global_mx[r])));
+    sum[r] = from_float<S>(
+        kernels::rescaled_sum(to_float(sum[r]), to_float(mx[r]), to_float(global_mx[r])));
 }
 
 // lse[r] = global_mx[r] + log(sum[r]); partial[block] = sum over its rows of lse - picked.
@@ -60,7 +62,7 @@ __global__ void cross_entropy_loss_kernel(double* partial, S* lse, const S* glob
   double acc = 0;
   for (std::int64_t r = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; r < n;
        r += std::int64_t{gridDim.x} * blockDim.x) {
-    const S v = from_float<S>(to_float(global_mx[r]) + logf(to_float(sum[r])));
+    const S v = from_float<S>(kernels::log_sum_exp(to_float(global_mx[r]), to_float(sum[r])));
     lse[r] = v;
     acc += static_cast<double>(to_float(v)) - static_cast<double>(to_float(picked[r]));
   }
@@ -75,7 +77,7 @@ __global__ void cross_entropy_grad_kernel(T* L, const S* lse, const Id* target, 
   for (std::int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     T* l = L + r * cw;
     const float z = to_float(lse[r]);
-    const std::int64_t t = static_cast<std::int64_t>(target[r]) - col0;
+    const std::int64_t t = kernels::local_index(target[r], col0, cw);  // -1: not in this chunk
     for (std::int64_t j = threadIdx.x; j < cw; j += blockDim.x) {
       float g = expf(to_float(l[j]) - z) * grad_scale;
       if (j == t) g -= grad_scale;

@@ -13,6 +13,7 @@
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/error.hpp"
 #include "seqpar/backend/cuda/numeric.hpp"
+#include "seqpar/backend/kernels.hpp"
 
 namespace seqpar::inline v0::detail {
 
@@ -23,11 +24,10 @@ template <class T, class Id>
 __global__ void embedding_forward_kernel(T* y, const Id* ids, const T* table, std::int64_t n,
                                          std::int64_t d, std::int64_t row0, std::int64_t rows) {
   for (std::int64_t i = blockIdx.x; i < n; i += gridDim.x) {
-    const std::int64_t r = static_cast<std::int64_t>(ids[i]) - row0;
-    const bool inside = r >= 0 && r < rows;
+    const std::int64_t r = kernels::local_index(ids[i], row0, rows);  // -1: not in this shard
     T* yi = y + i * d;
     for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      yi[j] = inside ? table[r * d + j] : from_float<T>(0.0f);
+      yi[j] = r >= 0 ? table[r * d + j] : from_float<T>(0.0f);
   }
 }
 

@@ -12,12 +12,14 @@
 #include "seqpar/backend/cuda/error.hpp"
 #include "seqpar/backend/cuda/numeric.hpp"
 #include "seqpar/backend/cuda/reduce.hpp"
+#include "seqpar/backend/kernels.hpp"
 
 namespace seqpar::inline v0::detail {
 
 inline constexpr int layernorm_threads = 256;  // 8 rows a block
 
-// y[n, d] = (x - mean) rstd w + b; two passes over the row for the variance, as the CPU.
+// y[n, d] = (x - mean) rstd w + b; two passes over the row for the variance, as the CPU;
+// the element arithmetic is backend/kernels.hpp's, shared with the CPU loop.
 template <class T, class S>
 __global__ void layernorm_forward_kernel(T* y, S* mean, S* rstd, const T* x, const T* w, const T* b,
                                          std::int64_t n, std::int64_t d, float eps) {
@@ -35,10 +37,10 @@ __global__ void layernorm_forward_kernel(T* y, S* mean, S* rstd, const T* x, con
     q += c * c;
   }
   const float var = warp_sum(q) / static_cast<float>(d);
-  const float r = 1.0f / sqrtf(var + eps);
+  const float r = kernels::layernorm_rstd(var, eps);
   T* yr = y + row * d;
   for (std::int64_t j = lane; j < d; j += warp_size)
-    yr[j] = from_float<T>((to_float(xr[j]) - m) * r * to_float(w[j]) + to_float(b[j]));
+    yr[j] = from_float<T>(kernels::layernorm_out(to_float(xr[j]), m, r, to_float(w[j]), to_float(b[j])));
   if (lane == 0) {
     mean[row] = from_float<S>(m);
     rstd[row] = from_float<S>(r);
@@ -61,15 +63,15 @@ __global__ void layernorm_backward_dx_kernel(T* dx, const T* dy, const T* x, con
   for (std::int64_t j = lane; j < d; j += warp_size) {
     const float g = to_float(dyr[j]) * to_float(w[j]);
     a += g;
-    c += g * (to_float(xr[j]) - m) * r;
+    c += g * kernels::layernorm_xhat(to_float(xr[j]), m, r);
   }
   const float mean_g = warp_sum(a) / static_cast<float>(d);
   const float mean_gx = warp_sum(c) / static_cast<float>(d);
   T* dxr = dx + row * d;
   for (std::int64_t j = lane; j < d; j += warp_size) {
-    const float xhat = (to_float(xr[j]) - m) * r;
+    const float xhat = kernels::layernorm_xhat(to_float(xr[j]), m, r);
     const float g = to_float(dyr[j]) * to_float(w[j]);
-    dxr[j] = from_float<T>(to_float(dxr[j]) + (g - mean_g - xhat * mean_gx) * r);
+    dxr[j] = from_float<T>(to_float(dxr[j]) + kernels::layernorm_dx(g, xhat, mean_g, mean_gx, r));
   }
 }
 
@@ -83,7 +85,7 @@ struct LayernormParamTerms {
   std::int64_t d;
   __device__ void operator()(std::int64_t i, std::int64_t j, float* acc) const {
     const float g = to_float(dy[i * d + j]);
-    acc[0] += g * (to_float(x[i * d + j]) - to_float(mean[i])) * to_float(rstd[i]);
+    acc[0] += g * kernels::layernorm_xhat(to_float(x[i * d + j]), to_float(mean[i]), to_float(rstd[i]));
     acc[1] += g;
   }
 };
