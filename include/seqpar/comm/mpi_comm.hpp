@@ -353,11 +353,9 @@ class MpiSession {
   MpiSession(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED) {
     int ready = 0;
     MPI_Initialized(&ready);
-    if (ready) {
-      MPI_Query_thread(&provided_);
-      return;
-    }
-    detail::mpi_check(MPI_Init_thread(&argc, &argv, required, &provided_), "MPI_Init_thread", -1);
+    if (ready) return;
+    int provided = MPI_THREAD_SINGLE;
+    detail::mpi_check(MPI_Init_thread(&argc, &argv, required, &provided), "MPI_Init_thread", -1);
     owns_ = true;
   }
   MpiSession(const MpiSession&) = delete;
@@ -366,11 +364,7 @@ class MpiSession {
     if (owns_ && !detail::mpi_finalized()) MPI_Finalize();
   }
 
-  /// The thread support level MPI gave (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE).
-  int thread_level() const { return provided_; }
-
  private:
-  int provided_ = MPI_THREAD_SINGLE;
   bool owns_ = false;
 };
 

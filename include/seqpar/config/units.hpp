@@ -30,7 +30,6 @@ struct ParamSpec {
   std::int64_t row0 = 0, col0 = 0;   // where the local block starts in the full tensor
   std::int64_t offset = 0;           // in the unit's flat buffer
   std::int64_t numel() const { return local_rows * local_cols; }
-  std::int64_t full_numel() const { return rows * cols; }
 };
 
 /// The tensors of one unit (the embedding, one block, the final layernorm), stored in one

@@ -9,7 +9,6 @@
 #include <iterator>
 #include <map>
 #include <new>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,11 +19,6 @@ namespace seqpar::inline v0 {
 /// What a block of memory holds; the trainer reports and the plan model predicts each.
 enum class Memory : std::uint8_t { parameters, gradients, optimizer, activations, buffers };
 inline constexpr std::size_t memory_kinds = 5;
-
-constexpr std::string_view memory_name(Memory m) {
-  constexpr std::string_view names[] = {"parameters", "gradients", "optimizer", "activations", "buffers"};
-  return names[static_cast<std::size_t>(m)];
-}
 
 /// Current and peak bytes per category, and of all categories together.
 struct MemoryStats {

@@ -157,7 +157,6 @@ class CluenerReader {
   std::string where(std::int64_t line) const {
     return record_where(data_.report.file, line, record_);
   }
-  std::int64_t records_seen() const { return record_; }
   void count_record() { ++record_; }
   NerDataset take() { return std::move(data_); }
 

@@ -112,7 +112,6 @@ class ExampleSet {
     for (std::size_t i = 0; i < size(); ++i) out[i] = length(i);
     return out;
   }
-  std::int64_t total_tokens() const { return static_cast<std::int64_t>(c_.tokens.size()); }
 
  private:
   Columns c_;

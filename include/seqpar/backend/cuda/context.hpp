@@ -42,7 +42,7 @@ class CudaContext {
 
   cudaStream_t stream() {
     ensure();
-    return active_;
+    return stream_;
   }
   cublasHandle_t blas() {
     ensure();
@@ -52,26 +52,9 @@ class CudaContext {
     ensure();
     return device_;
   }
-  int multiprocessors() {
-    ensure();
-    return multiprocessors_;
-  }
 
   /// Whether this thread's context has started (picked its device, made its stream).
   bool initialized() const { return ready_; }
-
-  /// Queues this thread's ops on `s` from now on: a stream the caller owns and keeps alive
-  /// while it is in use (one a communicator shares, say); nullptr returns to the
-  /// context's own stream. The work queued on the old stream is waited for first: the
-  /// cuBLAS workspace, the scratch and the cached blocks pass to the new one.
-  void set_stream(cudaStream_t s) {
-    ensure();
-    const cudaStream_t next = s ? s : own_stream_;
-    if (next == active_) return;
-    SEQPAR_CUDA_CHECK(cudaStreamSynchronize(active_));
-    active_ = next;
-    bind_blas();
-  }
 
   /// Whether fp32 GEMMs may run on TF32 tensor cores (about 1e-3 relative error instead
   /// of fp32's 1e-7). Off by default: fp32 results then match the CPU backend closely.
@@ -173,7 +156,7 @@ class CudaContext {
 
   /// Returns every cached block to the device (waits for the stream first).
   void release_cache() {
-    if (ready_) (void)cudaStreamSynchronize(active_);
+    if (ready_) (void)cudaStreamSynchronize(stream_);
     free_blocks(take_cache());
   }
 
@@ -268,10 +251,7 @@ class CudaContext {
   void init() {
     try {
       SEQPAR_CUDA_CHECK(cudaGetDevice(&device_));
-      SEQPAR_CUDA_CHECK(
-          cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
-      SEQPAR_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamDefault));
-      active_ = own_stream_;
+      SEQPAR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault));
       SEQPAR_CUBLAS_CHECK(cublasCreate(&blas_));
       SEQPAR_CUDA_CHECK(cudaMalloc(&blas_workspace_, blas_workspace_bytes));
       bind_blas();
@@ -288,7 +268,7 @@ class CudaContext {
 
   // cublasSetStream drops a user workspace, so the workspace is set again after it.
   void bind_blas() {
-    SEQPAR_CUBLAS_CHECK(cublasSetStream(blas_, active_));
+    SEQPAR_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
     SEQPAR_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_, blas_workspace_bytes));
   }
 
@@ -300,7 +280,7 @@ class CudaContext {
       auto& all = registry().contexts;
       all.erase(std::remove(all.begin(), all.end(), this), all.end());
     }
-    if (own_stream_) (void)cudaStreamSynchronize(own_stream_);
+    if (stream_) (void)cudaStreamSynchronize(stream_);
     try {
       free_blocks(take_cache());
     } catch (...) {  // no memory for the list: the blocks go with the process
@@ -314,10 +294,10 @@ class CudaContext {
     if (blas_workspace_) (void)cudaFree(blas_workspace_);
     if (scratch_) (void)cudaFree(scratch_);
     if (host_) (void)cudaFreeHost(host_);
-    if (own_stream_) (void)cudaStreamDestroy(own_stream_);
+    if (stream_) (void)cudaStreamDestroy(stream_);
     blas_ = nullptr;
     blas_workspace_ = scratch_ = host_ = nullptr;
-    own_stream_ = active_ = nullptr;
+    stream_ = nullptr;
     scratch_bytes_ = host_bytes_ = 0;
     ready_ = false;
   }
@@ -325,9 +305,7 @@ class CudaContext {
   bool ready_ = false;
   bool allow_tf32_ = false;
   int device_ = -1;
-  int multiprocessors_ = 0;
-  cudaStream_t own_stream_ = nullptr;
-  cudaStream_t active_ = nullptr;
+  cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* blas_workspace_ = nullptr;
   void* scratch_ = nullptr;

@@ -3,9 +3,8 @@
 // same names and arguments, every pointer a device pointer (ids, pos, valid and slopes
 // too). Storage is float, __nv_bfloat16 or __half; all arithmetic is float; GEMMs run on
 // cuBLAS. Ops are queued on the calling thread's stream (CudaContext): results reach the
-// host through download() or synchronize(). Beyond the CPU set: upload / download /
-// synchronize, strided batched GEMM, type conversion, AdamW on fp32 master weights, row
-// gather / scatter and the row steps of the chunked cross-entropy.
+// host through download() or synchronize(). Beyond the CPU set: strided batched GEMM
+// and AdamW on fp32 master weights (adamw_mixed: the CPU has no 16-bit storage).
 // Compiled only under nvcc; a program built by another compiler sees nothing here.
 
 #if defined(__CUDACC__)

@@ -95,7 +95,6 @@ class TokenIndex {
   }
   std::string_view text() const { return text_; }
   std::size_t id_count() const { return spans_.size(); }
-  std::size_t token_count() const { return count_; }
 
  private:
   struct Span {
