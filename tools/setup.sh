@@ -19,6 +19,7 @@ packages=(
   openmpi-bin         # mpirun, for the multi-process tests
   libonig-dev         # seqpar::tokenizer
   zlib1g-dev
+  clang-format        # 14: tools/check_format.sh holds C++ files to .clang-format
 )
 # One dpkg-query for all of them; a package it does not know counts as missing.
 installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null |
