@@ -36,6 +36,8 @@ struct StackOptions {
   std::int64_t logits_bytes = 0;
   /// Attention probabilities are not kept for the backward but made again there.
   bool recompute_attention = false;
+  /// Standard attention (probabilities, kept or recomputed) or fused (a log-sum-exp per query).
+  AttentionKind attention = AttentionKind::standard;
 };
 
 /// Called around each use of a unit's buffers, so that a data axis can gather sharded
@@ -201,7 +203,7 @@ class BloomStack {
       hooks_->acquire(u, false);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_, probs_scratch,
-                       ar, axis_);
+                       options_.attention, ar, axis_);
       hooks_->release(u);
     }
     if (stage_.head) {
