@@ -140,6 +140,46 @@ void BM_attention(benchmark::State& state) {
   flops(state, (pass == 1 ? 4.0 : pass == 2 ? 1.0 : 2.0) * one);
 }
 
+// Fused attention on the same micro-batch: pass 0 the forward (ctx and lse), 1 the
+// backward (probabilities made again per tile). FLOPs counted as BM_attention's (the full
+// T x T products), so the two rates compare time for the same work; the fused kernels skip
+// the masked half.
+template <class T>
+void BM_flash_attention(benchmark::State& state) {
+  const std::int64_t B = state.range(0), S = 512, N = B * S, Hl = kHeads * kHeadDim;
+  const std::int64_t pass = state.range(1);
+  DeviceArena<Cuda> arena;
+  Random<T> qkv(arena, N * 3 * Hl, 4), dctx(arena, N * Hl, 5);
+  Buffer<T, DeviceArena<Cuda>> ctx(arena, N * Hl, Memory::buffers),
+      dqkv(arena, N * 3 * Hl, Memory::buffers);
+  Buffer<float, DeviceArena<Cuda>> lse(arena, B * kHeads * S, Memory::buffers),
+      delta(arena, B * kHeads * S, Memory::buffers);
+  std::vector<float> pos(N), slopes(kHeads);
+  std::vector<std::uint8_t> valid(N, 1);
+  for (std::int64_t i = 0; i < N; ++i) pos[i] = static_cast<float>(i % S);
+  for (std::int64_t h = 0; h < kHeads; ++h)
+    slopes[h] = static_cast<float>(kernels::alibi_slope(h, kHeads));
+  Buffer<float, DeviceArena<Cuda>> d_pos(arena, N, Memory::buffers),
+      d_slopes(arena, kHeads, Memory::buffers);
+  Buffer<std::uint8_t, DeviceArena<Cuda>> d_valid(arena, N, Memory::buffers);
+  O::upload(d_pos.data(), pos.data(), N);
+  O::upload(d_slopes.data(), slopes.data(), kHeads);
+  O::upload(d_valid.data(), valid.data(), N);
+  O::flash_attention_forward(ctx.data(), lse.data(), qkv.data(), d_pos.data(), d_valid.data(),
+                             d_slopes.data(), B, S, kHeads, kHeadDim);
+  time_op(state, [&] {
+    if (pass == 1)
+      O::flash_attention_backward(dqkv.data(), dctx.data(), ctx.data(), qkv.data(), lse.data(),
+                                  d_pos.data(), d_valid.data(), d_slopes.data(), delta.data(), B,
+                                  S, kHeads, kHeadDim);
+    else
+      O::flash_attention_forward(ctx.data(), lse.data(), qkv.data(), d_pos.data(), d_valid.data(),
+                                 d_slopes.data(), B, S, kHeads, kHeadDim);
+  });
+  const double one = 2.0 * static_cast<double>(B * kHeads) * S * S * kHeadDim;
+  flops(state, (pass == 1 ? 4.0 : 2.0) * one);
+}
+
 template <class T>
 void BM_layernorm(benchmark::State& state) {
   const std::int64_t n = kTokens, d = kHidden;
@@ -281,6 +321,11 @@ BENCHMARK_TEMPLATE(BM_attention, bf16)
     ->Args({8, 0})
     ->Args({8, 1})
     ->Args({8, 2})
+    ->UseManualTime();
+BENCHMARK_TEMPLATE(BM_flash_attention, bf16)
+    ->ArgNames({"B", "pass"})
+    ->Args({8, 0})
+    ->Args({8, 1})
     ->UseManualTime();
 BENCHMARK_TEMPLATE(BM_layernorm, bf16)->ArgName("backward")->Arg(0)->Arg(1)->UseManualTime();
 BENCHMARK_TEMPLATE(BM_gelu, bf16)->UseManualTime();

@@ -1,6 +1,6 @@
 // One training step (forward, backward, clipping, AdamW) of a small BLOOM on the CPU:
-// hidden 256, 4 layers, 8 heads, vocab 8192, 8 x 128 tokens. tools/compare_cpu_step.py
-// runs this and the same step in PyTorch side by side.
+// hidden 256, 4 layers, 8 heads, vocab 8192, 8 x 128 tokens (and 2 x 512, where attention
+// weighs more). tools/compare_cpu_step.py runs this and the same step in PyTorch side by side.
 #include <benchmark/benchmark.h>
 
 #include "seqpar/backend/cpu/ops.hpp"
@@ -10,12 +10,14 @@
 namespace {
 using Small = seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 8192, .hidden = 256, .layers = 4, .heads = 8}>;
 
-void train_step(benchmark::State& state, bool recompute_attention) {
+void train_step(benchmark::State& state, bool recompute_attention,
+                seqpar::AttentionKind attention = seqpar::AttentionKind::standard) {
   const std::int64_t rows = state.range(0), seq = state.range(1);
   seqpar::TrainOptions o;
   o.lr = 1e-4;
   o.weight_decay = 0.01;
   o.recompute_attention = recompute_attention;
+  o.attention = attention;
   seqpar::Trainer<Small, seqpar::Replicated<1>> trainer(o);
   seqpar::Batch batch(rows, seq);
   const seqpar::CounterRng rng(1, "bench");
@@ -38,9 +40,21 @@ void BM_TrainStep(benchmark::State& state) { train_step(state, false); }
 // TrainOptions::recompute_attention: the same step, the attention probabilities recomputed in
 // the backward instead of kept (peak_mib shows what that saves).
 void BM_TrainStepRecomputedAttention(benchmark::State& state) { train_step(state, true); }
+// TrainOptions::attention = fused: flash-style tiles, a log-sum-exp per query kept instead of
+// the probabilities (peak_mib again).
+void BM_TrainStepFusedAttention(benchmark::State& state) { train_step(state, false, seqpar::AttentionKind::fused); }
+// The standard step at 2 x 512 (a separate name: tools/compare_cpu_step.py reads BM_TrainStep).
+void BM_TrainStepSeq512(benchmark::State& state) { train_step(state, false); }
 BENCHMARK(BM_TrainStep)->Args({8, 128})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 BENCHMARK(BM_TrainStepRecomputedAttention)
     ->Args({8, 128})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3.0);
+BENCHMARK(BM_TrainStepSeq512)->Args({2, 512})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+BENCHMARK(BM_TrainStepFusedAttention)
+    ->Args({8, 128})
+    ->Args({2, 512})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(3.0);

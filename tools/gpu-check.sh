@@ -37,11 +37,12 @@
 #   SEQPAR_NCCL_TEST     NcclComm test binary (default: $SEQPAR_GPU_BUILD/tests/cuda/test_nccl)
 #   SEQPAR_CUDA_OPS      per-op benchmark (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_ops)
 #   SEQPAR_CUDA_BENCH    throughput binary (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_train_step)
-#   SEQPAR_BENCH_ARGS    its arguments (default: --logits-mib=0,16,4096 --recompute-attention=0,1:
+#   SEQPAR_BENCH_ARGS    its arguments (default: --logits-mib=0,16,4096 --recompute-attention=0,1
+#                        --fused-attention=0,1:
 #                        8x512 and 16x512, whole batch per micro-batch, under the LM head's
 #                        default 256 MiB logits budget, 16 MiB (chunks that may stay in L2)
 #                        and 4 GiB (those shapes' logits whole), each with attention
-#                        probabilities kept and recomputed; e.g. add
+#                        probabilities kept and recomputed, and with fused attention; e.g. add
 #                        --micro-batch-rows=8). It reports each configuration as one JSON line
 #                        (or Google Benchmark JSON) with tokens_per_s and, when it knows them,
 #                        mfu, peak_bytes, batch, seq and variant (a table row of its own, set
@@ -204,7 +205,7 @@ if [[ ! -x $bench_bin ]]; then
   note "seqpar: skipped, $bench_bin not found (build target bench_cuda_train_step with SEQPAR_WITH_CUDA=ON)"
   record seqpar SKIP "no $bench_bin"
 else
-  bench_args=${SEQPAR_BENCH_ARGS-"--logits-mib=0,16,4096 --recompute-attention=0,1"}
+  bench_args=${SEQPAR_BENCH_ARGS-"--logits-mib=0,16,4096 --recompute-attention=0,1 --fused-attention=0,1"}
   note "seqpar: $bench_bin $bench_args"
   # shellcheck disable=SC2086  # the arguments are meant to split
   run_step seqpar seqpar_bench.log "$bench_bin" $bench_args

@@ -75,5 +75,18 @@ void CpuRef::attention_backward(float* dqkv, const float* dctx, const float* qkv
                                 std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
   O::attention_backward(dqkv, dctx, qkv, probs, valid, scratch, B, Tn, nh, hd);
 }
+void CpuRef::flash_attention_forward(float* ctx, float* lse, const float* qkv, const float* pos,
+                                     const std::uint8_t* valid, const float* slopes,
+                                     std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                                     std::int64_t hd) {
+  O::flash_attention_forward(ctx, lse, qkv, pos, valid, slopes, B, Tn, nh, hd);
+}
+void CpuRef::flash_attention_backward(float* dqkv, const float* dctx, const float* ctx,
+                                      const float* qkv, const float* lse, const float* pos,
+                                      const std::uint8_t* valid, const float* slopes,
+                                      float* delta, std::int64_t B, std::int64_t Tn,
+                                      std::int64_t nh, std::int64_t hd) {
+  O::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn, nh, hd);
+}
 
 }  // namespace seqpar::test

@@ -48,6 +48,15 @@ struct CpuRef {
   static void attention_backward(float* dqkv, const float* dctx, const float* qkv,
                                  const float* probs, const std::uint8_t* valid, float* scratch,
                                  std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd);
+  static void flash_attention_forward(float* ctx, float* lse, const float* qkv, const float* pos,
+                                      const std::uint8_t* valid, const float* slopes,
+                                      std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                                      std::int64_t hd);
+  static void flash_attention_backward(float* dqkv, const float* dctx, const float* ctx,
+                                       const float* qkv, const float* lse, const float* pos,
+                                       const std::uint8_t* valid, const float* slopes,
+                                       float* delta, std::int64_t B, std::int64_t Tn,
+                                       std::int64_t nh, std::int64_t hd);
 };
 
 }  // namespace seqpar::test

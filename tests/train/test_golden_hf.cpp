@@ -25,8 +25,11 @@ TensorLookup golden_lookup(const SafetensorsFile& f, const std::string& prefix) 
   return [&f, prefix](std::string_view name) { return f.find(prefix + std::string(name)); };
 }
 
+// `attention`: the standard ops or the fused ones compute the same function.
 template <class M>
-void check_golden(const std::string& file) {
+void check_golden(const std::string& file, AttentionKind attention = AttentionKind::standard) {
+  TrainOptions base;
+  base.attention = attention;
   const SafetensorsFile f(test::golden_path(file));
   const Batch batch = test::golden_batch(f);
   const auto meta = [&](const char* k) { return std::stod(f.metadata().at(k)); };
@@ -34,7 +37,7 @@ void check_golden(const std::string& file) {
   REQUIRE(meta("n_head") == M::heads);
 
   SUBCASE("logits and loss") {
-    Trainer<M, Replicated<1>> t;
+    Trainer<M, Replicated<1>> t(base);
     t.load_weights(golden_lookup(f, "param."), file);
     const auto logits = t.logits(batch);
     CHECK(rel_norm_err(logits, floats(f, "logits")) < kForwardTol);
@@ -42,7 +45,7 @@ void check_golden(const std::string& file) {
     CHECK(loss == doctest::Approx(floats(f, "loss")[0]).epsilon(kForwardTol));
   }
   SUBCASE("every parameter gradient") {
-    Trainer<M, Replicated<1>> t;
+    Trainer<M, Replicated<1>> t(base);
     t.load_weights(golden_lookup(f, "param."), file);
     t.compute_gradients(batch);
     int n = 0;
@@ -55,7 +58,7 @@ void check_golden(const std::string& file) {
     CHECK(n == 3 + 12 * M::layers + 2);
   }
   SUBCASE("three AdamW steps with warmup, decay and clipping") {
-    TrainOptions o;
+    TrainOptions o = base;
     o.lr = meta("lr");
     o.beta1 = meta("beta1");
     o.beta2 = meta("beta2");
@@ -86,4 +89,10 @@ void check_golden(const std::string& file) {
 TEST_CASE("golden: 16 heads, 2 layers matches transformers") { check_golden<H16>("bloom_h16.safetensors"); }
 TEST_CASE("golden: 12 heads (not a power of two), 3 layers matches transformers") {
   check_golden<H12>("bloom_h12.safetensors");
+}
+TEST_CASE("golden: 16 heads with fused attention matches transformers") {
+  check_golden<H16>("bloom_h16.safetensors", AttentionKind::fused);
+}
+TEST_CASE("golden: 12 heads with fused attention matches transformers") {
+  check_golden<H12>("bloom_h12.safetensors", AttentionKind::fused);
 }

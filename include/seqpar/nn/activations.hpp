@@ -36,7 +36,8 @@ struct BlockActivations {
   Buffer<T, ArenaT> ln1;                 // [N, H]
   Buffer<S, ArenaT> ln1_mean, ln1_rstd;  // [N], [N]
   Buffer<T, ArenaT> qkv;                 // [N, 3 Hl]
-  Buffer<T, ArenaT> probs;               // [rows, nh, seq, seq]
+  Buffer<T, ArenaT> probs;               // [rows, nh, seq, seq] (standard attention)
+  Buffer<S, ArenaT> lse;                 // [rows, nh, seq] log-sum-exp per query (fused attention)
   Buffer<T, ArenaT> ctx;                 // [N, Hl]
   Buffer<T, ArenaT> x_mid;               // [N, H] residual after attention
   Buffer<T, ArenaT> ln2;                 // [N, H]

@@ -22,6 +22,13 @@ struct BlockShape {
   std::int64_t hidden_local() const { return heads_local * head_dim; }
 };
 
+/// How a block computes attention. `standard`: Ops<D>::attention_forward/backward, the
+/// probabilities [rows, nh, seq, seq] kept (or recomputed, see block_forward). `fused`:
+/// Ops<D>::flash_attention_forward/backward, flash-style tiles with an online softmax; the
+/// record keeps a log-sum-exp per query [rows, nh, seq] instead, and the backward makes
+/// each tile's probabilities again from it.
+enum class AttentionKind { standard, fused };
+
 /// Scratch a block's backward needs, sized for the largest micro-batch seen.
 template <class T, class ArenaT>
 struct BlockScratch {
@@ -31,6 +38,7 @@ struct BlockScratch {
   Buffer<T, ArenaT> d_qkv;    // [N, 3 Hl]
   Buffer<T, ArenaT> d_probs;  // [rows, nh, seq, seq]
   Buffer<T, ArenaT> probs;    // [rows, nh, seq, seq] attention probabilities a record does not keep
+  Buffer<StatScalar<T>, ArenaT> delta;  // [rows, nh, seq] fused backward: rowsum(d ctx * ctx) per head
 
   void reserve(ArenaT& arena, const BlockShape& s, std::int64_t rows, std::int64_t seq) {
     const std::int64_t n = rows * seq;
@@ -38,7 +46,15 @@ struct BlockScratch {
     grow(arena, d_ln, n * s.hidden);
     grow(arena, d_ctx, n * s.hidden_local());
     grow(arena, d_qkv, n * 3 * s.hidden_local());
+  }
+  // The standard backward's d scores; the fused one needs only delta.
+  T* d_probs_for(ArenaT& arena, const BlockShape& s, std::int64_t rows, std::int64_t seq) {
     grow(arena, d_probs, rows * s.heads_local * seq * seq);
+    return d_probs.data();
+  }
+  StatScalar<T>* delta_for(ArenaT& arena, const BlockShape& s, std::int64_t rows, std::int64_t seq) {
+    grow(arena, delta, rows * s.heads_local * seq);
+    return delta.data();
   }
   T* probs_for(ArenaT& arena, const BlockShape& s, std::int64_t rows, std::int64_t seq) {
     grow(arena, probs, rows * s.heads_local * seq * seq);
@@ -51,11 +67,12 @@ struct BlockScratch {
 /// With `recompute` the attention probabilities go to that scratch and the record keeps
 /// none; the backward makes them again (the same bits) from the kept qkv: one more q k^T
 /// GEMM and softmax per block for [rows, nh, seq, seq] less per record, as Megatron's
-/// selective recomputation. Without it the record keeps them.
+/// selective recomputation. Without it the record keeps them. With AttentionKind::fused
+/// the record keeps neither, only the log-sum-exp of each query (`recompute` is unused).
 template <Device D, class T, class ArenaT, class Axis>
 void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a, const BlockTensors<const T>& w,
                    const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes, const BlockShape& s,
-                   BlockScratch<T, ArenaT>* recompute, ArenaT& arena, Axis& axis) {
+                   BlockScratch<T, ArenaT>* recompute, AttentionKind attention, ArenaT& arena, Axis& axis) {
   using O = Ops<D>;
   const std::int64_t B = mb.rows, S = mb.seq, N = B * S, H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local;
   constexpr Memory kind = Memory::activations;
@@ -64,19 +81,28 @@ void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a, const Blo
   fit(a.ctx, arena, N * Hl, kind), fit(a.x_mid, arena, N * H, kind), fit(a.ln2, arena, N * H, kind);
   fit(a.ln2_mean, arena, N, kind), fit(a.ln2_rstd, arena, N, kind), fit(a.fc_pre, arena, N * Fl, kind);
   fit(a.fc_act, arena, N * Fl, kind);
+  const bool fused = attention == AttentionKind::fused;
   T* probs = nullptr;
-  if (recompute) {
+  if (fused) {
+    a.probs.reset();
+    fit(a.lse, arena, B * s.heads_local * S, kind);
+  } else if (recompute) {
     a.probs.reset();
     probs = recompute->probs_for(arena, s, B, S);
   } else {
     fit(a.probs, arena, B * s.heads_local * S * S, kind);
     probs = a.probs.data();
   }
+  if (!fused) a.lse.reset();
 
   O::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, N, H, s.eps);
   O::linear_forward(a.qkv.data(), a.ln1.data(), w.qkv_w, w.qkv_b, N, H, 3 * Hl);  // [N, 3Hl]
-  O::attention_forward(a.ctx.data(), probs, a.qkv.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0, B, S,
-                       s.heads_local, s.head_dim);  // [N, Hl]
+  if (fused)
+    O::flash_attention_forward(a.ctx.data(), a.lse.data(), a.qkv.data(), mb.pos.data(), mb.valid.data(),
+                               slopes + s.head0, B, S, s.heads_local, s.head_dim);  // [N, Hl]
+  else
+    O::attention_forward(a.ctx.data(), probs, a.qkv.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0, B,
+                         S, s.heads_local, s.head_dim);  // [N, Hl]
   O::linear_forward(a.x_mid.data(), a.ctx.data(), w.proj_w, static_cast<const T*>(nullptr), N, Hl, H);
   axis.sum(a.x_mid.data(), N * H);                                  // row-parallel: sum partial products
   O::add_bias_residual(a.x_mid.data(), w.proj_b, x, N, H);         // x_mid = x + dense(ctx)
@@ -90,7 +116,8 @@ void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a, const Blo
 }
 
 /// In place on the residual gradient: d[N, H] holds d out on entry and d x on exit.
-/// A record without probabilities has them recomputed in sc (see block_forward).
+/// A record without probabilities has them recomputed in sc (see block_forward); one with a
+/// log-sum-exp takes the fused backward.
 template <Device D, class T, class ArenaT, class Axis>
 void block_backward(T* d, const T* x, const BlockActivations<T, ArenaT>& a, const BlockTensors<const T>& w,
                     const BlockTensors<T>& g, const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes,
@@ -108,15 +135,21 @@ void block_backward(T* d, const T* x, const BlockActivations<T, ArenaT>& a, cons
   // Attention
   O::column_sum(g.proj_b, d, N, H);
   O::linear_backward(sc.d_ctx.data(), g.proj_w, static_cast<T*>(nullptr), d, a.ctx.data(), w.proj_w, N, Hl, H);
-  const T* probs = a.probs.data();
-  if (a.probs.empty()) {
-    T* made = sc.probs_for(arena, s, B, S);
-    O::attention_probs(made, a.qkv.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0, B, S, s.heads_local,
-                       s.head_dim);
-    probs = made;
+  if (!a.lse.empty()) {
+    O::flash_attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.ctx.data(), a.qkv.data(), a.lse.data(),
+                                mb.pos.data(), mb.valid.data(), slopes + s.head0, sc.delta_for(arena, s, B, S), B,
+                                S, s.heads_local, s.head_dim);  // [N, 3Hl]
+  } else {
+    const T* probs = a.probs.data();
+    if (a.probs.empty()) {
+      T* made = sc.probs_for(arena, s, B, S);
+      O::attention_probs(made, a.qkv.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0, B, S,
+                         s.heads_local, s.head_dim);
+      probs = made;
+    }
+    O::attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.qkv.data(), probs, mb.valid.data(),
+                          sc.d_probs_for(arena, s, B, S), B, S, s.heads_local, s.head_dim);
   }
-  O::attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.qkv.data(), probs, mb.valid.data(), sc.d_probs.data(),
-                        B, S, s.heads_local, s.head_dim);
   O::linear_backward(sc.d_ln.data(), g.qkv_w, g.qkv_b, sc.d_qkv.data(), a.ln1.data(), w.qkv_w, N, H, 3 * Hl);
   axis.sum(sc.d_ln.data(), N * H);
   O::layernorm_backward(d, g.ln1_w, g.ln1_b, sc.d_ln.data(), x, a.ln1_mean.data(), a.ln1_rstd.data(), w.ln1_w,

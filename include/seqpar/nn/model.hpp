@@ -37,6 +37,8 @@ struct StackOptions {
   std::int64_t logits_bytes = 0;
   /// Attention probabilities are not kept for the backward but made again there.
   bool recompute_attention = false;
+  /// Standard attention (probabilities, kept or recomputed) or fused (a log-sum-exp per query).
+  AttentionKind attention = AttentionKind::standard;
 };
 
 /// Initial value of element `i` (local, row-major) of a parameter, independent of the plan:
@@ -189,7 +191,7 @@ class BloomStack {
       hooks_->acquire(u, false);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_, probs_scratch,
-                       ar, axis_);
+                       options_.attention, ar, axis_);
       hooks_->release(u);
     }
     if (stage_.head) {

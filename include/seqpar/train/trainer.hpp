@@ -56,6 +56,10 @@ struct TrainOptions {
   // kept for the backward but recomputed there, bit for bit (Megatron's selective
   // recomputation): one more q k^T GEMM and softmax per block.
   bool recompute_attention = false;
+  // AttentionKind::fused: flash-style attention that never holds the probabilities; a block
+  // keeps a log-sum-exp per query ([rows, heads, seq]) and its backward recomputes them per
+  // tile (recompute_attention is then moot). The same function within rounding.
+  AttentionKind attention = AttentionKind::standard;
 };
 
 /// What one optimizer step did.
@@ -114,7 +118,7 @@ class Trainer {
         runner_(model_, mesh_.pipeline) {
     SEQPAR_CHECK(opts_.logits_bytes >= 0, "TrainOptions::logits_bytes is ", opts_.logits_bytes,
                  "; expected a byte count, or 0 for the device's default");
-    model_.set_options({opts_.logits_bytes, opts_.recompute_attention});
+    model_.set_options({opts_.logits_bytes, opts_.recompute_attention, opts_.attention});
     model_.initialize(opts_.seed, opts_.init_std);
     data_.emplace(model_, mesh_.data, Traits::zero_stage);
   }

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "seqpar/backend/cpu/flash_attention.hpp"
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
 
@@ -233,6 +234,23 @@ struct Ops<Cpu> {
   static void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs, const std::uint8_t* valid,
                                  T* scratch, std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
     detail::cpu::attention_backward(dqkv, dctx, qkv, probs, valid, scratch, B, Tn, nh, hd);
+  }
+
+  /// Fused attention (backend/cpu/flash_attention.hpp): attention_forward's ctx without
+  /// its probabilities; lse[B, nh, T] keeps each query's log-sum-exp for the backward.
+  template <class T>
+  static void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos, const std::uint8_t* valid,
+                                      const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                                      std::int64_t hd) {
+    detail::flash_attention_forward(ctx, lse, qkv, pos, valid, slopes, B, Tn, nh, hd);
+  }
+  /// attention_backward from the forward's ctx and lse (probabilities made again per tile);
+  /// delta[B, nh, T] is scratch.
+  template <class T>
+  static void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv, const T* lse,
+                                       const T* pos, const std::uint8_t* valid, const T* slopes, T* delta,
+                                       std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+    detail::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn, nh, hd);
   }
 };
 

@@ -21,6 +21,7 @@
 #include "seqpar/backend/cuda/elementwise.hpp"
 #include "seqpar/backend/cuda/embedding.hpp"
 #include "seqpar/backend/cuda/error.hpp"
+#include "seqpar/backend/cuda/flash_attention.hpp"
 #include "seqpar/backend/cuda/gemm.hpp"
 #include "seqpar/backend/cuda/layernorm.hpp"
 #include "seqpar/backend/cuda/numeric.hpp"
@@ -257,6 +258,25 @@ struct Ops<Cuda> {
                                  const std::uint8_t* valid, T* scratch, std::int64_t B,
                                  std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
     detail::attention_backward(dqkv, dctx, qkv, probs, valid, scratch, B, Tn, nh, hd);
+  }
+
+  /// Fused attention (backend/cuda/flash_attention.hpp), as Ops<Cpu>: attention_forward's
+  /// ctx without the probabilities; lse[B, nh, T] (float) keeps each query's log-sum-exp.
+  /// head_dim at most 128.
+  template <CudaScalar T, CudaScalar S>
+  static void flash_attention_forward(T* ctx, float* lse, const T* qkv, const S* pos,
+                                      const std::uint8_t* valid, const S* slopes, std::int64_t B,
+                                      std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+    detail::flash_attention_forward(ctx, lse, qkv, pos, valid, slopes, B, Tn, nh, hd);
+  }
+  /// attention_backward from the forward's ctx and lse; delta[B, nh, T] (float) is scratch.
+  template <CudaScalar T, CudaScalar S>
+  static void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv,
+                                       const float* lse, const S* pos, const std::uint8_t* valid,
+                                       const S* slopes, float* delta, std::int64_t B,
+                                       std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+    detail::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn,
+                                     nh, hd);
   }
 
   // --- rows and the chunked cross-entropy ------------------------------------------------------

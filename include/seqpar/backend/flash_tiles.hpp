@@ -1,0 +1,93 @@
+#pragma once
+// The arithmetic of fused (flash-style) causal ALiBi attention, written once for the CPU
+// tile loops (backend/cpu/flash_attention.hpp) and the CUDA kernels
+// (backend/cuda/flash_attention.hpp): the score of one (query, key) pair with its masks,
+// the online-softmax update of a row's running max and sum, and the per-element backward.
+//
+// The function is that of Ops<D>::attention_forward: for query i of a sequence whose first
+// valid key is f, the score of key j is
+//   s_ij = scale q_i . k_j + slope pos_j    for j <= i with valid_j,  -inf for other keys,
+// and p_i = softmax(s_i). A query with no valid key (i < f: left padding) attends
+// uniformly to all T keys, as the fully masked row of an additive-mask implementation
+// does; here its scores are all 0 over all T keys, so the same online softmax and the
+// same log-sum-exp (log T) give p = 1/T, and its backward passes the gradient through
+// every score (ds_ij = p (dp_ij - D_i), differentiated as scale q_i . k_j), as the
+// unfused backward does.
+
+#include <cmath>
+#include <cstdint>
+
+#include "seqpar/backend/kernels.hpp"
+#include "seqpar/core/host_device.hpp"
+
+namespace seqpar::inline v0::kernels {
+
+template <class T>
+SEQPAR_HOST_DEVICE T log_of(T x) {
+  return std::log(x);
+}
+
+/// -inf of T, usable in device code (std::numeric_limits is not, without relaxed constexpr).
+template <class T>
+SEQPAR_HOST_DEVICE T minus_infinity() {
+  return -static_cast<T>(INFINITY);
+}
+
+/// Whether query i of a sequence whose first valid key is `first_valid` (T when none) has
+/// no valid key at or before it, and so attends uniformly to every key.
+SEQPAR_HOST_DEVICE bool attends_uniformly(std::int64_t i, std::int64_t first_valid) {
+  return i < first_valid;
+}
+
+/// Keys [0, n) that query i attends: its causal prefix, or all T keys when uniform.
+SEQPAR_HOST_DEVICE std::int64_t attended_keys(std::int64_t i, std::int64_t first_valid, std::int64_t Tn) {
+  return attends_uniformly(i, first_valid) ? Tn : i + 1;
+}
+
+/// The score of key j for query i: qk = q_i . k_j (unscaled). Masked keys (after the
+/// query, or not valid) are -inf; a uniform query scores every key 0.
+template <class T>
+SEQPAR_HOST_DEVICE T flash_score(T qk, T scale, T slope, T pos_j, bool valid_j, std::int64_t i, std::int64_t j,
+                                 bool uniform) {
+  if (uniform) return T(0);
+  return j <= i && valid_j ? qk * scale + slope * pos_j : minus_infinity<T>();
+}
+
+/// Folds a tile's row maximum into the running maximum m; returns exp(m_old - m_new),
+/// the factor that rescales a sum and an accumulator kept against m_old (1 while every
+/// score so far is masked: both are still 0).
+template <class T>
+SEQPAR_HOST_DEVICE T online_rescale(T& m, T tile_max) {
+  const T m_new = m > tile_max ? m : tile_max;
+  const T c = m_new == minus_infinity<T>() ? T(1) : exp_of(m - m_new);
+  m = m_new;
+  return c;
+}
+
+/// exp(s - m) of one score against its row's running maximum; 0 for a masked score (also
+/// while m is still -inf, where s - m would be NaN).
+template <class T>
+SEQPAR_HOST_DEVICE T online_weight(T s, T m) {
+  return s == minus_infinity<T>() ? T(0) : exp_of(s - m);
+}
+
+/// The log-sum-exp a row keeps for its backward: m + log(l), l the sum of exp(s - m).
+template <class T>
+SEQPAR_HOST_DEVICE T row_lse(T m, T l) {
+  return m + log_of(l);
+}
+
+/// The probability of a score, recomputed from its row's log-sum-exp (0 when masked).
+template <class T>
+SEQPAR_HOST_DEVICE T flash_probability(T s, T lse) {
+  return s == minus_infinity<T>() ? T(0) : exp_of(s - lse);
+}
+
+/// d s_ij = p_ij (dp_ij - D_i), with dp_ij = dctx_i . v_j and D_i = dctx_i . ctx_i
+/// (= sum_j p_ij dp_ij, the softmax backward's row term, without the row of p).
+template <class T>
+SEQPAR_HOST_DEVICE T flash_score_grad(T p, T dp, T D) {
+  return p * (dp - D);
+}
+
+}  // namespace seqpar::inline v0::kernels
