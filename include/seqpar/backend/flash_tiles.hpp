@@ -22,11 +22,6 @@
 
 namespace seqpar::inline v0::kernels {
 
-template <class T>
-SEQPAR_HOST_DEVICE T log_of(T x) {
-  return std::log(x);
-}
-
 /// -inf of T, usable in device code (std::numeric_limits is not, without relaxed constexpr).
 template <class T>
 SEQPAR_HOST_DEVICE T minus_infinity() {
@@ -50,7 +45,7 @@ template <class T>
 SEQPAR_HOST_DEVICE T flash_score(T qk, T scale, T slope, T pos_j, bool valid_j, std::int64_t i, std::int64_t j,
                                  bool uniform) {
   if (uniform) return T(0);
-  return j <= i && valid_j ? qk * scale + slope * pos_j : minus_infinity<T>();
+  return j <= i && valid_j ? alibi_score(qk * scale, slope, pos_j) : minus_infinity<T>();
 }
 
 /// Folds a tile's row maximum into the running maximum m; returns exp(m_old - m_new),
@@ -71,23 +66,10 @@ SEQPAR_HOST_DEVICE T online_weight(T s, T m) {
   return s == minus_infinity<T>() ? T(0) : exp_of(s - m);
 }
 
-/// The log-sum-exp a row keeps for its backward: m + log(l), l the sum of exp(s - m).
-template <class T>
-SEQPAR_HOST_DEVICE T row_lse(T m, T l) {
-  return m + log_of(l);
-}
-
 /// The probability of a score, recomputed from its row's log-sum-exp (0 when masked).
 template <class T>
 SEQPAR_HOST_DEVICE T flash_probability(T s, T lse) {
   return s == minus_infinity<T>() ? T(0) : exp_of(s - lse);
-}
-
-/// d s_ij = p_ij (dp_ij - D_i), with dp_ij = dctx_i . v_j and D_i = dctx_i . ctx_i
-/// (= sum_j p_ij dp_ij, the softmax backward's row term, without the row of p).
-template <class T>
-SEQPAR_HOST_DEVICE T flash_score_grad(T p, T dp, T D) {
-  return p * (dp - D);
 }
 
 }  // namespace seqpar::inline v0::kernels

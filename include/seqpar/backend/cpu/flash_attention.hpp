@@ -9,23 +9,18 @@
 // backend/flash_tiles.hpp, shared with the CUDA kernels; Ops<Cpu>::flash_attention_*
 // call these launchers.
 
+#ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
+#error "backend/cpu/flash_attention.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
+#include "seqpar/backend/cpu/loops.hpp"  // SEQPAR_CPU_SIMD, F32x8
 #include "seqpar/backend/flash_tiles.hpp"
-#ifndef SEQPAR_CPU_SIMD
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDACC__)
-#define SEQPAR_CPU_SIMD 1
-#else
-#define SEQPAR_CPU_SIMD 0
-#endif
-#endif
-#if SEQPAR_CPU_SIMD
-#include "seqpar/backend/cpu/simd_avx2.hpp"
-#endif
 
 namespace seqpar::inline v0::detail {
 
@@ -208,7 +203,7 @@ void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos, const s
             const T inv = T(1) / l[r];
             T* out = ctx + (b * Tn + i) * Hl + h * hd;
             for (std::int64_t d = 0; d < hd; ++d) out[d] = acc[r * hd + d] * inv;
-            lse[(b * nh + h) * Tn + i] = kernels::row_lse(m[r], l[r]);
+            lse[(b * nh + h) * Tn + i] = kernels::log_sum_exp(m[r], l[r]);
           }
         }
   }
@@ -278,7 +273,7 @@ void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv
               flash_qk_row(dp.data(), dO + i * Hl, vT.data(), cols, hd);
               for (std::int64_t c = 0; c < cols; ++c) {
                 // A masked score (p = 0) passes no gradient.
-                g[c] = p[c] == T(0) ? T(0) : scale * kernels::flash_score_grad(p[c], dp[c], D[i]);
+                g[c] = p[c] == T(0) ? T(0) : scale * kernels::softmax_grad(p[c], dp[c], D[i]);
                 pT[c * Bq + r] = p[c];
                 gT[c * Bq + r] = g[c];
               }

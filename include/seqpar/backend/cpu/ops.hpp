@@ -15,7 +15,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "seqpar/backend/cpu/flash_attention.hpp"
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
 
@@ -25,6 +24,7 @@
 #include "seqpar/backend/cpu/cross_entropy.hpp"
 #include "seqpar/backend/cpu/elementwise.hpp"
 #include "seqpar/backend/cpu/embedding.hpp"
+#include "seqpar/backend/cpu/flash_attention.hpp"
 #include "seqpar/backend/cpu/gemm.hpp"
 #include "seqpar/backend/cpu/layernorm.hpp"
 #include "seqpar/backend/cpu/loops.hpp"

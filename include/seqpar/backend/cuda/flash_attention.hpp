@@ -103,7 +103,7 @@ __global__ void flash_forward_kernel(T* ctx, float* lse, const T* qkv, const S* 
     const std::int64_t d = lane + t * warp_size;
     if (d < hd) out[d] = from_float<T>(acc[t] * inv);
   }
-  if (lane == 0) lse[row] = kernels::row_lse(m, l);
+  if (lane == 0) lse[row] = kernels::log_sum_exp(m, l);
 }
 
 // delta[row] = dctx_i . ctx_i, then dq_i = scale sum_j ds_ij k_j over the keys of query i.
@@ -145,7 +145,7 @@ __global__ void flash_backward_dq_kernel(T* dqkv, float* delta, const T* dctx, c
                                            slope, to_float(pb[j]), vb[j] != 0, i, j, uniform);
       const float p = kernels::flash_probability(s, L);
       if (p != 0.0f)
-        g = scale * kernels::flash_score_grad(p, flash_dot(do_sh[warp], base + j * ld + 2 * hd, hd), D);
+        g = scale * kernels::softmax_grad(p, flash_dot(do_sh[warp], base + j * ld + 2 * hd, hd), D);
     }
     for (int c = 0; c < warp_size && j0 + c < key_end; ++c) {
       const float gc = __shfl_sync(full_mask, g, c);
@@ -207,7 +207,7 @@ __global__ void flash_backward_dkv_kernel(T* dqkv, const float* delta, const T* 
                                              valid_j, i, j, uniform);
         p = kernels::flash_probability(s, L[i]);
         if (p != 0.0f)
-          g = scale * kernels::flash_score_grad(p, flash_dot(v_sh[warp], dO + i * Hl, hd), Dr[i]);
+          g = scale * kernels::softmax_grad(p, flash_dot(v_sh[warp], dO + i * Hl, hd), Dr[i]);
       }
       for (int c = 0; c < warp_size && i0 + c < end; ++c) {
         const float pc = __shfl_sync(full_mask, p, c), gc = __shfl_sync(full_mask, g, c);
