@@ -21,6 +21,7 @@
 #include <omp.h>
 #endif
 
+#include "seqpar/backend/cpu/decode_attention.hpp"
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
 #if defined(__AVX2__) && defined(__FMA__)
@@ -462,6 +463,22 @@ struct Ops<Cpu> {
         gemm<T>(false, false, Tn, hd, Tn, scale, dS, Tn, k, ld, T(0), dq, ld);
         gemm<T>(true, false, Tn, hd, Tn, scale, dS, Tn, q, ld, T(0), dk, ld);
       }
+  }
+
+  /// Decoding (backend/cpu/decode_attention.hpp): k, v[B, nh, cap, hd] at positions
+  /// [t0, t0 + S) = the keys and values of qkv[B*S, 3*Hl]; and ctx[B, Hl] = attention of
+  /// each row's new query (qkv[B, 3*Hl]) to its cached keys [0, len) (pos, valid [B, cap];
+  /// scores [B, nh, cap] scratch).
+  template <class T>
+  static void kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int64_t nh, std::int64_t hd,
+                       std::int64_t cap, std::int64_t t0) {
+    detail::cpu_kv_store(k, v, qkv, B, S, nh, hd, cap, t0);
+  }
+  template <class T>
+  static void decode_attention(T* ctx, T* scores, const T* qkv, const T* k, const T* v, const T* pos,
+                               const std::uint8_t* valid, const T* slopes, std::int64_t B, std::int64_t nh,
+                               std::int64_t hd, std::int64_t cap, std::int64_t len) {
+    detail::cpu_decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
   }
 
  private:
