@@ -15,7 +15,8 @@
 #include "seqpar/parallel/policies.hpp" // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
 #include "seqpar/parallel/plan.hpp"     // PlanTraits, the ParallelPlan concept, plan rules
 #include "seqpar/parallel/mesh.hpp"     // Mesh: rank coordinates and sub-communicators
-#include "seqpar/nn/model.hpp"          // BloomStack: layers, forward and backward
+#include "seqpar/nn/model.hpp"          // BloomStack: layers, forward and backward, decoding
+#include "seqpar/nn/generate.hpp"       // greedy_generate: batched decoding with a KV cache
 #include "seqpar/optim/adamw.hpp"       // AdamW over flat ranges
 #include "seqpar/optim/schedule.hpp"    // LrSchedule: warmup, linear or cosine decay
 #include "seqpar/io/safetensors.hpp"    // SafetensorsFile, write_safetensors

@@ -88,5 +88,15 @@ void CpuRef::flash_attention_backward(float* dqkv, const float* dctx, const floa
                                       std::int64_t nh, std::int64_t hd) {
   O::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn, nh, hd);
 }
+void CpuRef::kv_store(float* k, float* v, const float* qkv, std::int64_t B, std::int64_t S,
+                      std::int64_t nh, std::int64_t hd, std::int64_t cap, std::int64_t t0) {
+  O::kv_store(k, v, qkv, B, S, nh, hd, cap, t0);
+}
+void CpuRef::decode_attention(float* ctx, float* scores, const float* qkv, const float* k,
+                              const float* v, const float* pos, const std::uint8_t* valid,
+                              const float* slopes, std::int64_t B, std::int64_t nh,
+                              std::int64_t hd, std::int64_t cap, std::int64_t len) {
+  O::decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
+}
 
 }  // namespace seqpar::test

@@ -2,6 +2,7 @@
 #include "trainer_reference.hpp"
 
 #include "seqpar/backend/cpu/ops.hpp"
+#include "seqpar/nn/generate.hpp"
 
 namespace seqpar::test {
 
@@ -45,6 +46,14 @@ StepStats cpu_resume_step(const std::string& checkpoint, int step) {
     t.load_checkpoint(checkpoint);
     return t.step(trainer_batch(step));
   });
+}
+
+std::vector<std::vector<std::int32_t>> cpu_greedy_tokens(std::int64_t prompt, std::int64_t max_new) {
+  Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(generation_options());
+  GenerateOptions o;
+  o.max_new_tokens = max_new;
+  o.eos_id = -1;
+  return greedy_generate(t.model(), generation_batch(prompt).view(), o).tokens;
 }
 
 }  // namespace seqpar::test

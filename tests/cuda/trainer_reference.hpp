@@ -58,6 +58,33 @@ struct TrainRun {
   std::vector<float> logits;
 };
 
+/// The model the generation tests decode with: trainer_options() with spread-out weights
+/// (no near-ties between the best two logits).
+inline TrainOptions generation_options() {
+  TrainOptions o = trainer_options();
+  o.init_std = 0.4;
+  return o;
+}
+
+/// Rows of 12, 7 and 9 tokens left-padded to 12; prompts are their first `prompt` columns.
+inline Batch generation_batch(std::int64_t prompt = 12) {
+  constexpr std::int64_t rows = 3, seq = 12;
+  const std::int64_t lengths[rows] = {12, 7, 9};
+  Batch b(rows, prompt);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t k = 0; k < prompt; ++k) {
+      const auto i = static_cast<std::size_t>(r * prompt + k);
+      const bool ok = k >= seq - lengths[r];
+      b.attention_mask[i] = ok;
+      b.input_ids[i] = ok ? static_cast<std::int32_t>(4 + (r * 53 + k * 29) % 296) : 3;
+    }
+  return b;
+}
+
+/// Greedy tokens (no eos) of Trainer<TrainTiny, Replicated<1>, Cpu> under
+/// generation_options() for the prompts generation_batch(prompt).
+std::vector<std::vector<std::int32_t>> cpu_greedy_tokens(std::int64_t prompt, std::int64_t max_new);
+
 /// `steps` steps of Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> on trainer_batch(0, 1, ...).
 TrainRun cpu_train_run(int steps);
 

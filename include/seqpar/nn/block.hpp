@@ -4,13 +4,16 @@
 //   h = post_attention_layernorm(x_mid); out = x_mid + dense_4h_to_h(gelu(dense_h_to_4h(h)))
 // query_key_value and dense_h_to_4h are column-split over the tensor axis, dense and
 // dense_4h_to_h row-split: one tensor-axis sum after each of those in the forward and one
-// before each layernorm in the backward.
+// before each layernorm in the backward. The decoding form: prefill is the forward over the
+// prompts that also stores their keys and values in the block's cache; a decoding step
+// runs the same calls on one new token per row, its attention against the cache.
 
 #include <cstdint>
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/nn/activations.hpp"
+#include "seqpar/nn/kv_cache.hpp"
 #include "seqpar/nn/params.hpp"
 
 namespace seqpar::inline v0 {
@@ -113,6 +116,42 @@ void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a, const Blo
   O::linear_forward(out, a.fc_act.data(), w.out_w, static_cast<const T*>(nullptr), N, Fl, H);
   axis.sum(out, N * H);
   O::add_bias_residual(out, w.out_b, a.x_mid.data(), N, H);        // out = x_mid + mlp(x_mid)
+}
+
+/// block_forward over left-padded prompts [rows, seq] that also fills the block's cache:
+/// kv's keys and values of positions [0, seq) (a record's qkv holds them per head).
+template <Device D, class T, class ArenaT, class Axis>
+void block_prefill(T* out, const T* x, BlockKv<T, ArenaT>& kv, std::int64_t capacity, BlockActivations<T, ArenaT>& a,
+                   const BlockTensors<const T>& w, const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes,
+                   const BlockShape& s, BlockScratch<T, ArenaT>* probs, ArenaT& arena, Axis& axis) {
+  block_forward<D>(out, x, a, w, mb, slopes, s, probs, arena, axis);
+  Ops<D>::kv_store(kv.k.data(), kv.v.data(), a.qkv.data(), mb.rows, mb.seq, s.heads_local, s.head_dim, capacity,
+                   std::int64_t{0});
+}
+
+/// One new token per row: x[B, H] -> out[B, H] (B = c.rows), the calls of block_forward
+/// with the attention against the cache: the token's keys and values join kv at position
+/// c.length, then it attends to positions [0, c.length] (c.pos and c.valid hold theirs).
+template <Device D, class T, class ArenaT, class Axis>
+void block_decode(T* out, const T* x, BlockKv<T, ArenaT>& kv, KvCache<T, ArenaT>& c, const BlockTensors<const T>& w,
+                  const StatScalar<T>* slopes, const BlockShape& s, Axis& axis) {
+  using O = Ops<D>;
+  auto& sc = c.step;
+  const std::int64_t B = c.rows, H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local, t = c.length;
+  O::layernorm_forward(sc.ln.data(), sc.mean.data(), sc.rstd.data(), x, w.ln1_w, w.ln1_b, B, H, s.eps);
+  O::linear_forward(sc.qkv.data(), sc.ln.data(), w.qkv_w, w.qkv_b, B, H, 3 * Hl);  // [B, 3Hl]
+  O::kv_store(kv.k.data(), kv.v.data(), sc.qkv.data(), B, std::int64_t{1}, s.heads_local, s.head_dim, c.capacity, t);
+  O::decode_attention(sc.ctx.data(), sc.scores.data(), sc.qkv.data(), kv.k.data(), kv.v.data(), c.pos.data(),
+                      c.valid.data(), slopes + s.head0, B, s.heads_local, s.head_dim, c.capacity, t + 1);  // [B, Hl]
+  O::linear_forward(sc.mid.data(), sc.ctx.data(), w.proj_w, static_cast<const T*>(nullptr), B, Hl, H);
+  axis.sum(sc.mid.data(), B * H);                              // row-parallel: sum partial products
+  O::add_bias_residual(sc.mid.data(), w.proj_b, x, B, H);      // mid = x + dense(ctx)
+  O::layernorm_forward(sc.ln.data(), sc.mean.data(), sc.rstd.data(), sc.mid.data(), w.ln2_w, w.ln2_b, B, H, s.eps);
+  O::linear_forward(sc.fc.data(), sc.ln.data(), w.fc_w, w.fc_b, B, H, Fl);  // [B, Fl]
+  O::gelu_forward(sc.act.data(), sc.fc.data(), B * Fl);
+  O::linear_forward(out, sc.act.data(), w.out_w, static_cast<const T*>(nullptr), B, Fl, H);
+  axis.sum(out, B * H);
+  O::add_bias_residual(out, w.out_b, sc.mid.data(), B, H);     // out = mid + mlp(mid)
 }
 
 /// In place on the residual gradient: d[N, H] holds d out on entry and d x on exit.

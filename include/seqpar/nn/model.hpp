@@ -1,10 +1,12 @@
 #pragma once
 // BloomStack: the layers a rank holds (all of them, or a pipeline stage's share, each
 // split over the tensor axis), their flat parameter and gradient buffers, and the
-// forward and backward of a micro-batch as a list of layer calls.
+// forward and backward of a micro-batch as a list of layer calls; decoding (prefill and a
+// step) runs the same layers with a KV cache.
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "seqpar/core/rng.hpp"
 #include "seqpar/nn/activations.hpp"
 #include "seqpar/nn/block.hpp"
+#include "seqpar/nn/kv_cache.hpp"
 #include "seqpar/nn/lm_head.hpp"
 #include "seqpar/nn/params.hpp"
 #include "seqpar/parallel/tensor_axis.hpp"
@@ -164,21 +167,14 @@ class BloomStack {
   /// `for_backward` (evaluation, prefill) the record keeps no attention probabilities,
   /// as under StackOptions::recompute_attention (a backward would recompute them).
   void forward(const BatchView& b, Acts& a, bool for_backward = true) {
-    using O = Ops<D>;
     Arena& ar = *arena_;
     prepare(b, a);
     const std::int64_t N = b.tokens();
     if (stage_.embedding) {
-      hooks_->acquire(0, false);
-      const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
       fit(a.emb, ar, N * H, Memory::activations);
       fit(a.emb_mean, ar, N, Memory::activations);
       fit(a.emb_rstd, ar, N, Memory::activations);
-      O::embedding_forward(a.emb.data(), a.ids.data(), e.table, N, H, vocab_.row0, vocab_.rows);  // [N, H]
-      axis_.sum(a.emb.data(), N * H);  // vocab-split table: each id's row lives on one rank
-      O::layernorm_forward(a.x[0].data(), a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(), e.ln_w, e.ln_b, N,
-                           H, M::layer_norm_eps);
-      hooks_->release(0);
+      embed(a.x[0].data(), a.emb.data(), a.emb_mean.data(), a.emb_rstd.data(), a.ids.data(), N);
     }
     // Where the attention probabilities go when the records do not keep them: without a
     // backward, a scratch freed on return (an evaluation leaves nothing behind); under
@@ -195,14 +191,10 @@ class BloomStack {
       hooks_->release(u);
     }
     if (stage_.head) {
-      hooks_->acquire(last_unit(), false);
-      const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
       fit(a.hf, ar, N * H, Memory::activations);
       fit(a.hf_mean, ar, N, Memory::activations);
       fit(a.hf_rstd, ar, N, Memory::activations);
-      O::layernorm_forward(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x.back().data(), f.ln_w, f.ln_b, N,
-                           H, M::layer_norm_eps);
-      hooks_->release(last_unit());
+      final_norm(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x.back().data(), N);
     }
   }
 
@@ -282,14 +274,135 @@ class BloomStack {
 
   /// Logits of the local vocab rows for every token of a forwarded batch: out[N,
   /// vocab_shard().rows] in device memory.
-  void logits(const Acts& a, T* out) {
+  void logits(const Acts& a, T* out) { logits(a.hf.data(), a.tokens(), out); }
+  /// out[n, vocab_shard().rows] = the local vocab rows' logits of hf[n, H] (after ln_f).
+  void logits(const T* hf, std::int64_t n, T* out) {
     hooks_->acquire(0, false);
-    lm_head_logits<D>(out, a.hf.data(), params(0), a.tokens(), H, vocab_.rows);
+    lm_head_logits<D>(out, hf, params(0), n, H, vocab_.rows);
     hooks_->release(0);
+  }
+
+  // --- decoding: the same layers with a KV cache (nn/kv_cache.hpp) ---------------------
+  /// Whether this rank holds every layer (decoding needs them; a tensor split is fine).
+  bool whole() const { return stage_.embedding && stage_.head && stage_.first == 0 && stage_.last == M::layers; }
+  const BlockShape& block_shape() const { return shape_; }
+
+  /// An empty cache for `rows` sequences of up to `capacity` positions, this rank's heads.
+  KvCache<T, Arena> kv_cache(std::int64_t rows, std::int64_t capacity) {
+    return KvCache<T, Arena>(*arena_, stage_.count(), rows, capacity, shape_.heads_local, shape_.head_dim, H,
+                             shape_.ffn_local);
+  }
+
+  /// Runs left-padded prompts b [rows, seq] through the stack once (the forward, one block
+  /// record serving every block in turn) and fills c for decoding: each block's keys and
+  /// values of positions [0, seq), their ALiBi positions and mask, and c.hidden[rows, H] =
+  /// ln_f of each row's last position. c.length becomes seq.
+  void prefill(const BatchView& b, KvCache<T, Arena>& c) {
+    using O = Ops<D>;
+    SEQPAR_CHECK(whole(), "prefill: this rank holds layers [", stage_.first, ", ", stage_.last, ") of ", M::layers,
+                 "; decoding needs every layer on each rank");
+    SEQPAR_CHECK(b.rows == c.rows && b.seq <= c.capacity, "prefill: prompts of ", b.rows, " rows x ", b.seq,
+                 " tokens for a cache of ", c.rows, " rows x ", c.capacity, " positions");
+    Arena& ar = *arena_;
+    const std::int64_t B = b.rows, P = b.seq, N = b.tokens(), L = stage_.count();
+    Acts a;  // freed on return: the cache keeps what decoding needs
+    a.template set_batch<D>(b, ar);
+    for (int i = 0; i < 2; ++i) a.x.emplace_back(ar, static_cast<std::size_t>(N * H), Memory::activations);
+    a.blocks.resize(1);
+    fit(a.emb, ar, N * H, Memory::activations);
+    fit(a.emb_mean, ar, N, Memory::activations);
+    fit(a.emb_rstd, ar, N, Memory::activations);
+    embed(a.x[0].data(), a.emb.data(), a.emb_mean.data(), a.emb_rstd.data(), a.ids.data(), N);
+    BlockScratch<T, Arena> probs;  // the attention probabilities, which no backward needs
+    for (std::int64_t l = 0; l < L; ++l) {
+      const auto u = static_cast<std::size_t>(l + 1);
+      hooks_->acquire(u, false);
+      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
+      block_prefill<D>(a.x[(l + 1) % 2].data(), a.x[l % 2].data(), c.blocks[static_cast<std::size_t>(l)], c.capacity,
+                       a.blocks[0], w, a, slopes_.data(), shape_, &probs, ar, axis_);
+      hooks_->release(u);
+    }
+    fit(a.hf, ar, N * H, Memory::activations);
+    fit(a.hf_mean, ar, N, Memory::activations);
+    fit(a.hf_rstd, ar, N, Memory::activations);
+    final_norm(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x[L % 2].data(), N);
+    std::vector<std::int32_t> last(static_cast<std::size_t>(B));
+    for (std::int64_t r = 0; r < B; ++r) last[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r * P + P - 1);
+    Buffer<std::int32_t, Arena> index(ar, last.size(), Memory::buffers);
+    O::upload(index.data(), last.data(), B);
+    O::gather_rows(c.hidden.data(), a.hf.data(), index.data(), B, H);  // [B, H]
+    // The keys' positions and mask are the record's (set_batch's rule), row r's at [r, 0..P).
+    std::vector<Stat> pos(static_cast<std::size_t>(N));
+    std::vector<std::uint8_t> valid(pos.size());
+    O::download(pos.data(), a.pos.data(), N);
+    O::download(valid.data(), a.valid.data(), N);
+    for (std::int64_t r = 0; r < B; ++r) {
+      std::int64_t seen = 0;
+      for (std::int64_t t = 0; t < P; ++t) {
+        const auto i = static_cast<std::size_t>(r * P + t), j = static_cast<std::size_t>(r * c.capacity + t);
+        c.host_pos[j] = pos[i];
+        c.host_valid[j] = valid[i];
+        seen += valid[i];
+      }
+      c.next_pos[static_cast<std::size_t>(r)] = seen;  // (cumsum(mask) - 1) of the next token
+    }
+    c.length = P;
+    O::upload(c.pos.data(), c.host_pos.data(), B * c.capacity);
+    O::upload(c.valid.data(), c.host_valid.data(), B * c.capacity);
+  }
+
+  /// One decoding step: ids[rows] (host), one token per row, go through the stack at
+  /// position c.length; their keys and values join the cache, c.hidden[rows, H] gets ln_f
+  /// of them and c.length grows by one.
+  void decode(std::span<const std::int32_t> ids, KvCache<T, Arena>& c) {
+    using O = Ops<D>;
+    SEQPAR_CHECK(whole(), "decode: this rank holds layers [", stage_.first, ", ", stage_.last, ") of ", M::layers,
+                 "; decoding needs every layer on each rank");
+    SEQPAR_CHECK(static_cast<std::int64_t>(ids.size()) == c.rows, "decode: ", ids.size(), " tokens for a cache of ",
+                 c.rows, " rows; expected one a row");
+    SEQPAR_CHECK(c.length < c.capacity, "decode: the cache's ", c.capacity, " positions are all filled");
+    auto& sc = c.step;
+    const std::int64_t B = c.rows, t = c.length, L = stage_.count();
+    for (std::int64_t r = 0; r < B; ++r) {
+      const auto j = static_cast<std::size_t>(r * c.capacity + t);
+      c.host_pos[j] = static_cast<Stat>(c.next_pos[static_cast<std::size_t>(r)]++);
+      c.host_valid[j] = 1;
+    }
+    O::upload(c.pos.data(), c.host_pos.data(), B * c.capacity);
+    O::upload(c.valid.data(), c.host_valid.data(), B * c.capacity);
+    O::upload(sc.ids.data(), ids.data(), B);
+    embed(sc.x[0].data(), sc.emb.data(), sc.mean.data(), sc.rstd.data(), sc.ids.data(), B);  // [B, H]
+    for (std::int64_t l = 0; l < L; ++l) {
+      const auto u = static_cast<std::size_t>(l + 1);
+      hooks_->acquire(u, false);
+      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
+      block_decode<D>(sc.x[(l + 1) % 2].data(), sc.x[l % 2].data(), c.blocks[static_cast<std::size_t>(l)], c, w,
+                      slopes_.data(), shape_, axis_);
+      hooks_->release(u);
+    }
+    final_norm(c.hidden.data(), sc.mean.data(), sc.rstd.data(), sc.x[L % 2].data(), B);
+    c.length = t + 1;
   }
 
  private:
   std::size_t last_unit() const { return units_.size() - 1; }
+
+  // out[N, H] = word_embeddings_layernorm(emb), emb[N, H] = the table's rows of ids[N]
+  void embed(T* out, T* emb, Stat* mean, Stat* rstd, const std::int32_t* ids, std::int64_t N) {
+    hooks_->acquire(0, false);
+    const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
+    Ops<D>::embedding_forward(emb, ids, e.table, N, H, vocab_.row0, vocab_.rows);  // [N, H]
+    axis_.sum(emb, N * H);  // vocab-split table: each id's row lives on one rank
+    Ops<D>::layernorm_forward(out, mean, rstd, emb, e.ln_w, e.ln_b, N, H, M::layer_norm_eps);
+    hooks_->release(0);
+  }
+  // out[N, H] = ln_f(x)
+  void final_norm(T* out, Stat* mean, Stat* rstd, const T* x, std::int64_t N) {
+    hooks_->acquire(last_unit(), false);
+    const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
+    Ops<D>::layernorm_forward(out, mean, rstd, x, f.ln_w, f.ln_b, N, H, M::layer_norm_eps);
+    hooks_->release(last_unit());
+  }
 
   Arena* arena_;
   Axis axis_;

@@ -22,6 +22,7 @@
 #define SEQPAR_BACKEND_CPU_OPS_INCLUDED 1
 #include "seqpar/backend/cpu/attention.hpp"
 #include "seqpar/backend/cpu/cross_entropy.hpp"
+#include "seqpar/backend/cpu/decode_attention.hpp"
 #include "seqpar/backend/cpu/elementwise.hpp"
 #include "seqpar/backend/cpu/embedding.hpp"
 #include "seqpar/backend/cpu/flash_attention.hpp"
@@ -234,6 +235,22 @@ struct Ops<Cpu> {
   static void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs, const std::uint8_t* valid,
                                  T* scratch, std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
     detail::cpu::attention_backward(dqkv, dctx, qkv, probs, valid, scratch, B, Tn, nh, hd);
+  }
+
+  /// Decoding (backend/cpu/decode_attention.hpp): k, v[B, nh, cap, hd] at positions
+  /// [t0, t0 + S) = the keys and values of qkv[B*S, 3*Hl]; and ctx[B, Hl] = attention of
+  /// each row's new query (qkv[B, 3*Hl]) to its cached keys [0, len) (pos, valid [B, cap];
+  /// scores [B, nh, cap] scratch).
+  template <class T>
+  static void kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int64_t nh, std::int64_t hd,
+                       std::int64_t cap, std::int64_t t0) {
+    detail::cpu_kv_store(k, v, qkv, B, S, nh, hd, cap, t0);
+  }
+  template <class T>
+  static void decode_attention(T* ctx, T* scores, const T* qkv, const T* k, const T* v, const T* pos,
+                               const std::uint8_t* valid, const T* slopes, std::int64_t B, std::int64_t nh,
+                               std::int64_t hd, std::int64_t cap, std::int64_t len) {
+    detail::cpu_decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
   }
 
   /// Fused attention (backend/cpu/flash_attention.hpp): attention_forward's ctx without

@@ -17,6 +17,7 @@
 #include "seqpar/backend/cuda/attention.hpp"
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/cross_entropy.hpp"
+#include "seqpar/backend/cuda/decode_attention.hpp"
 #include "seqpar/backend/cuda/device.hpp"
 #include "seqpar/backend/cuda/elementwise.hpp"
 #include "seqpar/backend/cuda/embedding.hpp"
@@ -277,6 +278,22 @@ struct Ops<Cuda> {
                                        std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
     detail::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn,
                                      nh, hd);
+  }
+  /// Decoding, as Ops<Cpu> (backend/cuda/decode_attention.hpp): k, v[B, nh, cap, hd] at
+  /// positions [t0, t0 + S) = the keys and values of qkv[B*S, 3*Hl]; and ctx[B, Hl] =
+  /// attention of each row's new query (qkv[B, 3*Hl]) to its cached keys [0, len) (pos,
+  /// valid [B, cap], pos and slopes S as in attention_forward; scores [B, nh, cap] scratch).
+  template <CudaScalar T>
+  static void kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int64_t nh,
+                       std::int64_t hd, std::int64_t cap, std::int64_t t0) {
+    detail::kv_store(k, v, qkv, B, S, nh, hd, cap, t0);
+  }
+  template <CudaScalar T, CudaScalar S>
+  static void decode_attention(T* ctx, float* scores, const T* qkv, const T* k, const T* v,
+                               const S* pos, const std::uint8_t* valid, const S* slopes,
+                               std::int64_t B, std::int64_t nh, std::int64_t hd, std::int64_t cap,
+                               std::int64_t len) {
+    detail::decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
   }
 
   // --- rows and the chunked cross-entropy ------------------------------------------------------
