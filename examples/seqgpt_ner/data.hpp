@@ -45,7 +45,9 @@ inline void print_report(const seqpar::ReadReport& r) {
   for (const auto& p : r.problems) std::printf("    skipped: %s\n", p.c_str());
 }
 
-/// Appends one JSON object per line to OUT/metrics.jsonl.
+/// Appends one JSON object per line to OUT/metrics.jsonl. A line that cannot be written
+/// (a full disk, a folder in the way) ends the run with an Error: metrics are not lost
+/// silently.
 class MetricsLog {
  public:
   explicit MetricsLog(const fs::path& path) : path_(path) {}
@@ -53,7 +55,10 @@ class MetricsLog {
     j["time"] =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::ofstream f(path_, std::ios::app);
-    f << j.dump() << "\n";
+    SEQPAR_CHECK(f.is_open(), path_.string(), ": cannot be opened for appending metrics");
+    f << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    f.close();
+    SEQPAR_CHECK(!f.fail(), path_.string(), ": writing the metrics failed (a full disk?)");
   }
   const fs::path& path() const { return path_; }
 

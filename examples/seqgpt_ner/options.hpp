@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "seqpar/core/parse.hpp"
+
 #ifndef SEQPAR_NER_DATA_DIR
 #define SEQPAR_NER_DATA_DIR "examples/data"
 #endif
@@ -27,6 +29,9 @@ struct Options {
   std::int64_t epochs = 15;
   std::int64_t max_steps = 0;   // 0: epochs x batches per epoch
   std::int64_t stop_after = 0;  // >0: save a checkpoint and stop after this many steps
+  std::int64_t save_every = 0;  // steps between checkpoints; 0: at each epoch's end
+  std::int64_t save_total_limit = 2;     // checkpoints OUT/step-N.safetensors kept
+  std::int64_t max_nonfinite_steps = 10;  // non-finite steps in a row that stop the run
   std::int64_t batch = 16;      // rows of a global batch
   std::int64_t micro_batch =
       0;  // rows per micro-batch; 0: the whole local batch (pipelines: a quarter)
@@ -45,6 +50,7 @@ struct Options {
   std::int64_t log_every = 10;
   std::int64_t threads = 0;  // OpenMP threads per rank; 0: cores / ranks (1 for eval, predict)
   bool resume = false;
+  bool allow_changed_options = false;  // resume although data or run options differ
   bool no_eval = false;  // train without evaluating
   bool quiet = false;
 };
@@ -58,8 +64,9 @@ inline const char* usage() {
 
 Data and model
   --data-dir DIR       train.jsonl|train.json|train.bio and dev.* (default: the bundled corpus)
-  --out DIR            outputs: tokenizer.json, checkpoint.safetensors, model.safetensors,
-                       metrics.jsonl, run.json, cache/ (default: seqgpt_ner_out)
+  --out DIR            outputs: tokenizer.json, step-N.safetensors (checkpoints),
+                       model.safetensors, metrics.jsonl, run.json, cache/ (default:
+                       seqgpt_ner_out); one training run at a time (a lock file holds its pid)
   --model NAME         tiny | seqgpt560m (default: the trained run's for eval and predict,
                        else seqgpt560m when --weights is given, else tiny)
   --weights FILE       start from these weights (safetensors or pytorch_model.bin, HF names)
@@ -72,8 +79,14 @@ Parallel plan
 Training
   --epochs N (15)  --max-steps N  --batch ROWS (16)  --micro-batch ROWS  --lr X (5e-3)
   --weight-decay X (0.01)  --warmup-ratio X (0.03)  --max-grad-norm X (1)  --seed N (42)
-  --resume             continue from OUT/checkpoint.safetensors
+  --resume             continue from the newest checkpoint OUT/step-N.safetensors
+  --allow-changed-options  resume although the data, tokenizer, labels or run options
+                       (batch, lr schedule, seed, ...) differ from the checkpoint's
+  --save-every N       steps between checkpoints (default: each epoch's end)
+  --save-total-limit N (2)  checkpoints kept; older ones are removed
   --stop-after N       save a checkpoint and stop after N steps (to try --resume)
+  --max-nonfinite-steps N (10)  a step with a non-finite loss or gradient norm makes no
+                       update; this many in a row stop the run with an error
   --log-every N (10)   --quiet
 Evaluation and generation
   --eval-every N       steps between evaluations (default: each epoch's end)
@@ -112,21 +125,31 @@ inline Options parse_options(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(name + " needs a value");
       return argv[++i];
     };
+    // Plain decimal only: no hexadecimal, inf or nan, nothing out of range (an integer
+    // that overflows is an error, not a clamp).
     const auto integer = [&]() -> std::int64_t {
       const std::string v = value();
-      char* end = nullptr;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 0)
-        throw std::invalid_argument(name + " expects a non-negative integer, got '" + v + "'");
-      return n;
+      const auto n = seqpar::detail::parse_number<std::int64_t>(v);
+      if (!n || *n < 0)
+        throw std::invalid_argument(name + " expects a non-negative decimal integer (at most " +
+                                    std::to_string(INT64_MAX) + "), got '" + v + "'");
+      return *n;
+    };
+    const auto unsigned_integer = [&]() -> std::uint64_t {
+      const std::string v = value();
+      const auto n = seqpar::detail::parse_number<std::uint64_t>(v);
+      if (!n)
+        throw std::invalid_argument(name + " expects a non-negative decimal integer (at most " +
+                                    std::to_string(UINT64_MAX) + "), got '" + v + "'");
+      return *n;
     };
     const auto real = [&]() -> double {
       const std::string v = value();
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || x < 0)
-        throw std::invalid_argument(name + " expects a non-negative number, got '" + v + "'");
-      return x;
+      const auto x = seqpar::detail::parse_number<double>(v);
+      if (!x || *x < 0)
+        throw std::invalid_argument(name + " expects a finite non-negative decimal number, got '" +
+                                    v + "'");
+      return *x;
     };
     if (name == "--plan")
       o.plan = value();
@@ -165,7 +188,7 @@ inline Options parse_options(int argc, char** argv) {
     else if (name == "--max-grad-norm")
       o.max_grad_norm = real();
     else if (name == "--seed")
-      o.seed = static_cast<std::uint64_t>(integer());
+      o.seed = unsigned_integer();
     else if (name == "--eval-every")
       o.eval_every = integer();
     else if (name == "--eval-limit")
@@ -182,8 +205,16 @@ inline Options parse_options(int argc, char** argv) {
       o.log_every = integer();
     else if (name == "--threads")
       o.threads = integer();
+    else if (name == "--save-every")
+      o.save_every = integer();
+    else if (name == "--save-total-limit")
+      o.save_total_limit = integer();
+    else if (name == "--max-nonfinite-steps")
+      o.max_nonfinite_steps = integer();
     else if (name == "--resume")
       o.resume = true;
+    else if (name == "--allow-changed-options")
+      o.allow_changed_options = true;
     else if (name == "--no-eval")
       o.no_eval = true;
     else if (name == "--quiet")
@@ -193,6 +224,12 @@ inline Options parse_options(int argc, char** argv) {
   }
   if (o.batch == 0) throw std::invalid_argument("--batch must be positive");
   if (o.eval_rows == 0) throw std::invalid_argument("--eval-rows must be positive");
+  if (o.save_total_limit == 0)
+    throw std::invalid_argument("--save-total-limit must be positive (the checkpoints kept)");
+  if (o.threads > 4096)  // an int downstream: refused rather than wrapped
+    throw std::invalid_argument("--threads is " + std::to_string(o.threads) + "; expected at most 4096");
+  if (o.max_nonfinite_steps == 0)
+    throw std::invalid_argument("--max-nonfinite-steps must be positive");
   if (o.log_every == 0) o.log_every = 1;
   if (!o.model.empty() && o.model != "tiny" && o.model != "seqgpt560m")
     throw std::invalid_argument("--model is '" + o.model + "'; expected tiny or seqgpt560m");

@@ -6,6 +6,7 @@
 #endif
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +20,7 @@
 
 #include "data.hpp"
 #include "options.hpp"
+#include "out_dir.hpp"
 #include "plans.hpp"
 #include "seqpar/backend/cpu/ops.hpp"
 #include "seqpar/comm/thread_comm.hpp"
@@ -65,6 +67,21 @@ inline std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+/// Checks a weights file against model M from its header alone, before the model is
+/// allocated.
+template <BloomModel M>
+void check_weights_file(const fs::path& path) {
+  const TensorFile f(path);
+  check_bloom_weights<M>(f.names(), [&f](std::string_view n) { return f.find(n); }, path.string());
+}
+
+// The shortest text that reads back as x (0.005, not 0.0050000000000000001).
+inline std::string real_text(double x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+
 /// A whole model on one rank for generation: its own arena and stack, weights from a file.
 template <BloomModel M>
 struct GenerationModel {
@@ -75,6 +92,7 @@ struct GenerationModel {
   void load(const fs::path& path) {
     const TensorFile f(path);
     const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
+    check_weights_file<M>(path);
     for (std::size_t u = 0; u < stack.units().size(); ++u)
       for (const auto& p : stack.units()[u].params) {
         const std::int64_t real = p.name == "word_embeddings.weight" ? M::vocab_size : p.rows;
@@ -225,6 +243,30 @@ inline Prepared prepare_training(const Options& o, std::int64_t model_vocab) {
   return d;
 }
 
+/// What a resume compares with the checkpoint it starts from: the entries of the run's
+/// checkpoint metadata that change the run. `order` entries also change the examples or
+/// their order (the data position means nothing when they differ). The plan is not among
+/// them: a checkpoint resumes under any plan.
+struct RunKey {
+  std::string key, value;
+  bool order;
+};
+
+/// What differs between a checkpoint's metadata and this run's keys, one line each.
+inline std::vector<std::string> changed_keys(const std::map<std::string, std::string>& meta,
+                                             const std::vector<RunKey>& keys, bool* order) {
+  std::vector<std::string> out;
+  for (const auto& k : keys) {
+    const auto it = meta.find(k.key);
+    if (it != meta.end() && it->second == k.value) continue;
+    out.push_back(k.key + ": checkpoint " +
+                  (it == meta.end() ? std::string("(not recorded)") : "'" + it->second + "'") +
+                  ", this run '" + k.value + "'");
+    *order = *order || k.order;
+  }
+  return out;
+}
+
 /// Trains model M under plan Plan on ThreadComm ranks.
 template <BloomModel M, class Plan>
 int train_ner(const Options& o) {
@@ -232,6 +274,27 @@ int train_ner(const Options& o) {
   constexpr int world = TrainerT::world_size;
   static_assert(world > 0, "seqgpt_ner's plans have static degrees");
   const auto t_start = Clock::now();
+  // The weights must fit the model before anything is allocated for it: the header suffices.
+  if (!o.resume && !o.weights.empty()) check_weights_file<M>(o.weights);
+  fs::create_directories(o.out_dir);
+  const RunLock lock(o.out_dir);  // before anything is written into the folder
+  for (const auto& f : remove_stale_temporaries(o.out_dir))
+    std::printf("removed %s, left by an interrupted save\n", f.c_str());
+  const Checkpoints checkpoints{o.out_dir};
+  std::optional<fs::path> resume_from;
+  if (!o.resume) {
+    // As model.safetensors, an earlier run's checkpoints are replaced by a fresh run (left
+    // in place, they would outrank its own in the rotation and in a later --resume).
+    for (const auto& f : checkpoints.remove_all())
+      std::printf("removed %s of an earlier run (a fresh run; --resume continues one)\n", f.c_str());
+  } else {
+    resume_from = checkpoints.newest_complete(true);
+    // Folders written before checkpoints rotated hold one checkpoint.safetensors.
+    if (!resume_from && fs::exists(o.out_dir / "checkpoint.safetensors"))
+      resume_from = o.out_dir / "checkpoint.safetensors";
+    SEQPAR_CHECK(resume_from.has_value(), o.out_dir.string(),
+                 ": no checkpoint step-N.safetensors to resume from");
+  }
   Prepared d = prepare_training(o, M::vocab_size);
   const Tokenizer& tok = *d.tok;
 
@@ -250,6 +313,7 @@ int train_ner(const Options& o) {
   to.decay = LrDecay::linear;
   to.max_grad_norm = o.max_grad_norm;
   to.seed = o.seed;
+  to.max_nonfinite_steps = o.max_nonfinite_steps;
   constexpr int data_degree = PlanTraits<Plan>::data_degree;
   to.micro_batch_rows = o.micro_batch;
   if (to.micro_batch_rows == 0 && PlanTraits<Plan>::pipeline_degree > 1)
@@ -257,9 +321,7 @@ int train_ner(const Options& o) {
   SEQPAR_CHECK(o.batch % data_degree == 0, "--batch ", o.batch,
                " is not a multiple of the plan's data-parallel degree ", data_degree);
 
-  const fs::path ckpt = o.out_dir / "checkpoint.safetensors",
-                 model_file = o.out_dir / "model.safetensors";
-  SEQPAR_CHECK(!o.resume || fs::exists(ckpt), ckpt.string(), ": no checkpoint to resume from");
+  const fs::path model_file = o.out_dir / "model.safetensors";
   RunInfo{o.model, o.plan, d.labels, d.tokenizer_file, d.max_new_tokens}.write(o.out_dir /
                                                                                "run.json");
   MetricsLog log(o.out_dir / "metrics.jsonl");
@@ -289,127 +351,195 @@ int train_ner(const Options& o) {
       static_cast<long long>(to.warmup_steps));
 
   const std::string labels_key = joined(d.labels);
+  // What a resume must find unchanged (or be told, with --allow-changed-options).
+  const std::vector<RunKey> run_keys{
+      {"ner.data", seqpar::file_hash(d.train_file), true},
+      {"ner.tokenizer", d.tokenizer_id, true},
+      {"ner.labels", labels_key, true},
+      {"ner.batch", std::to_string(o.batch), true},
+      {"ner.seed", std::to_string(o.seed), true},
+      {"ner.max_chars", std::to_string(o.max_chars), true},
+      {"ner.max_tokens", std::to_string(o.max_tokens), true},
+      {"ner.lr", real_text(o.lr), false},
+      {"ner.warmup_steps", std::to_string(to.warmup_steps), false},
+      {"ner.total_steps", std::to_string(total), false},
+      {"ner.weight_decay", real_text(o.weight_decay), false},
+      {"ner.max_grad_norm", real_text(o.max_grad_norm), false}};
   const auto metadata = [&](const DataPosition& pos) {
-    std::map<std::string, std::string> m{{"ner.labels", labels_key},
-                                         {"ner.tokenizer", d.tokenizer_id},
-                                         {"ner.plan", o.plan},
-                                         {"ner.model", o.model}};
+    std::map<std::string, std::string> m{{"ner.plan", o.plan}, {"ner.model", o.model}};
+    for (const auto& k : run_keys) m[k.key] = k.value;
     pos.to_metadata(m, bo);
     return m;
   };
   EvalResult final_eval;
 
-  run_ranks(world, [&](ThreadComm& comm) {
-    set_threads(threads);
-    const bool rank0 = comm.rank() == 0;
-    TrainerT t(comm, to);
-    BatchStream stream(d.train_ex, bo, tok.pad_id());
-    if (o.resume) {
-      const auto meta = t.load_checkpoint(ckpt);
-      const auto check = [&](const char* key, const std::string& want) {
-        const auto it = meta.find(key);
-        SEQPAR_CHECK(it != meta.end() && it->second == want, ckpt.string(), ": written with ", key,
-                     " = '", it == meta.end() ? std::string("?") : it->second, "'; this run has '",
-                     want, "'");
-      };
-      check("ner.labels", labels_key);
-      check("ner.tokenizer", d.tokenizer_id);
-      stream.seek(DataPosition::from_metadata(meta, bo, ckpt.string()));
-      if (rank0)
-        std::printf("resumed from %s at step %lld (epoch %lld, batch %lld)\n",
-                    ckpt.string().c_str(), static_cast<long long>(t.steps_taken()),
-                    static_cast<long long>(stream.position().epoch),
-                    static_cast<long long>(stream.position().batch));
-    } else if (!o.weights.empty()) {
-      t.load_weights(o.weights);
-      if (rank0) std::printf("weights from %s\n", o.weights.string().c_str());
-    }
-    std::unique_ptr<GenerationModel<M>> gen;  // rank 0: the whole model, for evaluation
-    const auto evaluate = [&](std::int64_t step, std::int64_t limit, bool details) {
-      // The checkpoint just written holds the whole model whatever the plan; rank 0
-      // generates from it while the other ranks wait.
-      comm.barrier();
-      if (rank0) {
-        EvalResult r;
-        if constexpr (world == 1 &&
-                      std::is_same_v<typename TrainerT::Stack, BloomStack<M, Cpu, float>>) {
-          r = evaluate_ner(t.model(), tok, d.dev, d.dev_ex, d.labels, limit, o.eval_rows,
-                           d.max_new_tokens);
+  try {
+    run_ranks(world, [&](ThreadComm& comm) {
+      set_threads(threads);
+      const bool rank0 = comm.rank() == 0;
+      TrainerT t(comm, to);
+      BatchStream stream(d.train_ex, bo, tok.pad_id());
+      fs::path last_checkpoint;
+      if (resume_from) {
+        const std::string file = resume_from->string();
+        const auto meta = t.load_checkpoint(*resume_from);
+        last_checkpoint = *resume_from;
+        bool order = false;
+        const auto changed = changed_keys(meta, run_keys, &order);
+        if (!changed.empty() && !o.allow_changed_options) {
+          std::string list;
+          for (const auto& c : changed) list += "\n  " + c;
+          seqpar::detail::fail(file, ": this run differs from the one that wrote the checkpoint:", list,
+                               "\nresume with the same data and options, or pass "
+                               "--allow-changed-options to continue anyway");
+        }
+        if (order) {
+          // The data order of this run is another: a position in the old one means nothing.
+          // Start at the checkpoint's epoch.
+          const auto e = meta.find("data.epoch");
+          const std::int64_t epoch =
+              e == meta.end() ? 0 : seqpar::detail::parse_field<std::int64_t>(e->second, file, "metadata data.epoch");
+          stream.seek({std::max<std::int64_t>(epoch, 0), 0});
         } else {
-          if (!gen) gen = std::make_unique<GenerationModel<M>>();
-          gen->load(ckpt);
-          r = evaluate_ner(gen->stack, tok, d.dev, d.dev_ex, d.labels, limit, o.eval_rows,
-                           d.max_new_tokens);
+          stream.seek(DataPosition::from_metadata(meta, bo, file));
         }
-        log.append(eval_json(r, step, "dev"));
-        print_eval(r, ("step " + std::to_string(step) + " dev").c_str(), details);
-        std::fflush(stdout);
-        if (details) final_eval = r;
+        if (rank0) {
+          for (const auto& c : changed) std::printf("continuing with a changed %s\n", c.c_str());
+          std::printf("resumed from %s at step %lld (epoch %lld, batch %lld); steps after %lld logged "
+                      "before are redone\n",
+                      file.c_str(), static_cast<long long>(t.steps_taken()),
+                      static_cast<long long>(stream.position().epoch),
+                      static_cast<long long>(stream.position().batch),
+                      static_cast<long long>(t.steps_taken()));
+          // Readers of metrics.jsonl drop the train events above this step logged before it.
+          log.append({{"event", "resume"},
+                      {"step", t.steps_taken()},
+                      {"checkpoint", file},
+                      {"changed", changed}});
+        }
+      } else if (!o.weights.empty()) {
+        t.load_weights(o.weights);
+        if (rank0) std::printf("weights from %s\n", o.weights.string().c_str());
       }
-      comm.barrier();
-    };
-
-    std::int64_t step = t.steps_taken();
-    const auto t0 = Clock::now();
-    const std::int64_t first = step;
-    double eval_s = 0;  // kept out of the ETA
-    double window_s = 0, window_tokens = 0, loss_sum = 0;
-    std::int64_t window_steps = 0;
-    while (step < total) {
-      const Batch b = stream.next();
-      const StepStats st = t.step(b);
-      step = st.step;
-      if (rank0) {
-        window_s += st.seconds;
-        window_tokens += static_cast<double>(st.tokens);
-        loss_sum += st.loss;
-        ++window_steps;
-        log.append({{"event", "train"},
-                    {"step", step},
-                    {"loss", st.loss},
-                    {"lr", st.lr},
-                    {"grad_norm", st.grad_norm},
-                    {"tokens", st.tokens},
-                    {"targets", st.targets},
-                    {"seconds", st.seconds},
-                    {"memory_peak_bytes", st.memory.total_peak}});
-        if (!o.quiet && (step % o.log_every == 0 || step == first + 1 || step == total)) {
-          const double elapsed = since(t0) - eval_s;
-          const double eta =
-              elapsed / static_cast<double>(step - first) * static_cast<double>(total - step);
-          const double epoch = static_cast<double>(step) / static_cast<double>(per_epoch);
-          std::printf(
-              "step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  grad %.2f  %.0f tok/s  ETA %s  mem "
-              "%.1f MiB\n",
-              static_cast<long long>(step), static_cast<long long>(total), epoch,
-              loss_sum / static_cast<double>(window_steps), st.lr, st.grad_norm,
-              window_tokens / window_s, duration_text(eta).c_str(),
-              static_cast<double>(st.memory.total_peak) / (1 << 20));
+      std::unique_ptr<GenerationModel<M>> gen;  // rank 0: the whole model, for evaluation
+      const auto evaluate = [&](std::int64_t step, std::int64_t limit, bool details) {
+        // The checkpoint just written holds the whole model whatever the plan; rank 0
+        // generates from it while the other ranks wait.
+        comm.barrier();
+        if (rank0) {
+          EvalResult r;
+          if constexpr (world == 1 &&
+                        std::is_same_v<typename TrainerT::Stack, BloomStack<M, Cpu, float>>) {
+            r = evaluate_ner(t.model(), tok, d.dev, d.dev_ex, d.labels, limit, o.eval_rows,
+                             d.max_new_tokens);
+          } else {
+            if (!gen) gen = std::make_unique<GenerationModel<M>>();
+            gen->load(last_checkpoint);
+            r = evaluate_ner(gen->stack, tok, d.dev, d.dev_ex, d.labels, limit, o.eval_rows,
+                             d.max_new_tokens);
+          }
+          log.append(eval_json(r, step, "dev"));
+          print_eval(r, ("step " + std::to_string(step) + " dev").c_str(), details);
           std::fflush(stdout);
-          window_s = window_tokens = loss_sum = 0;
-          window_steps = 0;
+          if (details) final_eval = r;
+        }
+        comm.barrier();
+      };
+
+      std::int64_t step = t.steps_taken();
+      const auto t0 = Clock::now();
+      const std::int64_t first = step;
+      double eval_s = 0;  // kept out of the ETA
+      double window_s = 0, window_tokens = 0, loss_sum = 0;
+      std::int64_t window_steps = 0;
+      while (step < total) {
+        const Batch b = stream.next();
+        const StepStats st = t.step(b);
+        step = st.step;
+        if (rank0) {
+          log.append({{"event", "train"},
+                      {"step", step},
+                      {"loss", st.loss},
+                      {"lr", st.lr},
+                      {"grad_norm", st.grad_norm},
+                      {"tokens", st.tokens},
+                      {"targets", st.targets},
+                      {"seconds", st.seconds},
+                      {"tokens_per_s", st.tokens_per_s},
+                      {"skipped", st.skipped},
+                      {"skipped_steps", st.skipped_steps},
+                      {"nonfinite_in_a_row", st.nonfinite_in_a_row},
+                      {"memory_peak_bytes", st.memory.total_peak}});
+          if (st.skipped) {
+            // Never folded into a window: a skipped step is always said.
+            std::printf("step %lld skipped: loss %g, grad norm %g not finite (%lld in a row, at "
+                        "most %lld; %lld skipped in all); no update made\n",
+                        static_cast<long long>(step + 1), st.loss, st.grad_norm,
+                        static_cast<long long>(st.nonfinite_in_a_row),
+                        static_cast<long long>(o.max_nonfinite_steps),
+                        static_cast<long long>(st.skipped_steps));
+            std::fflush(stdout);
+          } else {
+            window_s += st.seconds;
+            window_tokens += static_cast<double>(st.tokens);
+            loss_sum += st.loss;
+            ++window_steps;
+          }
+          if (!st.skipped && !o.quiet &&
+              (step % o.log_every == 0 || step == first + 1 || step == total)) {
+            const double elapsed = since(t0) - eval_s;
+            const double eta =
+                elapsed / static_cast<double>(step - first) * static_cast<double>(total - step);
+            const double epoch = static_cast<double>(step) / static_cast<double>(per_epoch);
+            std::printf(
+                "step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  grad %.2f  %.0f tok/s  ETA %s  mem "
+                "%.1f MiB%s\n",
+                static_cast<long long>(step), static_cast<long long>(total), epoch,
+                loss_sum / static_cast<double>(window_steps), st.lr, st.grad_norm,
+                window_tokens / window_s, duration_text(eta).c_str(),
+                static_cast<double>(st.memory.total_peak) / (1 << 20),
+                st.skipped_steps > 0
+                    ? ("  (" + std::to_string(st.skipped_steps) + " skipped)").c_str()
+                    : "");
+            std::fflush(stdout);
+            window_s = window_tokens = loss_sum = 0;
+            window_steps = 0;
+          }
+        }
+        // A skipped step took no optimizer step: nothing to save or evaluate again.
+        if (st.skipped) continue;
+        const bool epoch_end = stream.position().batch == 0;
+        const bool last = step == total;
+        const bool stop = o.stop_after > 0 && step == o.stop_after && !last;
+        const bool eval =
+            !o.no_eval && (last || (o.eval_every > 0 ? step % o.eval_every == 0 : epoch_end));
+        const bool save = o.save_every > 0 ? step % o.save_every == 0 : epoch_end;
+        if (save || eval || stop || last) {
+          last_checkpoint = checkpoints.path(step);
+          t.save_checkpoint(last_checkpoint, metadata(stream.position()));
+          if (rank0) checkpoints.rotate(o.save_total_limit);
+        }
+        if (eval) {
+          const auto e0 = Clock::now();
+          evaluate(step, last ? 0 : o.eval_limit < 0 ? 100 : o.eval_limit, last);
+          eval_s += since(e0);
+        }
+        if (stop) {
+          if (rank0)
+            std::printf("stopped after step %lld; continue with --resume\n",
+                        static_cast<long long>(step));
+          break;
         }
       }
-      const bool epoch_end = stream.position().batch == 0;
-      const bool last = step == total;
-      const bool stop = o.stop_after > 0 && step == o.stop_after && !last;
-      const bool eval =
-          !o.no_eval && (last || (o.eval_every > 0 ? step % o.eval_every == 0 : epoch_end));
-      if (epoch_end || eval || stop || last) t.save_checkpoint(ckpt, metadata(stream.position()));
-      if (eval) {
-        const auto e0 = Clock::now();
-        evaluate(step, last ? 0 : o.eval_limit < 0 ? 100 : o.eval_limit, last);
-        eval_s += since(e0);
-      }
-      if (stop) {
-        if (rank0)
-          std::printf("stopped after step %lld; continue with --resume\n",
-                      static_cast<long long>(step));
-        break;
-      }
+      if (step == total) t.save_weights(model_file);
+    });
+  } catch (const std::exception& e) {
+    try {  // the failure may be the metrics file's own
+      log.append({{"event", "error"}, {"message", e.what()}});
+    } catch (const std::exception&) {
     }
-    if (step == total) t.save_weights(model_file);
-  });
+    throw;
+  }
   if (final_eval.prompts > 0) {
     std::printf("dev F1 %.4f (precision %.4f, recall %.4f) after %s; weights in %s\n",
                 final_eval.score.micro().f1(), final_eval.score.micro().precision(),
@@ -431,7 +561,10 @@ inline Trained trained(const Options& o) {
   const auto info = RunInfo::read(o.out_dir / "run.json");
   Trained t;
   t.weights = !o.weights.empty() ? o.weights : o.out_dir / "model.safetensors";
-  if (o.weights.empty() && !fs::exists(t.weights)) t.weights = o.out_dir / "checkpoint.safetensors";
+  if (o.weights.empty() && !fs::exists(t.weights)) {
+    const auto newest = Checkpoints{o.out_dir}.newest_complete();
+    t.weights = newest ? *newest : o.out_dir / "checkpoint.safetensors";
+  }
   SEQPAR_CHECK(fs::exists(t.weights), t.weights.string(),
                ": no weights; train first or pass --weights");
   t.tokenizer = !o.tokenizer.empty() ? o.tokenizer

@@ -1,7 +1,8 @@
 #pragma once
-// The umbrella header: everything public in seqpar. The MPI, tokenizer and CUDA parts
-// appear only where their dependency is (the seqpar::mpi / ::tokenizer / ::cuda targets
-// define SEQPAR_WITH_*; CUDA code compiles only under nvcc).
+// The umbrella header: everything public in seqpar. The CPU backend, MPI, tokenizer and
+// CUDA parts appear only where their dependency is (the seqpar::cpu / ::mpi / ::tokenizer /
+// ::cuda targets define SEQPAR_WITH_*; CUDA code compiles only under nvcc), so a program
+// that links seqpar::seqpar alone builds with the core.
 
 #include "seqpar/core/error.hpp"        // Error, SEQPAR_CHECK
 #include "seqpar/core/dtype.hpp"        // DType, exact f16/bf16 conversions
@@ -9,7 +10,9 @@
 #include "seqpar/core/rng.hpp"          // CounterRng: plan-independent random numbers
 #include "seqpar/config/bloom.hpp"      // BloomConfig, Bloom<...>, SeqGPT560M
 #include "seqpar/backend/device.hpp"    // Cpu, Cuda, the Device concept, Ops<Device>
-#include "seqpar/backend/cpu/ops.hpp"   // Ops<Cpu>: Eigen GEMMs and row-wise loops
+#if defined(SEQPAR_WITH_EIGEN) || __has_include(<Eigen/Core>)
+#include "seqpar/backend/cpu/ops.hpp"   // Ops<Cpu>: Eigen GEMMs and row-wise loops (seqpar::cpu)
+#endif
 #include "seqpar/comm/communicator.hpp" // the Communicator concept, CommStats, ring byte counts
 #include "seqpar/comm/thread_comm.hpp"  // ThreadComm, run_ranks
 #include "seqpar/parallel/policies.hpp" // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid

@@ -504,3 +504,32 @@ TEST_CASE(
           std::vector<std::int32_t>{tok.token_to_id("a"), 0, tok.token_to_id("b")});
   }
 }
+
+TEST_CASE("tokenizer: ids far above the entry count are refused before any table is sized (fixture)") {
+  const Json good = read_json(fixture_dir / "bpe500.json");
+  std::size_t entries = good["model"]["vocab"].size() + good["added_tokens"].size();
+  {
+    // A few kilobytes asking for two billion ids: once it allocated for all of them.
+    Json j = good;
+    j["model"]["vocab"]["zzzz"] = 1999999999;
+    std::string file;
+    const std::string msg = load_error(j, &file);
+    INFO("message: ", msg);
+    CHECK(msg.find(file + ": the largest token id is 1999999999 but the file has only " +
+                   std::to_string(entries + 1) + " entries") != std::string::npos);
+  }
+  {
+    Json j = good;
+    j["added_tokens"].push_back({{"id", 2000000000}, {"content", "<big>"}, {"special", true}});
+    const std::string msg = load_error(j);
+    INFO("message: ", msg);
+    CHECK(msg.find("the largest token id is 2000000000") != std::string::npos);
+    CHECK(msg.find("added_tokens") != std::string::npos);
+  }
+  {
+    // Gaps within the bound still load (ids need not be dense).
+    Json j = good;
+    j["added_tokens"].push_back({{"id", entries + 1000}, {"content", "<far>"}, {"special", true}});
+    CHECK(load_error(j).empty());
+  }
+}

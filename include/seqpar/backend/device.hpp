@@ -32,7 +32,8 @@ using DeviceArena = BasicArena<typename D::allocator>;
 template <class D>
 struct Ops {
   static_assert(sizeof(D) == 0,
-                "No backend for this device: include its ops header (backend/cpu/ops.hpp).");
+                "No backend for this device: include its ops header (backend/cpu/ops.hpp); "
+                "for Cpu link seqpar::cpu (find_package(seqpar COMPONENTS cpu)), which brings Eigen.");
 };
 
 /// The element type device D stores values of dtype `dt` in. float and double are

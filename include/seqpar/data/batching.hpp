@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "seqpar/core/error.hpp"
+#include "seqpar/core/parse.hpp"
 #include "seqpar/core/rng.hpp"
 #include "seqpar/data/examples.hpp"
 #include "seqpar/core/batch.hpp"
@@ -150,11 +151,7 @@ struct DataPosition {
     const auto get = [&](const char* k) -> std::int64_t {
       const auto it = m.find(k);
       SEQPAR_CHECK(it != m.end(), where, ": metadata has no '", k, "'; expected a data position");
-      try {
-        return std::stoll(it->second);
-      } catch (const std::exception&) {
-        detail::fail(where, ": metadata '", k, "' is '", it->second, "'; expected an integer");
-      }
+      return detail::parse_field<std::int64_t>(it->second, where, std::string("metadata ") + k);
     };
     const DataPosition p{get("data.epoch"), get("data.batch")};
     const auto seed = m.find("data.seed");

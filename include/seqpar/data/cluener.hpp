@@ -184,7 +184,8 @@ inline void read_cluener_lines(std::string_view s, CluenerReader& reader) {
 }
 
 // Objects one after another: a brace matcher that respects strings cuts them apart, so
-// that one malformed object costs only itself.
+// that one malformed object costs only itself; a '{' at the start of a line always begins
+// a record, so an object left open costs itself, not the records after it.
 inline void read_cluener_concatenated(std::string_view s, const std::string& file,
                                       CluenerReader& reader) {
   std::size_t i = 0;
@@ -213,10 +214,22 @@ inline void read_cluener_concatenated(std::string_view s, const std::string& fil
     const std::size_t start = i;
     const std::int64_t start_line = line;
     int depth = 0;
-    bool in_string = false, escaped = false, closed = false;
+    bool in_string = false, escaped = false, closed = false, cut = false;
     for (; i < s.size(); ++i) {
       const char c = s[i];
-      line += c == '\n';
+      if (c == '\n') {
+        ++line;
+        // A raw newline ends no valid JSON string, and a '{' at the start of a line opens
+        // the next record (CLUENER's pretty-printed records indent what they nest): an
+        // unclosed object or string stops there and costs only its own record.
+        in_string = escaped = false;
+        if (i + 1 < s.size() && s[i + 1] == '{') {
+          ++i;
+          cut = true;
+          break;
+        }
+        continue;
+      }
       if (in_string) {
         if (escaped)
           escaped = false;
@@ -236,9 +249,11 @@ inline void read_cluener_concatenated(std::string_view s, const std::string& fil
     }
     if (!closed) {
       reader.count_record();
-      reader.add_problem(
-          "malformed_json",
-          reader.where(start_line) + " starts here but is not closed before the end of the file");
+      reader.add_problem("malformed_json",
+                         reader.where(start_line) + " starts here but is not closed before " +
+                             (cut ? "the next record at line " + std::to_string(line)
+                                  : std::string("the end of the file")));
+      if (cut) continue;
       return;
     }
     reader.add_text(s.substr(start, i - start), start_line);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "seqpar/core/error.hpp"
+#include "seqpar/core/parse.hpp"
 #include "seqpar/core/rng.hpp"
 #include "seqpar/data/examples.hpp"
 #include "seqpar/io/safetensors.hpp"
@@ -122,10 +123,12 @@ ExampleSet cached_ner_examples(const std::filesystem::path& path, const std::str
                                CacheStatus* status = nullptr, ExampleReport* report = nullptr) {
   const std::string key = example_cache_key(source_hash, tokenizer_id, options);
   CacheStatus st{false, path, "no file"};
-  const auto number = [](const std::map<std::string, std::string>& m,
-                         const char* k) -> std::int64_t {
+  const auto number = [&path](const std::map<std::string, std::string>& m,
+                              const char* k) -> std::int64_t {
     const auto it = m.find(k);
-    return it == m.end() ? 0 : std::stoll(it->second);
+    return it == m.end() ? 0
+                         : detail::parse_field<std::int64_t>(it->second, path.string(),
+                                                             std::string("metadata ") + k);
   };
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {

@@ -5,6 +5,7 @@
 // (the two are tied).
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -31,6 +32,44 @@ inline const TensorEntry& find_bloom_tensor(const TensorLookup& lookup, const st
   detail::fail(file, ": tensor 'transformer.", name, "' (or '", name, "') is missing");
 }
 
+/// Checks a weights file against model M from its header alone, before anything is
+/// allocated or read: every parameter is there with M's shape, and the file holds no
+/// tensor M does not have (a seqpar checkpoint's AdamW moments of M's tensors count as M's) (a file for another model would otherwise load in part,
+/// silently). `names` are all the file's tensor names. Throws naming `file` and the
+/// tensors at fault.
+template <BloomModel M>
+void check_bloom_weights(const std::vector<std::string>& names, const TensorLookup& lookup,
+                         const std::string& file) {
+  std::vector<std::string> known{"lm_head.weight"};
+  for (const auto& u : bloom_units<M>(1, 0))
+    for (const auto& p : u.params) {
+      known.push_back(p.name);
+      const std::int64_t rows = p.name == "word_embeddings.weight" ? M::vocab_size : p.rows;
+      const std::vector<std::int64_t> want =
+          p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols};
+      const TensorEntry& e = find_bloom_tensor(lookup, p.name, file);
+      SEQPAR_CHECK(e.shape == want, file, ": tensor '", e.name, "' has shape ", detail::shape_string(e.shape),
+                   "; this model (vocab ", M::vocab_size, ", hidden ", M::hidden, ", ", M::layers,
+                   " layers) expects ", detail::shape_string(want));
+    }
+  std::sort(known.begin(), known.end());
+  std::vector<std::string> unknown;
+  for (const auto& n : names) {
+    // seqpar's checkpoints add the AdamW moments of each weight under these prefixes.
+    std::string_view bare = n;
+    for (const std::string_view prefix : {"optimizer.m.", "optimizer.v.", "transformer."})
+      if (bare.starts_with(prefix)) bare.remove_prefix(prefix.size());
+    if (!std::binary_search(known.begin(), known.end(), bare)) unknown.push_back(n);
+  }
+  if (unknown.empty()) return;
+  std::string list;
+  for (std::size_t i = 0; i < unknown.size() && i < 8; ++i) list += (i ? ", '" : "'") + unknown[i] + "'";
+  if (unknown.size() > 8) list += ", ... (" + std::to_string(unknown.size() - 8) + " more)";
+  detail::fail(file, ": ", unknown.size(), " tensor(s) that this model (vocab ", M::vocab_size, ", hidden ",
+               M::hidden, ", ", M::layers, " layers) does not have: ", list,
+               "; expected the weights of this model and nothing else");
+}
+
 /// Copies this rank's block of parameter `p` from its file entry into dst[p.numel()].
 /// `real_rows` is the true row count (the vocabulary for the embedding; padding stays 0).
 template <class T>
@@ -47,6 +86,12 @@ void load_param_block(const TensorEntry& e, const ParamSpec& p, std::int64_t rea
   block.bytes = e.bytes.subspan(static_cast<std::size_t>(first) * dtype_size(e.dtype));
   block.shape = p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.local_cols};
   read_tensor<T>(block, std::span<T>(dst, static_cast<std::size_t>(rows * p.local_cols)));
+  // A NaN or an infinity in the weights poisons every step after it: refuse it here, where
+  // every load of weights or a checkpoint passes.
+  const T* bad = std::find_if(dst, dst + rows * p.local_cols, [](T x) { return !std::isfinite(static_cast<double>(x)); });
+  SEQPAR_CHECK(bad == dst + rows * p.local_cols, e.file, ": tensor '", e.name, "' holds ", std::isnan(static_cast<double>(*bad)) ? "nan" : std::to_string(static_cast<double>(*bad)),
+               " (row ", p.row0 + (bad - dst) / p.local_cols, ", column ", p.col0 + (bad - dst) % p.local_cols,
+               "); expected finite values");
 }
 
 }  // namespace seqpar::inline v0

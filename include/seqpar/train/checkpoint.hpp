@@ -8,6 +8,8 @@
 // "optimizer.m.transformer.<name>" and "optimizer.v.transformer.<name>" (AdamW moments,
 // checkpoints only), metadata "seqpar.*" (step, seed, model shape) plus the caller's own.
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -54,9 +56,20 @@ class StateAssembler {
     }
   }
 
-  /// Writes the tensors (F32, or weights as BF16/F16) and metadata atomically.
+  /// Writes the tensors (F32, or weights as BF16/F16) and metadata atomically. Every save
+  /// of weights or a checkpoint comes through here: a tensor holding a NaN or an infinity
+  /// is refused before anything is written (naming it), so the file already at `path`, the
+  /// last good state, stays as it was.
   void write(const std::filesystem::path& path, std::map<std::string, std::string> metadata,
              DType weights_dtype = DType::f32) const {
+    for (int k = 0; k < kinds_; ++k)
+      for (const auto& [name, values] : full_[k]) {
+        const auto bad = std::find_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
+        SEQPAR_CHECK(bad == values.end(), path.string(), ": not written: tensor '",
+                     state_name(static_cast<StateKind>(k), name), "' holds ", std::isnan(*bad) ? "nan" : *bad > 0 ? "inf" : "-inf", " at element ",
+                     bad - values.begin(), "; a state with non-finite values is never saved (the file "
+                     "already there, if any, is left as it was)");
+      }
     std::vector<TensorToWrite> tensors;
     std::vector<std::vector<std::uint16_t>> halves;
     for (int k = 0; k < kinds_; ++k)

@@ -33,7 +33,7 @@ struct Bf16Mixed {
 };
 /// As Bf16Mixed in fp16, with dynamic loss scaling: the loss gradient is multiplied by
 /// the scale and the gradients divided by it before clipping; a step whose gradient norm
-/// is not finite is skipped and the scale halved; after `loss_scale_window` clean steps
+/// is not finite is skipped and the scale halved (StepGuard); after `loss_scale_window` clean steps
 /// in a row the scale doubles (torch.cuda.amp.GradScaler's defaults).
 struct Fp16Mixed {
   static constexpr DType dtype = DType::f16;
@@ -58,41 +58,69 @@ concept Precision = requires {
 template <Precision P, Device D>
 using ComputeType = typename StorageOf<D, P::dtype>::type;
 
-/// The loss scale of a run: a constant 1 for policies without loss scaling; for the
-/// others the dynamic scale described at Fp16Mixed.
+/// What a step's loss and gradient norm allow (StepGuard::update).
+enum class StepVerdict : std::uint8_t {
+  take,      // both finite: the optimizer steps
+  overflow,  // loss scaling: a finite loss whose scaled gradients overflowed; the scale halves
+  fault,     // a non-finite loss, or a non-finite gradient norm no loss scale explains
+};
+
+/// The one place that decides whether a step's update is made, for every precision
+/// policy: a step whose loss or gradient norm is not finite is skipped. It also keeps the
+/// run's loss scale (a constant 1 for policies without loss scaling; for the others the
+/// dynamic scale described at Fp16Mixed) and counts the skipped steps. A non-finite
+/// gradient norm under loss scaling is an overflow while the scale can still halve, and a
+/// fault once it is at its floor; a non-finite loss is always a fault (no scale changes it).
 template <Precision P>
-class LossScale {
+class StepGuard {
  public:
+  /// The smallest loss scale; an overflow at this scale is a fault.
+  static constexpr double min_scale = 1.0 / 65536.0;
+
   double value() const { return scale_; }
   /// Clean steps in a row since the scale last changed (0 without loss scaling).
   std::int64_t clean_steps() const { return clean_; }
+  /// Steps skipped so far, for any reason.
+  std::int64_t skipped_steps() const { return skipped_; }
+  /// Faults in a row up to the last step (0 after a step that was taken or overflowed).
+  std::int64_t faults_in_a_row() const { return faults_in_a_row_; }
   /// Resumes a saved scale (checkpoints).
   void restore(double scale, std::int64_t clean_steps) {
     scale_ = scale;
     clean_ = clean_steps;
   }
-  /// After a step's gradients are known: whether to take the step. A non-finite gradient
-  /// norm skips it (policies with loss scaling only) and halves the scale.
-  bool update(double grad_norm) {
-    if constexpr (!P::loss_scaling) {
-      return true;
+
+  /// After a step's loss and gradients are known (the same on every rank): whether to
+  /// take the step.
+  StepVerdict update(double loss, double grad_norm) {
+    StepVerdict v = StepVerdict::take;
+    if (!std::isfinite(loss))
+      v = StepVerdict::fault;
+    else if (!std::isfinite(grad_norm))
+      v = P::loss_scaling && scale_ > min_scale ? StepVerdict::overflow : StepVerdict::fault;
+    if (v != StepVerdict::take) {
+      ++skipped_;
+      faults_in_a_row_ = v == StepVerdict::fault ? faults_in_a_row_ + 1 : 0;
     } else {
-      if (!std::isfinite(grad_norm)) {
-        scale_ = std::max(scale_ * 0.5, 1.0 / 65536.0);
+      faults_in_a_row_ = 0;
+    }
+    if constexpr (P::loss_scaling) {
+      if (v == StepVerdict::overflow) {
+        scale_ = std::max(scale_ * 0.5, min_scale);
         clean_ = 0;
-        return false;
-      }
-      if (++clean_ >= P::loss_scale_window) {
+      } else if (v == StepVerdict::take && ++clean_ >= P::loss_scale_window) {
         scale_ *= 2.0;
         clean_ = 0;
       }
-      return true;
     }
+    return v;
   }
 
  private:
   double scale_ = initial();
   std::int64_t clean_ = 0;
+  std::int64_t skipped_ = 0;
+  std::int64_t faults_in_a_row_ = 0;
 
   static constexpr double initial() {
     if constexpr (P::loss_scaling)

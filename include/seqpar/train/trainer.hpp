@@ -16,6 +16,7 @@
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/config/bloom.hpp"
+#include "seqpar/core/parse.hpp"
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/safetensors.hpp"
 #include "seqpar/io/tensor_file.hpp"
@@ -60,6 +61,10 @@ struct TrainOptions {
   // keeps a log-sum-exp per query ([rows, heads, seq]) and its backward recomputes them per
   // tile (recompute_attention is then moot). The same function within rounding.
   AttentionKind attention = AttentionKind::standard;
+  // A step whose loss or gradient norm is not finite makes no update (StepGuard); after
+  // this many such faults in a row step() throws, naming the step (a loss-scale overflow
+  // that halves the scale is not a fault).
+  std::int64_t max_nonfinite_steps = 10;
 };
 
 /// What one optimizer step did.
@@ -73,8 +78,10 @@ struct StepStats {
   double seconds = 0;
   double tokens_per_s = 0;
   MemoryStats memory;           // this rank's arena
-  bool skipped = false;         // Fp16Mixed: the gradients overflowed, no update was made
+  bool skipped = false;         // no update was made: the loss or gradient norm was not finite
   double loss_scale = 1;        // the loss scale this step used (1 without loss scaling)
+  std::int64_t skipped_steps = 0;       // steps skipped so far by this trainer, this one included
+  std::int64_t nonfinite_in_a_row = 0;  // faults in a row (non-finite values no loss scale explains)
 };
 
 /// The training stack of one rank for model `Model` under plan `Plan` (Replicated<N>,
@@ -116,6 +123,8 @@ class Trainer {
         model_(arena_, make_axis(mesh_), stage_layers(mesh_), mesh_.data_degree),
         schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay},
         runner_(model_, mesh_.pipeline) {
+    SEQPAR_CHECK(opts_.max_nonfinite_steps > 0, "TrainOptions::max_nonfinite_steps is ",
+                 opts_.max_nonfinite_steps, "; expected at least 1 (the faulty steps in a row that stop a run)");
     SEQPAR_CHECK(opts_.logits_bytes >= 0, "TrainOptions::logits_bytes is ", opts_.logits_bytes,
                  "; expected a byte count, or 0 for the device's default");
     model_.set_options({opts_.logits_bytes, opts_.recompute_attention, opts_.attention});
@@ -142,7 +151,15 @@ class Trainer {
     const double unscale = mixed && targets > 0 ? 1.0 / (static_cast<double>(scale) * static_cast<double>(targets)) : 1.0;
     const double norm = mixed ? grad_norm() * unscale : grad_norm();
     const double lr = schedule_.at(step_);
-    const bool take = loss_scale_.update(norm);
+    const double loss = targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0;
+    const bool take = loss_scale_.update(loss, norm) == StepVerdict::take;
+    // (A NaN's sign bit means nothing; printed without it.)
+    SEQPAR_CHECK(loss_scale_.faults_in_a_row() < opts_.max_nonfinite_steps, "step ", step_ + 1, ": the loss (",
+                 std::isnan(loss) ? std::fabs(loss) : loss, ") or the gradient norm (",
+                 std::isnan(norm) ? std::fabs(norm) : norm, ") was not finite in ", loss_scale_.faults_in_a_row(),
+                 " steps in a row (TrainOptions::max_nonfinite_steps = ", opts_.max_nonfinite_steps,
+                 "); no update was made in them. Training stops: lower the learning rate or check the data "
+                 "and the weights");
     double grad_factor = unscale;
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
     if (const double coef = opts_.max_grad_norm / (norm + 1e-6); take && opts_.max_grad_norm > 0 && coef < 1.0) {
@@ -161,10 +178,12 @@ class Trainer {
     }
     Ops<Dev>::synchronize();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    StepStats st{step_, targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0, norm, lr, batch.tokens(), targets,
+    StepStats st{step_, loss, norm, lr, batch.tokens(), targets,
                  secs, static_cast<double>(batch.tokens()) / secs, arena_.stats()};
     st.skipped = !take;
     st.loss_scale = loss_scale;
+    st.skipped_steps = loss_scale_.skipped_steps();
+    st.nonfinite_in_a_row = loss_scale_.faults_in_a_row();
     return st;
   }
 
@@ -222,10 +241,13 @@ class Trainer {
     }
   }
 
-  /// Loads weights from a safetensors file or a pytorch_model.bin (Hugging Face names).
+  /// Loads weights from a safetensors file or a pytorch_model.bin (Hugging Face names);
+  /// a file with tensors this model does not have is refused, listing them.
   void load_weights(const std::filesystem::path& path) {
     const TensorFile f(path);
-    load_weights([&f](std::string_view n) { return f.find(n); }, path.string());
+    const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
+    check_bloom_weights<Model>(f.names(), lookup, path.string());
+    load_weights(lookup, path.string());
   }
 
   /// Collective. Writes every parameter, full-size, with its Hugging Face name
@@ -285,12 +307,13 @@ class Trainer {
         Ops<Dev>::upload((k == StateKind::adam_m ? st.m : st.v).data(), range.data(), size);
       }
     }
-    step_ = std::stoll(it->second);
+    step_ = detail::parse_field<std::int64_t>(it->second, file, "metadata seqpar.step");
+    SEQPAR_CHECK(step_ >= 0, file, ": metadata seqpar.step is ", step_, "; expected a step count from 0");
     if constexpr (Prec::loss_scaling) {
       const auto scale = f.metadata().find("seqpar.loss_scale"), clean = f.metadata().find("seqpar.loss_scale_clean_steps");
       if (scale != f.metadata().end() && clean != f.metadata().end()) {
-        const double v = std::stod(scale->second);
-        const std::int64_t c = std::stoll(clean->second);
+        const double v = detail::parse_field<double>(scale->second, file, "metadata seqpar.loss_scale");
+        const auto c = detail::parse_field<std::int64_t>(clean->second, file, "metadata seqpar.loss_scale_clean_steps");
         SEQPAR_CHECK(std::isfinite(v) && v > 0 && c >= 0, file, ": metadata seqpar.loss_scale = ", scale->second,
                      " after ", clean->second, " clean steps is not a loss scale to resume");
         loss_scale_.restore(v, c);
@@ -536,7 +559,7 @@ class Trainer {
   StageRunner<Stack> runner_;
   std::optional<DataAxis<Stack, Dev, T>> data_;
   std::int64_t step_ = 0;
-  LossScale<Prec> loss_scale_;
+  StepGuard<Prec> loss_scale_;
 };
 
 }  // namespace seqpar::inline v0

@@ -1,10 +1,12 @@
 // A program that uses seqpar as a user's would: exact bf16/f16 conversions, dtype
-// tables and seqpar::Error. Returns non-zero on any wrong result.
-#ifdef SEQPAR_CONSUMER_CORE_ONLY
-#include <seqpar/core/dtype.hpp>
-#include <seqpar/core/error.hpp>
-#else
+// tables and seqpar::Error. Returns non-zero on any wrong result. The umbrella header
+// builds with every set of components, seqpar::seqpar alone included (then without
+// the CPU backend: SEQPAR_CONSUMER_CORE_ONLY).
 #include <seqpar/seqpar.hpp>
+#ifdef SEQPAR_CONSUMER_CORE_ONLY
+#if defined(SEQPAR_WITH_EIGEN)
+#error "seqpar::seqpar alone brought the cpu component's SEQPAR_WITH_EIGEN"
+#endif
 #endif
 
 #include <cstdint>

@@ -1,0 +1,139 @@
+# Nothing lost, nothing silent: the command line refuses numbers that are not plain finite
+# decimals; checkpoints rotate (the newest --save-total-limit kept), leftovers of a killed
+# save are removed, one run at a time owns an output folder (a stale lock is taken over); a
+# resume says what changed and refuses without --allow-changed-options; a run whose loss
+# turns non-finite stops with an error; metrics that cannot be written end the run; weights
+# for another model are refused from their header.
+#   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> -P faults_check.cmake
+file(REMOVE_RECURSE "${OUT}")
+file(MAKE_DIRECTORY "${OUT}")
+set(common --batch 8 --no-eval --quiet --seed 5 --plan single)
+
+# run(<expected rc> <output variable> args...): runs seqgpt_ner, checks its exit code and
+# returns stdout and stderr together.
+function(run want var)
+  execute_process(COMMAND "${EXE}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL want)
+    message(FATAL_ERROR "seqgpt_ner ${ARGN}: exit code ${rc}, expected ${want}:\n${out}\n${err}")
+  endif()
+  set(${var} "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+function(expect text what)
+  string(FIND "${text}" "${what}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "expected '${what}' in:\n${text}")
+  endif()
+endfunction()
+
+function(expect_files dir)
+  foreach(f IN LISTS ARGN)
+    if(f MATCHES "^!(.*)")
+      if(EXISTS "${dir}/${CMAKE_MATCH_1}")
+        message(FATAL_ERROR "${dir}/${CMAKE_MATCH_1} should not exist")
+      endif()
+    elseif(NOT EXISTS "${dir}/${f}")
+      message(FATAL_ERROR "${dir}/${f} is missing")
+    endif()
+  endforeach()
+endfunction()
+
+# 1. Numbers: plain finite decimals in range, or exit code 2 naming the flag and the value.
+foreach(bad IN ITEMS "--lr;nan" "--lr;inf" "--lr;0x1p-3" "--lr;1e999" "--weight-decay;-0.1"
+                     "--max-steps;99999999999999999999" "--seed;-1" "--seed;18446744073709551616"
+                     "--batch;0x10" "--save-total-limit;0")
+  run(2 out train ${bad})
+  list(GET bad 0 flag)
+  expect("${out}" "${flag}")
+  if(NOT flag STREQUAL "--save-total-limit")
+    list(GET bad 1 value)
+    expect("${out}" "got '${value}'")
+  endif()
+endforeach()
+
+# 2. Rotation: checkpoints every 2 steps, the newest 2 kept.
+set(rot "${OUT}/rot")
+run(0 out train --out "${rot}" ${common} --max-steps 6 --save-every 2 --save-total-limit 2)
+expect_files("${rot}" step-4.safetensors step-6.safetensors model.safetensors metrics.jsonl
+             "!step-2.safetensors" "!seqgpt_ner.lock")
+
+# 3. Leftovers of a killed save (ours only) go; a stale lock is taken over; a resume with a
+# changed lr schedule is refused, saying what differs.
+file(WRITE "${rot}/.step-8.safetensors.tmp.1a2b3c" "partial")
+file(WRITE "${rot}/.model.safetensors.tmp.ff" "partial")
+file(WRITE "${rot}/.notes.txt.tmp.1" "not ours")
+file(WRITE "${rot}/run.json.tmp.keep" "not ours either")
+file(WRITE "${rot}/seqgpt_ner.lock" "2147483647\n")
+file(WRITE "${rot}/step-99.safetensors" "truncated")
+run(1 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume)
+expect("${out}" "taking over the stale lock")
+expect("${out}" "passing over an incomplete checkpoint: ${rot}/step-99.safetensors")
+expect("${out}" "removed ${rot}/.step-8.safetensors.tmp.1a2b3c")
+expect("${out}" "ner.total_steps: checkpoint '6', this run '8'")
+expect("${out}" "--allow-changed-options")
+expect_files("${rot}" .notes.txt.tmp.1 run.json.tmp.keep "!.step-8.safetensors.tmp.1a2b3c"
+             "!.model.safetensors.tmp.ff" "!seqgpt_ner.lock" step-99.safetensors.incomplete
+             "!step-99.safetensors")
+run(0 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume --allow-changed-options)
+expect("${out}" "resumed from ${rot}/step-6.safetensors at step 6")
+expect("${out}" "continuing with a changed ner.total_steps")
+expect_files("${rot}" step-6.safetensors step-8.safetensors "!step-4.safetensors")
+file(STRINGS "${rot}/metrics.jsonl" lines)
+set(resumes "")
+foreach(line IN LISTS lines)
+  string(JSON event GET "${line}" event)
+  if(event STREQUAL "resume")
+    string(JSON step GET "${line}" step)
+    list(APPEND resumes ${step})
+  endif()
+endforeach()
+if(NOT resumes STREQUAL "6")
+  message(FATAL_ERROR "metrics.jsonl marks resumes at '${resumes}', expected one at step 6")
+endif()
+
+# 4. A live owner (pid 1 always exists) keeps the folder; its lock is not touched.
+file(WRITE "${rot}/seqgpt_ner.lock" "1\n")
+run(1 out train --out "${rot}" ${common} --max-steps 8 --resume)
+expect("${out}" "another seqgpt_ner run (pid 1) is using this output folder")
+expect_files("${rot}" seqgpt_ner.lock)
+file(REMOVE "${rot}/seqgpt_ner.lock")
+
+# 5. A learning rate that blows the weights up: the non-finite steps are skipped, logged,
+# and the second in a row ends the run with an error naming the step.
+run(1 out train --out "${rot}" ${common} --max-steps 14 --resume --allow-changed-options --lr 1e30
+    --max-nonfinite-steps 2 --save-every 1)
+expect("${out}" "not finite in 2 steps in a row")
+expect("${out}" "skipped: loss")
+file(STRINGS "${rot}/metrics.jsonl" lines)
+set(skipped 0)
+foreach(line IN LISTS lines)
+  string(JSON event GET "${line}" event)
+  if(event STREQUAL "train")
+    string(JSON s GET "${line}" skipped)
+    if(s STREQUAL "ON" OR s STREQUAL "true")
+      math(EXPR skipped "${skipped} + 1")
+    endif()
+  endif()
+endforeach()
+list(GET lines -1 last)
+string(JSON event GET "${last}" event)
+string(JSON why ERROR_VARIABLE none GET "${last}" message)
+if(skipped LESS 1 OR NOT event STREQUAL "error")
+  message(FATAL_ERROR "metrics.jsonl has ${skipped} skipped steps and ends with '${last}'; expected "
+                      "skipped steps and an error event")
+endif()
+expect("${why}" "not finite in 2 steps in a row")
+
+# 6. Metrics that cannot be written end the run.
+file(MAKE_DIRECTORY "${OUT}/nometrics/metrics.jsonl")
+run(1 out train --out "${OUT}/nometrics" ${common} --max-steps 2)
+expect("${out}" "metrics.jsonl: cannot be opened for appending metrics")
+
+# 7. Weights of another model are refused from the header, before SeqGPT-560M is allocated.
+run(1 out train --out "${OUT}/wrong" ${common} --max-steps 2 --model seqgpt560m --weights "${rot}/model.safetensors")
+expect("${out}" "this model (vocab 250880, hidden 1024, 24 layers) expects")
+# 8. A fresh run in the folder replaces the earlier run's checkpoints with its own.
+run(0 out train --out "${rot}" ${common} --max-steps 2 --save-every 1)
+expect("${out}" "removed ${rot}/step-9.safetensors of an earlier run")
+expect_files("${rot}" step-1.safetensors step-2.safetensors "!step-8.safetensors" "!step-9.safetensors")
+message(STATUS "faults check: all cases behave")
