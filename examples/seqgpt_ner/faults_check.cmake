@@ -132,8 +132,12 @@ expect("${out}" "metrics.jsonl: cannot be opened for appending metrics")
 # 7. Weights of another model are refused from the header, before SeqGPT-560M is allocated.
 run(1 out train --out "${OUT}/wrong" ${common} --max-steps 2 --model seqgpt560m --weights "${rot}/model.safetensors")
 expect("${out}" "this model (vocab 250880, hidden 1024, 24 layers) expects")
-# 8. A fresh run in the folder replaces the earlier run's checkpoints with its own.
-run(0 out train --out "${rot}" ${common} --max-steps 2 --save-every 1)
+# 8. A fresh run in a folder holding an earlier run's checkpoints refuses to start and
+#    deletes nothing; with --overwrite-output-dir it replaces them with its own.
+run(1 out train --out "${rot}" ${common} --max-steps 2 --save-every 1)
+expect("${out}" "holds checkpoints of an earlier run (step-9.safetensors); --resume continues that run")
+expect_files("${rot}" step-8.safetensors step-9.safetensors)
+run(0 out train --out "${rot}" ${common} --max-steps 2 --save-every 1 --overwrite-output-dir)
 expect("${out}" "removed ${rot}/step-9.safetensors of an earlier run")
 expect_files("${rot}" step-1.safetensors step-2.safetensors "!step-8.safetensors" "!step-9.safetensors")
 message(STATUS "faults check: all cases behave")

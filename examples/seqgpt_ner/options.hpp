@@ -51,6 +51,7 @@ struct Options {
   std::int64_t threads = 0;  // OpenMP threads per rank; 0: cores / ranks (1 for eval, predict)
   bool resume = false;
   bool allow_changed_options = false;  // resume although data or run options differ
+  bool overwrite_output_dir = false;   // a fresh run may delete an earlier run's checkpoints
   bool no_eval = false;  // train without evaluating
   bool quiet = false;
 };
@@ -82,6 +83,8 @@ Training
   --resume             continue from the newest checkpoint OUT/step-N.safetensors
   --allow-changed-options  resume although the data, tokenizer, labels or run options
                        (batch, lr schedule, seed, ...) differ from the checkpoint's
+  --overwrite-output-dir  a fresh run in a folder holding an earlier run's checkpoints
+                       deletes them (without it the run refuses to start)
   --save-every N       steps between checkpoints (default: each epoch's end)
   --save-total-limit N (2)  checkpoints kept; older ones are removed
   --stop-after N       save a checkpoint and stop after N steps (to try --resume)
@@ -215,6 +218,8 @@ inline Options parse_options(int argc, char** argv) {
       o.resume = true;
     else if (name == "--allow-changed-options")
       o.allow_changed_options = true;
+    else if (name == "--overwrite-output-dir")
+      o.overwrite_output_dir = true;
     else if (name == "--no-eval")
       o.no_eval = true;
     else if (name == "--quiet")

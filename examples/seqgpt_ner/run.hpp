@@ -283,8 +283,12 @@ int train_ner(const Options& o) {
   const Checkpoints checkpoints{o.out_dir};
   std::optional<fs::path> resume_from;
   if (!o.resume) {
-    // As model.safetensors, an earlier run's checkpoints are replaced by a fresh run (left
-    // in place, they would outrank its own in the rotation and in a later --resume).
+    // Left in place, an earlier run's checkpoints would outrank this run's own in the
+    // rotation and in a later --resume; they are deleted only when the user says so.
+    if (const auto earlier = checkpoints.steps(); !earlier.empty() && !o.overwrite_output_dir)
+      seqpar::detail::fail(o.out_dir.string(), ": holds checkpoints of an earlier run (",
+                           checkpoints.path(earlier.front()).filename().string(),
+                           "); --resume continues that run, --overwrite-output-dir deletes them and starts afresh");
     for (const auto& f : checkpoints.remove_all())
       std::printf("removed %s of an earlier run (a fresh run; --resume continues one)\n", f.c_str());
   } else {
