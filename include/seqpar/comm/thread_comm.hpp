@@ -261,8 +261,8 @@ struct ThreadGroup {
       int count = 0;
       for (int m = 0; m < size; ++m)
         if (!here[m]) missing += (count++ ? ", " : "") + who(m);
-      const std::string message = "ThreadComm: " + missing + std::string(" did") +
-                                  " not come to " + std::string(thread_op_name(op)) + " within " +
+      const std::string message = "ThreadComm: " + missing + " did not come to " +
+                                  std::string(thread_op_name(op)) + " within " +
                                   detail::seconds_text(timeout) + " s (" + who(r) + " waited for " +
                                   (count > 1 ? "them" : "it") + " in a " + std::to_string(size) +
                                   "-rank group; SEQPAR_COMM_TIMEOUT_S sets the limit)";

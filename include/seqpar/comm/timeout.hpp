@@ -47,10 +47,11 @@ inline std::string seconds_text(CommSeconds t) {
   return text;
 }
 
-/// Deadline of a wait that starts now.
+/// Deadline of a wait that starts now. Timeouts beyond 10^8 s (three years) are taken as
+/// that: steady_clock's nanoseconds overflow at about 9 * 10^9 s.
 inline std::chrono::steady_clock::time_point comm_deadline(CommSeconds timeout) {
-  return std::chrono::steady_clock::now() +
-         std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  const CommSeconds t = std::min(timeout, CommSeconds(1e8));
+  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(t);
 }
 
 /// Pauses between polls of a nonblocking operation: none for the first 200 us (a
