@@ -20,6 +20,8 @@ packages=(
   libonig-dev         # seqpar::tokenizer
   zlib1g-dev
   clang-format        # 14: tools/check_format.sh holds C++ files to .clang-format
+  clang               # the fuzzers (libFuzzer), .ci/run's fuzz stage
+  libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for clang
 )
 # One dpkg-query for all of them; a package it does not know counts as missing.
 installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null |

@@ -14,6 +14,7 @@
 #include "seqpar/backend/cpu/ops.hpp"   // Ops<Cpu>: Eigen GEMMs and row-wise loops (seqpar::cpu)
 #endif
 #include "seqpar/comm/communicator.hpp" // the Communicator concept, CommStats, ring byte counts
+#include "seqpar/comm/timeout.hpp"      // comm_timeout (SEQPAR_COMM_TIMEOUT_S), CommSeconds
 #include "seqpar/comm/thread_comm.hpp"  // ThreadComm, run_ranks
 #include "seqpar/parallel/policies.hpp" // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
 #include "seqpar/parallel/plan.hpp"     // PlanTraits, the ParallelPlan concept, plan rules

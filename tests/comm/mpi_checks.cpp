@@ -4,6 +4,11 @@
 //   mpi_checks --fail-in WHAT      the last rank throws while the others wait in WHAT
 //                                  (all_reduce, recv or barrier); the job must end promptly
 //                                  with "seqpar: rank R failed: ..." and a non-zero exit
+//   mpi_checks --stop-in WHAT      the last rank stops itself (SIGSTOP) while the others
+//                                  wait in WHAT; with SEQPAR_COMM_TIMEOUT_S set, the job must
+//                                  end after it with the waiting call named, not hang
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -310,11 +315,15 @@ int run_checks(MpiComm& world) {
   return totals[1] == 0 ? 0 : 1;
 }
 
-void fail_while_others_wait(MpiComm& world, const std::string& what) {
+void fail_while_others_wait(MpiComm& world, const std::string& what, bool stop) {
   const int failing = world.size() - 1;
   world.barrier();
   if (world.rank() == failing) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (stop) {
+      std::fflush(stdout);
+      ::raise(SIGSTOP);  // never returns on its own: mpirun kills it with the job
+    }
     throw std::runtime_error("deliberate failure while the others wait in " + what);
   }
   float x[4] = {};
@@ -332,14 +341,16 @@ void fail_while_others_wait(MpiComm& world, const std::string& what) {
 
 int main(int argc, char** argv) {
   std::string fail_in;
+  bool stop = false;
   int expect_ranks = 0;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--fail-in") fail_in = argv[i + 1];
+    if (std::string(argv[i]) == "--stop-in") fail_in = argv[i + 1], stop = true;
     if (std::string(argv[i]) == "--expect-ranks") expect_ranks = std::stoi(argv[i + 1]);
   }
   return mpi_main(argc, argv, [&](MpiComm& world) {
     if (!fail_in.empty()) {
-      fail_while_others_wait(world, fail_in);
+      fail_while_others_wait(world, fail_in, stop);
       return 0;
     }
     if (expect_ranks && world.size() != expect_ranks) {

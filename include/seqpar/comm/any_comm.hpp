@@ -24,8 +24,11 @@ struct CommWire {
 class AnyComm {
  public:
   AnyComm() = default;
-  template <Communicator C>
-    requires(!std::same_as<std::remove_cvref_t<C>, AnyComm>)
+  // AnyComm itself is ruled out before Communicator<C> is asked: that concept checks
+  // copy_constructible<C>, which for C = AnyComm would consider this constructor again
+  // (clang rejects the recursion; constraints of one conjunction are checked in order).
+  template <class C>
+    requires(!std::same_as<std::remove_cvref_t<C>, AnyComm>) && Communicator<C>
   explicit AnyComm(C comm) : impl_(std::make_shared<Model<C>>(std::move(comm))) {}
 
   explicit operator bool() const { return impl_ != nullptr; }

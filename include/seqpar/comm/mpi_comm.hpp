@@ -2,6 +2,9 @@
 // MpiComm: ranks are processes started by mpirun/srun. MpiSession initialises MPI,
 // mpi_main() runs a program under it and turns an exception on any rank into a clear
 // message and MPI_Abort, and node_local_rank() says which process of a node this is.
+// Collectives and receives are nonblocking MPI calls polled with a backoff: one that waits
+// longer than the timeout (comm_timeout()) throws, so that mpi_main's MPI_Abort ends a job
+// whose rank was stopped or hung instead of leaving the others spinning.
 // Defined only where <mpi.h> is found (link seqpar::mpi, which also defines SEQPAR_WITH_MPI);
 // SEQPAR_HAS_MPI_COMM is then 1.
 
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "seqpar/comm/communicator.hpp"
+#include "seqpar/comm/timeout.hpp"
 #include "seqpar/core/error.hpp"
 
 #define SEQPAR_HAS_MPI_COMM 1
@@ -91,6 +95,7 @@ struct MpiState {
   int rank = 0;
   int size = 1;
   CommStats stats;
+  CommSeconds timeout = comm_timeout();
 
   MpiState(MPI_Comm c, bool own) : comm(c), owned(own) {
     // errors come back as codes and become seqpar::Error instead of aborting in MPI
@@ -159,6 +164,15 @@ class MpiComm {
   int size() const { return state_->size; }
   MPI_Comm native() const { return state_->comm; }
 
+  /// How long this rank waits in one collective or recv before it throws an Error naming
+  /// the call (mpi_main then aborts the job). Per handle's communicator: splits start from
+  /// comm_timeout() (SEQPAR_COMM_TIMEOUT_S).
+  void set_timeout(CommSeconds timeout) {
+    SEQPAR_CHECK(timeout.count() > 0, "MpiComm: the timeout must be above 0 s, got ", timeout.count());
+    state_->timeout = timeout;
+  }
+  CommSeconds timeout() const { return state_->timeout; }
+
   CommStats& stats() { return state_->stats; }
   const CommStats& stats() const { return state_->stats; }
 
@@ -169,8 +183,10 @@ class MpiComm {
     const int count = detail::mpi_count(n, "MPI_Allreduce", rank());
     if (size() > 1 && n) {
       Widened<T> w(data, n);
-      check(MPI_Allreduce(MPI_IN_PLACE, w.data(), count, w.type(), detail::mpi_op(op), native()),
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Iallreduce(MPI_IN_PLACE, w.data(), count, w.type(), detail::mpi_op(op), native(), &req),
             "MPI_Allreduce");
+      wait(req, "MPI_Allreduce", "all_reduce (MPI_Iallreduce)");
       w.narrow_into(data, n);
     }
     record(CollectiveKind::all_reduce, n, sizeof(T));
@@ -190,9 +206,11 @@ class MpiComm {
         in = copy.data();
       }
       Widened<T> win(in, total), wout(out, n);
-      check(MPI_Reduce_scatter_block(win.data(), wout.data(), count, win.type(), detail::mpi_op(op),
-                                     native()),
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Ireduce_scatter_block(win.data(), wout.data(), count, win.type(), detail::mpi_op(op),
+                                      native(), &req),
             "MPI_Reduce_scatter_block");
+      wait(req, "MPI_Reduce_scatter_block", "reduce_scatter (MPI_Ireduce_scatter_block)");
       wout.narrow_into(out, n);
     }
     record(CollectiveKind::reduce_scatter, n, sizeof(T));
@@ -206,18 +224,22 @@ class MpiComm {
     if (size() == 1) {
       if (n && out != in) std::memmove(out, in, n * sizeof(T));
     } else if (in == out + static_cast<std::size_t>(rank()) * n) {
-      check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, detail::mpi_datatype<T>(),
-                          native()),
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, detail::mpi_datatype<T>(),
+                           native(), &req),
             "MPI_Allgather");
+      wait(req, "MPI_Allgather", "all_gather (MPI_Iallgather)");
     } else {
       std::vector<T> copy;
       if (detail::byte_ranges_overlap(in, n * sizeof(T), out, total * sizeof(T))) {
         copy.assign(in, in + n);
         in = copy.data();
       }
-      check(MPI_Allgather(in, count, detail::mpi_datatype<T>(), out, count,
-                          detail::mpi_datatype<T>(), native()),
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Iallgather(in, count, detail::mpi_datatype<T>(), out, count,
+                           detail::mpi_datatype<T>(), native(), &req),
             "MPI_Allgather");
+      wait(req, "MPI_Allgather", "all_gather (MPI_Iallgather)");
     }
     record(CollectiveKind::all_gather, n, sizeof(T));
   }
@@ -228,8 +250,11 @@ class MpiComm {
     SEQPAR_CHECK(root >= 0 && root < size(), "MpiComm broadcast: root ", root,
                  " is out of range for a ", size(), "-rank communicator (rank ", rank(), ")");
     const int count = detail::mpi_count(n, "MPI_Bcast", rank());
-    if (size() > 1 && n)
-      check(MPI_Bcast(data, count, detail::mpi_datatype<T>(), root, native()), "MPI_Bcast");
+    if (size() > 1 && n) {
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Ibcast(data, count, detail::mpi_datatype<T>(), root, native(), &req), "MPI_Bcast");
+      wait(req, "MPI_Bcast", "broadcast (MPI_Ibcast)");
+    }
     record(CollectiveKind::broadcast, n, sizeof(T), root);
   }
 
@@ -255,8 +280,9 @@ class MpiComm {
     check_peer(peer, tag, "recv");
     const int count = detail::mpi_count(n, "MPI_Recv", rank());
     MPI_Status status;
-    check(MPI_Recv(data, count, detail::mpi_datatype<T>(), peer, tag, native(), &status),
-          "MPI_Recv");
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Irecv(data, count, detail::mpi_datatype<T>(), peer, tag, native(), &req), "MPI_Recv");
+    wait(req, "MPI_Recv", "recv (MPI_Irecv)", &status, peer, tag);
     int got = 0;
     MPI_Get_count(&status, detail::mpi_datatype<T>(), &got);
     SEQPAR_CHECK(got == count, "MpiComm: rank ", rank(), " receives ", n, " ",
@@ -266,7 +292,11 @@ class MpiComm {
   }
 
   void barrier() {
-    check(MPI_Barrier(native()), "MPI_Barrier");
+    if (size() > 1) {
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Ibarrier(native(), &req), "MPI_Barrier");
+      wait(req, "MPI_Barrier", "barrier (MPI_Ibarrier)");
+    }
     record(CollectiveKind::barrier, 0, 0);
   }
 
@@ -282,6 +312,31 @@ class MpiComm {
 
  private:
   void check(int code, const char* call) const { detail::mpi_check(code, call, rank()); }
+
+  // Polls `req` with a backoff until it completes or the timeout passes; an MPI error is
+  // reported under `call`, the blocking call it stands for. MPI cannot say which rank is
+  // missing from a collective; a recv names its peer. The request is left to MPI_Abort
+  // (cancelling a collective is not allowed).
+  void wait(MPI_Request& req, const char* call, const char* what, MPI_Status* status = MPI_STATUS_IGNORE,
+            int peer = -1, int tag = 0) const {
+    const auto deadline = detail::comm_deadline(state_->timeout);
+    detail::PollBackoff backoff;
+    for (;;) {
+      int done = 0;
+      check(MPI_Test(&req, &done, status), call);
+      if (done) return;
+      if (std::chrono::steady_clock::now() > deadline) break;
+      backoff.pause();
+    }
+    const std::string limit = detail::seconds_text(state_->timeout);
+    if (peer >= 0)
+      detail::fail("MpiComm: rank ", peer, " did not send within ", limit, " s the message (tag ", tag,
+                   ") that rank ", rank(), " waits for in ", what,
+                   "; it is stopped, hung or making other calls (SEQPAR_COMM_TIMEOUT_S sets the limit)");
+    detail::fail("MpiComm: rank ", rank(), " waited more than ", limit, " s in ", what, " of a ", size(),
+                 "-rank communicator: a rank did not come (stopped, hung or making other calls; "
+                 "SEQPAR_COMM_TIMEOUT_S sets the limit)");
+  }
 
   // A reduction's buffer as MPI sees it. MPI has no 16-bit float type: a bf16 or f16 buffer
   // becomes a float copy (narrow_into rounds each result once); other types pass through.

@@ -31,6 +31,7 @@
 #include <nccl.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -42,6 +43,7 @@
 #include "seqpar/backend/cuda/error.hpp"
 #include "seqpar/comm/cuda_thread_comm.hpp"
 #include "seqpar/comm/communicator.hpp"
+#include "seqpar/comm/timeout.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/comm/any_comm.hpp"
 
@@ -84,6 +86,7 @@ struct NcclState {
   // a later collective still orders after the earlier one: the stream runs them in order.
   std::array<cudaEvent_t, 4> marks{};
   std::uint64_t issued = 0, joined = 0;  // async collectives queued / known joined
+  CommSeconds timeout = comm_timeout();  // longest wait() before the communicator is aborted
 
   explicit NcclState(ncclComm_t c) : comm(c) {}
   NcclState(const NcclState&) = delete;
@@ -158,6 +161,15 @@ class NcclComm {
   int rank() const { return state_->rank; }
   int size() const { return state_->size; }
   ncclComm_t native() const { return state_->comm; }
+
+  /// How long a blocking call waits for its collectives before the communicator is aborted
+  /// and the call throws naming this rank (starts at comm_timeout()).
+  void set_timeout(CommSeconds timeout) {
+    SEQPAR_CHECK(timeout.count() > 0, "NcclComm: the timeout must be above 0 s, got ", timeout.count());
+    state_->timeout = timeout;
+  }
+  CommSeconds timeout() const { return state_->timeout; }
+
   CommStats& stats() { return state_->stats; }
   const CommStats& stats() const { return state_->stats; }
 
@@ -383,9 +395,14 @@ class NcclComm {
   }
 
   // Waits for the calling thread's stream; fails instead of waiting for ever when NCCL
-  // reports an error on this communicator (a peer gone, a network failure).
+  // reports an error on this communicator (a peer gone, a network failure) or when the
+  // stream is not done within the timeout (a peer stopped or hung): the communicator is
+  // then aborted (ncclCommAbort), so that its kernels end and the other ranks' NCCL
+  // reports the error in turn, and this rank throws.
   void wait() const {
     const cudaStream_t s = CudaContext::current().stream();
+    const auto deadline = detail::comm_deadline(state_->timeout);
+    detail::PollBackoff backoff;
     for (;;) {
       const cudaError_t e = cudaStreamQuery(s);
       if (e == cudaSuccess) return;
@@ -395,7 +412,15 @@ class NcclComm {
       if (async != ncclSuccess)
         detail::fail("NcclComm: rank ", rank(), " of ", size(),
              ": a queued collective failed: ", ncclGetErrorString(async));
-      std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > deadline) {
+        (void)ncclCommAbort(state_->comm);
+        state_->comm = nullptr;  // aborted: neither destroyed nor aborted again
+        detail::fail("NcclComm: rank ", rank(), " of ", size(), " waited more than ",
+                     detail::seconds_text(state_->timeout),
+                     " s for its queued collectives: a rank did not come (stopped, hung or making "
+                     "other calls); the communicator was aborted (SEQPAR_COMM_TIMEOUT_S sets the limit)");
+      }
+      backoff.pause();
     }
   }
 

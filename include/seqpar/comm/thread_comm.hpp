@@ -1,11 +1,14 @@
 #pragma once
 // ThreadComm: ranks are threads of one process, collectives run over shared memory and
 // reduce in rank order, so results are bit-reproducible and identical on every rank.
-// run_ranks() starts the threads; a rank that throws makes every other rank fail promptly.
+// run_ranks() starts the threads; a rank that throws makes every other rank fail promptly,
+// and a rank that waits in one call longer than the timeout (comm_timeout()) fails the run
+// naming the ranks that did not come.
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "seqpar/comm/communicator.hpp"
+#include "seqpar/comm/timeout.hpp"
 #include "seqpar/core/dtype.hpp"
 #include "seqpar/core/error.hpp"
 
@@ -98,13 +102,14 @@ struct ThreadMessage {
 // What all groups of one run share: the failure of the first rank that failed, and which
 // ranks have returned from their function.
 struct ThreadWorld {
-  explicit ThreadWorld(int n) : size(n), finished(new std::atomic<bool>[n]) {
+  ThreadWorld(int n, CommSeconds t) : size(n), finished(new std::atomic<bool>[n]), timeout_s(t.count()) {
     for (int r = 0; r < n; ++r) finished[r] = false;
   }
 
   int size;
   std::atomic<bool> aborted{false};
   std::unique_ptr<std::atomic<bool>[]> finished;
+  std::atomic<double> timeout_s;  // how long one call waits for the other ranks
 
   std::mutex mutex;  // guards the fields below
   int failed_rank = -1;
@@ -145,6 +150,15 @@ struct ThreadWorld {
     wake_all();
   }
 
+  // Fails the run with `message` for world rank `world_rank` (a wait that timed out) and
+  // throws it on this rank; called without any group's mutex held (fail takes them all).
+  [[noreturn]] void time_out(int world_rank, const std::string& message) {
+    fail(world_rank, std::make_exception_ptr(Error(message)));
+    throw Error(message);
+  }
+
+  CommSeconds timeout() const { return CommSeconds(timeout_s.load()); }
+
   [[noreturn]] void throw_aborted() {
     std::lock_guard lock(mutex);
     throw Error("rank " + std::to_string(failed_rank) + " failed: " + failure_message);
@@ -167,6 +181,7 @@ struct ThreadGroup {
         size(static_cast<int>(world_ranks.size())),
         calls(world_ranks.size(), 0),
         mailbox(world_ranks.size() * world_ranks.size()),
+        here(world_ranks.size(), 0),
         stats(world_ranks.size()) {
     for (auto& s : slots) s.resize(world_ranks.size());
   }
@@ -183,6 +198,7 @@ struct ThreadGroup {
   std::vector<std::uint64_t> calls;                // per rank: group-wide operations started
   std::array<std::vector<ThreadSlot>, 2> slots;    // by parity of the call number
   std::vector<std::deque<ThreadMessage>> mailbox;  // [src * size + dst]
+  std::vector<char> here;                          // per rank: waits at the entry rendezvous
   std::vector<CommStats> stats;                    // per rank
 
   std::string who(int r) const {
@@ -224,6 +240,7 @@ struct ThreadGroup {
     if (++arrived == size) {
       arrived = 0;
       ++generation;
+      std::fill(here.begin(), here.end(), 0);
       cv.notify_all();
       return;
     }
@@ -231,12 +248,27 @@ struct ThreadGroup {
       cv.wait(lock, [&] { return generation != gen; });
       return;
     }
+    here[r] = 1;
     int gone = -1;
-    cv.wait(lock, [&] {
+    const CommSeconds timeout = world->timeout();
+    const bool woken = cv.wait_until(lock, detail::comm_deadline(timeout), [&] {
       if (generation != gen || world->aborted) return true;
       gone = finished_member();
       return gone >= 0;
     });
+    if (!woken) {
+      std::string missing;
+      int count = 0;
+      for (int m = 0; m < size; ++m)
+        if (!here[m]) missing += (count++ ? ", " : "") + who(m);
+      const std::string message = "ThreadComm: " + missing + " did not come to " +
+                                  std::string(thread_op_name(op)) + " within " +
+                                  detail::seconds_text(timeout) + " s (" + who(r) + " waited for " +
+                                  (count > 1 ? "them" : "it") + " in a " + std::to_string(size) +
+                                  "-rank group; SEQPAR_COMM_TIMEOUT_S sets the limit)";
+      lock.unlock();
+      world->time_out(world_ranks[r], message);
+    }
     if (generation != gen) return;
     if (world->aborted) {
       lock.unlock();
@@ -334,10 +366,12 @@ inline bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::siz
 /// Error("rank R failed: <message>").
 class ThreadComm {
  public:
-  /// One communicator per rank of a new n-rank world; rank r's thread uses element r.
-  static std::vector<ThreadComm> make_world(int n) {
+  /// One communicator per rank of a new n-rank world; rank r's thread uses element r. A
+  /// rank that waits longer than `timeout` in one call fails the run (see set_timeout).
+  static std::vector<ThreadComm> make_world(int n, CommSeconds timeout = comm_timeout()) {
     SEQPAR_CHECK(n >= 1, "ThreadComm: a world needs at least one rank, got ", n);
-    auto world = std::make_shared<detail::ThreadWorld>(n);
+    SEQPAR_CHECK(timeout.count() > 0, "ThreadComm: the timeout must be above 0 s, got ", timeout.count());
+    auto world = std::make_shared<detail::ThreadWorld>(n, timeout);
     std::vector<int> ranks(n);
     for (int r = 0; r < n; ++r) ranks[r] = r;
     auto group = std::make_shared<detail::ThreadGroup>(world, std::move(ranks));
@@ -486,13 +520,22 @@ class ThreadComm {
     std::unique_lock lock(g.mutex);
     auto it = box.end();
     bool peer_gone = false;
-    g.cv.wait(lock, [&] {
+    const CommSeconds timeout = g.world->timeout();
+    const bool woken = g.cv.wait_until(lock, detail::comm_deadline(timeout), [&] {
       if (g.world->aborted) return true;
       it = std::find_if(box.begin(), box.end(), [&](const auto& m) { return m.tag == tag; });
       if (it != box.end()) return true;
       peer_gone = g.world->finished[g.world_ranks[peer]];
       return peer_gone;
     });
+    if (!woken) {
+      const std::string message = "ThreadComm: " + g.who(peer) + " did not send within " +
+                                  detail::seconds_text(timeout) + " s the message (tag " +
+                                  std::to_string(tag) + ") that " + g.who(rank_) +
+                                  " waits for in recv (SEQPAR_COMM_TIMEOUT_S sets the limit)";
+      lock.unlock();
+      g.world->time_out(world_rank(), message);
+    }
     if (g.world->aborted) {
       lock.unlock();
       g.world->throw_aborted();
@@ -561,6 +604,15 @@ class ThreadComm {
     return ThreadComm(row[leader].made, static_cast<int>(pos - members.begin()));
   }
 
+  /// How long any rank of this world waits in one collective or recv before it fails the
+  /// run with an error naming the call and the ranks that did not come (all ranks then
+  /// fail). Shared by the whole world and its splits; calls already waiting keep theirs.
+  void set_timeout(CommSeconds timeout) {
+    SEQPAR_CHECK(timeout.count() > 0, "ThreadComm: the timeout must be above 0 s, got ", timeout.count());
+    group_->world->timeout_s = timeout.count();
+  }
+  CommSeconds timeout() const { return group_->world->timeout(); }
+
   /// Marks this rank's run as failed with `e` (the first failure wins) and wakes every rank
   /// waiting in any communicator of the world. run_ranks calls it for a rank that throws.
   void abort(std::exception_ptr e) { group_->world->fail(world_rank(), std::move(e)); }
@@ -601,8 +653,8 @@ static_assert(Communicator<ThreadComm>);
 /// others fail promptly in their next or current communicator call, and run_ranks rethrows
 /// the original exception of the first rank that failed.
 template <class F>
-void run_ranks(int n, F&& fn) {
-  std::vector<ThreadComm> comms = ThreadComm::make_world(n);
+void run_ranks(int n, F&& fn, CommSeconds timeout = comm_timeout()) {
+  std::vector<ThreadComm> comms = ThreadComm::make_world(n, timeout);
   std::vector<std::thread> threads;
   threads.reserve(n);
   try {
