@@ -31,10 +31,11 @@ inline const TensorEntry& find_bloom_tensor(const TensorLookup& lookup, const st
   detail::fail(file, ": tensor 'transformer.", name, "' (or '", name, "') is missing");
 }
 
-/// Copies this rank's block of parameter `p` from its file entry into dst[p.numel()].
-/// `real_rows` is the true row count (the vocabulary for the embedding; padding stays 0).
+/// Copies this rank's block of parameter `p` from its file entry into dst[p.numel()]. The
+/// file holds p.real_rows rows (the vocabulary for the embedding; the padding stays 0).
 template <class T>
-void load_param_block(const TensorEntry& e, const ParamSpec& p, std::int64_t real_rows, T* dst) {
+void load_param_block(const TensorEntry& e, const ParamSpec& p, T* dst) {
+  const std::int64_t real_rows = p.real_rows;
   const std::vector<std::int64_t> want =
       p.vector ? std::vector<std::int64_t>{real_rows} : std::vector<std::int64_t>{real_rows, p.cols};
   SEQPAR_CHECK(e.shape == want, e.file, ": tensor '", e.name, "' has shape ", detail::shape_string(e.shape),
