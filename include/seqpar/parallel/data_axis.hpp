@@ -290,7 +290,9 @@ class WholeParamsAxis : public DataAxisBase<Stack, D, T, Sharded> {
   }
 
   /// Unit u's full parameters (padded_numel(u) values) copied into host memory.
-  void read_params(std::size_t u, T* host) { Ops<D>::download(host, this->model_->params(u), this->model_->padded_numel(u)); }
+  void read_params(std::size_t u, T* host) {
+    Ops<D>::download(host, this->model_->params(u), this->model_->padded_numel(u));
+  }
 
   /// Sets unit u's full parameters from host memory (padded_numel(u) values of the master
   /// type: float for 16-bit models, else T): the model's copy gets them rounded to T, the
