@@ -94,11 +94,8 @@ struct GenerationModel {
     const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
     check_weights_file<M>(path);
     for (std::size_t u = 0; u < stack.units().size(); ++u)
-      for (const auto& p : stack.units()[u].params) {
-        const std::int64_t real = p.name == "word_embeddings.weight" ? M::vocab_size : p.rows;
-        load_param_block(find_bloom_tensor(lookup, p.name, path.string()), p, real,
-                         stack.params(u) + p.offset);
-      }
+      for (const auto& p : stack.units()[u].params)
+        load_param_block(find_bloom_tensor(lookup, p.name, path.string()), p, stack.params(u) + p.offset);
   }
 };
 

@@ -19,6 +19,8 @@
 #include "seqpar/parallel/policies.hpp" // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
 #include "seqpar/parallel/plan.hpp"     // PlanTraits, the ParallelPlan concept, plan rules
 #include "seqpar/parallel/mesh.hpp"     // Mesh: rank coordinates and sub-communicators
+#include "seqpar/parallel/pipeline_axis.hpp"  // PipelineAxis, StageLayers: the layers and units of each stage
+#include "seqpar/parallel/data_axis.hpp"  // DataAxis<Policy, ...>: Replicated, ZeRO-1/2, ZeRO-3
 #include "seqpar/nn/model.hpp"          // BloomStack: layers, forward and backward, decoding
 #include "seqpar/nn/generate.hpp"       // greedy_generate: batched decoding with a KV cache
 #include "seqpar/optim/adamw.hpp"       // AdamW over flat ranges

@@ -31,6 +31,8 @@ int main() {
   Trainer<M, Pipeline<2, int>> t(ThreadComm{}, TrainOptions{});
 #elif RULE == 12
   Trainer<M, Pipeline<dynamic>> t(ThreadComm{}, TrainOptions{});
+#elif RULE == 13  // a data axis for a policy that is not a data policy
+  static_assert(sizeof(DataAxis<TensorSplit<2>, BloomStack<M, Cpu, float>, Cpu, float>) > 0);
 #endif
   return 0;
 }

@@ -23,6 +23,7 @@ enum class Split : std::uint8_t {
 struct ParamSpec {
   std::string name;                  // Hugging Face name without the "transformer." prefix
   std::int64_t rows = 0, cols = 1;   // full shape; cols == 1 and vector == true for 1-D tensors
+  std::int64_t real_rows = 0;        // rows that hold values: the vocabulary of the padded embedding table, else rows
   bool vector = false;
   Split split = Split::none;
   bool decay = false;                // weight decay applies (matrices only, as the HF Trainer does)
@@ -55,8 +56,8 @@ constexpr std::int64_t padded_vocab(std::int64_t vocab, int tp) {
 namespace detail {
 inline void add_param(UnitTable& u, std::string name, std::int64_t rows, std::int64_t cols, bool vector,
                       Split split, bool decay, int tp, int tp_rank) {
-  ParamSpec p{.name = std::move(name), .rows = rows, .cols = cols, .vector = vector, .split = split,
-              .decay = decay};
+  ParamSpec p{.name = std::move(name), .rows = rows, .cols = cols, .real_rows = rows, .vector = vector,
+              .split = split, .decay = decay};
   p.local_rows = split == Split::rows ? rows / tp : rows;
   p.local_cols = split == Split::columns ? cols / tp : cols;
   p.row0 = split == Split::rows ? p.local_rows * tp_rank : 0;
@@ -76,6 +77,7 @@ std::vector<UnitTable> bloom_units(int tp = 1, int tp_rank = 0) {
   using detail::add_param;
   add_param(units[0], "word_embeddings.weight", padded_vocab(M::vocab_size, tp), H, false, Split::rows, true,
             tp, tp_rank);
+  units[0].params[0].real_rows = M::vocab_size;  // the padding rows stay 0 and are never saved
   add_param(units[0], "word_embeddings_layernorm.weight", H, 1, true, Split::none, false, tp, tp_rank);
   add_param(units[0], "word_embeddings_layernorm.bias", H, 1, true, Split::none, false, tp, tp_rank);
   for (std::int64_t l = 0; l < M::layers; ++l) {

@@ -34,8 +34,8 @@ inline const TensorEntry& find_bloom_tensor(const TensorLookup& lookup, const st
 
 /// Checks a weights file against model M from its header alone, before anything is
 /// allocated or read: every parameter is there with M's shape, and the file holds no
-/// tensor M does not have (a seqpar checkpoint's AdamW moments of M's tensors count as M's) (a file for another model would otherwise load in part,
-/// silently). `names` are all the file's tensor names. Throws naming `file` and the
+/// tensor M does not have (a seqpar checkpoint's AdamW moments of M's tensors count as M's; a file for another
+/// model would otherwise load in part, silently). `names` are all the file's tensor names. Throws naming `file` and the
 /// tensors at fault.
 template <BloomModel M>
 void check_bloom_weights(const std::vector<std::string>& names, const TensorLookup& lookup,
@@ -44,9 +44,8 @@ void check_bloom_weights(const std::vector<std::string>& names, const TensorLook
   for (const auto& u : bloom_units<M>(1, 0))
     for (const auto& p : u.params) {
       known.push_back(p.name);
-      const std::int64_t rows = p.name == "word_embeddings.weight" ? M::vocab_size : p.rows;
       const std::vector<std::int64_t> want =
-          p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols};
+          p.vector ? std::vector<std::int64_t>{p.real_rows} : std::vector<std::int64_t>{p.real_rows, p.cols};
       const TensorEntry& e = find_bloom_tensor(lookup, p.name, file);
       SEQPAR_CHECK(e.shape == want, file, ": tensor '", e.name, "' has shape ", detail::shape_string(e.shape),
                    "; this model (vocab ", M::vocab_size, ", hidden ", M::hidden, ", ", M::layers,
@@ -70,10 +69,11 @@ void check_bloom_weights(const std::vector<std::string>& names, const TensorLook
                "; expected the weights of this model and nothing else");
 }
 
-/// Copies this rank's block of parameter `p` from its file entry into dst[p.numel()].
-/// `real_rows` is the true row count (the vocabulary for the embedding; padding stays 0).
+/// Copies this rank's block of parameter `p` from its file entry into dst[p.numel()]. The
+/// file holds p.real_rows rows (the vocabulary for the embedding; the padding stays 0).
 template <class T>
-void load_param_block(const TensorEntry& e, const ParamSpec& p, std::int64_t real_rows, T* dst) {
+void load_param_block(const TensorEntry& e, const ParamSpec& p, T* dst) {
+  const std::int64_t real_rows = p.real_rows;
   const std::vector<std::int64_t> want =
       p.vector ? std::vector<std::int64_t>{real_rows} : std::vector<std::int64_t>{real_rows, p.cols};
   SEQPAR_CHECK(e.shape == want, e.file, ": tensor '", e.name, "' has shape ", detail::shape_string(e.shape),

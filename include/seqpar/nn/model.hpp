@@ -20,18 +20,11 @@
 #include "seqpar/nn/kv_cache.hpp"
 #include "seqpar/nn/lm_head.hpp"
 #include "seqpar/nn/params.hpp"
+#include "seqpar/parallel/pipeline_axis.hpp"
 #include "seqpar/parallel/tensor_axis.hpp"
 #include "seqpar/parallel/unit_hooks.hpp"
 
 namespace seqpar::inline v0 {
-
-/// The layers of one pipeline stage: blocks [first, last), the embedding on the first
-/// stage, ln_f + the tied LM head + the loss on the last.
-struct StageLayers {
-  std::int64_t first = 0, last = 0;
-  bool embedding = true, head = true;
-  std::int64_t count() const { return last - first; }
-};
 
 /// What a stack trades between memory and compute (TrainOptions carries both).
 struct StackOptions {
@@ -46,12 +39,11 @@ struct StackOptions {
 
 /// Initial value of element `i` (local, row-major) of a parameter, independent of the plan:
 /// keyed by the seed, the parameter's name and the element's index in the full tensor.
-inline double initial_value(const ParamSpec& p, std::int64_t i, std::uint64_t seed, double std_dev,
-                            std::int64_t real_rows) {
+inline double initial_value(const ParamSpec& p, std::int64_t i, std::uint64_t seed, double std_dev) {
   const bool layernorm_or_bias = p.vector;
   if (layernorm_or_bias) return p.name.ends_with("layernorm.weight") || p.name == "ln_f.weight" ? 1.0 : 0.0;
   const std::int64_t r = p.row0 + i / p.local_cols, c = p.col0 + i % p.local_cols;
-  if (r >= real_rows) return 0.0;  // vocab padding
+  if (r >= p.real_rows) return 0.0;  // vocab padding
   return std_dev * CounterRng(seed, p.name).normal(static_cast<std::uint64_t>(r * p.cols + c));
 }
 
@@ -59,17 +51,17 @@ namespace detail {
 // dst[i] = initial_value(p, i, ...) for the elements of one parameter, spread over the
 // hardware threads for large tensors (a value depends only on its index).
 template <class T>
-void fill_initial_values(T* dst, const ParamSpec& p, std::uint64_t seed, double std_dev, std::int64_t real_rows) {
+void fill_initial_values(T* dst, const ParamSpec& p, std::uint64_t seed, double std_dev) {
   const std::int64_t n = p.numel();
   const auto range = [&](std::int64_t lo, std::int64_t hi) {
     if (p.vector) {
-      for (std::int64_t i = lo; i < hi; ++i) dst[i] = static_cast<T>(initial_value(p, i, seed, std_dev, real_rows));
+      for (std::int64_t i = lo; i < hi; ++i) dst[i] = static_cast<T>(initial_value(p, i, seed, std_dev));
       return;
     }
     const CounterRng rng(seed, p.name);
     for (std::int64_t i = lo; i < hi; ++i) {
       const std::int64_t r = p.row0 + i / p.local_cols, c = p.col0 + i % p.local_cols;
-      dst[i] = static_cast<T>(r >= real_rows ? 0.0 : std_dev * rng.normal(static_cast<std::uint64_t>(r * p.cols + c)));
+      dst[i] = static_cast<T>(r >= p.real_rows ? 0.0 : std_dev * rng.normal(static_cast<std::uint64_t>(r * p.cols + c)));
     }
   };
   const std::int64_t threads =
@@ -122,12 +114,10 @@ class BloomStack {
   // --- the parameter store ---------------------------------------------------------
   const std::vector<UnitTable>& units() const { return units_; }
   /// Whether this stage holds unit u (0 embedding, 1..layers blocks, layers + 1 ln_f).
-  bool holds(std::size_t u) const {
-    if (u == 0) return stage_.embedding || stage_.head;
-    if (u == units_.size() - 1) return stage_.head;
-    const auto l = static_cast<std::int64_t>(u) - 1;
-    return l >= stage_.first && l < stage_.last;
-  }
+  bool holds(std::size_t u) const { return stage_.holds(u, M::layers); }
+  /// The held units in the order a forward uses them, the tied table last for the head
+  /// (StageLayers::unit_order); a backward uses them in reverse.
+  std::vector<std::size_t> unit_order() const { return stage_.unit_order(M::layers); }
   /// Unit u's element count rounded up to the padding multiple.
   std::int64_t padded_numel(std::size_t u) const { return (units_[u].numel + pad_ - 1) / pad_ * pad_; }
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks ? hooks : &no_hooks_; }
@@ -148,10 +138,7 @@ class BloomStack {
     for (std::size_t u = 0; u < units_.size(); ++u) {
       if (!holds(u)) continue;
       host.assign(static_cast<std::size_t>(padded_numel(u)), T(0.0f));
-      for (const auto& p : units_[u].params) {
-        const std::int64_t real_rows = p.name == "word_embeddings.weight" ? M::vocab_size : p.rows;
-        detail::fill_initial_values(host.data() + p.offset, p, seed, std_dev, real_rows);
-      }
+      for (const auto& p : units_[u].params) detail::fill_initial_values(host.data() + p.offset, p, seed, std_dev);
       Ops<D>::upload(params_[u].data(), host.data(), padded_numel(u));
     }
   }
@@ -184,7 +171,7 @@ class BloomStack {
         !for_backward ? &transient : options_.recompute_attention ? &block_scratch_ : nullptr;
     for (std::int64_t l = 0; l < stage_.count(); ++l) {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
-      hooks_->acquire(u, false);
+      hooks_->acquire(u, UnitUse::forward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_, probs_scratch,
                        options_.attention, ar, axis_);
@@ -219,12 +206,12 @@ class BloomStack {
     const auto gs = static_cast<Stat>(grad_scale);
     const bool backward = gs != Stat(0) && d_out;
     grow(*arena_, head_dh_, N * H);
-    hooks_->acquire(0, backward);
+    hooks_->acquire(0, backward ? UnitUse::head_backward : UnitUse::head);
     LossSum s = lm_head_loss<D>(head_dh_.data(), backward ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
                                 vocab_, backward ? gs : Stat(0), head_scratch_, *arena_, axis_,
                                 options_.logits_bytes > 0 ? options_.logits_bytes : Ops<D>::logits_chunk_bytes);
     if (backward) {
-      hooks_->acquire(last_unit(), true);
+      hooks_->acquire(last_unit(), UnitUse::backward);
       const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
       const auto g = FinalTensors<T>::bind(grads(last_unit()), units_.back());
       Ops<D>::fill(d_out, T(0.0f), N * H);
@@ -248,7 +235,7 @@ class BloomStack {
     block_scratch_.reserve(*arena_, shape_, a.rows, a.seq);
     for (std::int64_t l = stage_.count(); l-- > 0;) {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
-      hooks_->acquire(u, true);
+      hooks_->acquire(u, UnitUse::backward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       const auto g = BlockTensors<T>::bind(grads(u), units_[u]);
       block_backward<D>(d, a.x[l].data(), a.blocks[l], w, g, a, slopes_.data(), shape_, block_scratch_, *arena_, axis_);
@@ -256,7 +243,7 @@ class BloomStack {
       hooks_->release(u);
     }
     if (stage_.embedding) {
-      hooks_->acquire(0, true);
+      hooks_->acquire(0, UnitUse::backward);
       const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
       const auto g = EmbeddingTensors<T>::bind(grads(0), units_[0]);
       grow(*arena_, emb_d_, N * H);
@@ -277,7 +264,7 @@ class BloomStack {
   void logits(const Acts& a, T* out) { logits(a.hf.data(), a.tokens(), out); }
   /// out[n, vocab_shard().rows] = the local vocab rows' logits of hf[n, H] (after ln_f).
   void logits(const T* hf, std::int64_t n, T* out) {
-    hooks_->acquire(0, false);
+    hooks_->acquire(0, UnitUse::head);
     lm_head_logits<D>(out, hf, params(0), n, H, vocab_.rows);
     hooks_->release(0);
   }
@@ -316,7 +303,7 @@ class BloomStack {
     BlockScratch<T, Arena> probs;  // the attention probabilities, which no backward needs
     for (std::int64_t l = 0; l < L; ++l) {
       const auto u = static_cast<std::size_t>(l + 1);
-      hooks_->acquire(u, false);
+      hooks_->acquire(u, UnitUse::forward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       block_prefill<D>(a.x[(l + 1) % 2].data(), a.x[l % 2].data(), c.blocks[static_cast<std::size_t>(l)], c.capacity,
                        a.blocks[0], w, a, slopes_.data(), shape_, &probs, ar, axis_);
@@ -374,7 +361,7 @@ class BloomStack {
     embed(sc.x[0].data(), sc.emb.data(), sc.mean.data(), sc.rstd.data(), sc.ids.data(), B);  // [B, H]
     for (std::int64_t l = 0; l < L; ++l) {
       const auto u = static_cast<std::size_t>(l + 1);
-      hooks_->acquire(u, false);
+      hooks_->acquire(u, UnitUse::forward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       block_decode<D>(sc.x[(l + 1) % 2].data(), sc.x[l % 2].data(), c.blocks[static_cast<std::size_t>(l)], c, w,
                       slopes_.data(), shape_, axis_);
@@ -389,7 +376,7 @@ class BloomStack {
 
   // out[N, H] = word_embeddings_layernorm(emb), emb[N, H] = the table's rows of ids[N]
   void embed(T* out, T* emb, Stat* mean, Stat* rstd, const std::int32_t* ids, std::int64_t N) {
-    hooks_->acquire(0, false);
+    hooks_->acquire(0, UnitUse::forward);
     const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
     Ops<D>::embedding_forward(emb, ids, e.table, N, H, vocab_.row0, vocab_.rows);  // [N, H]
     axis_.sum(emb, N * H);  // vocab-split table: each id's row lives on one rank
@@ -398,7 +385,7 @@ class BloomStack {
   }
   // out[N, H] = ln_f(x)
   void final_norm(T* out, Stat* mean, Stat* rstd, const T* x, std::int64_t N) {
-    hooks_->acquire(last_unit(), false);
+    hooks_->acquire(last_unit(), UnitUse::forward);
     const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
     Ops<D>::layernorm_forward(out, mean, rstd, x, f.ln_w, f.ln_b, N, H, M::layer_norm_eps);
     hooks_->release(last_unit());

@@ -1,9 +1,15 @@
 #pragma once
-// DataAxis: what the data-parallel ranks do with gradients, optimizer state and
-// parameters. Stage 0 (Replicated) all-reduces full gradients; ZeRO-1 reduce-scatters
-// them and updates a shard of the optimizer state; ZeRO-2 keeps only the gradient shard,
-// reducing each unit as soon as its gradients are complete; ZeRO-3 also keeps only a
-// parameter shard, gathering each unit just before it is used and freeing it after.
+// DataAxis<Policy, Stack, Device, T>: what the data-parallel ranks do with gradients,
+// optimizer state and parameters, one specialisation per family of the plan's data policy:
+//
+// - Replicated<N>: every rank keeps and updates whole units; full gradients are
+//   all-reduced once per step.
+// - Sharded<Zero1 | Zero2, N>: rank r updates shard r of every unit's optimizer state, then
+//   the parameters are all-gathered. ZeRO-1 reduce-scatters a unit's whole gradients once
+//   per step; ZeRO-2 keeps only the gradient shard, reducing each unit as soon as a
+//   micro-batch's gradients of it are complete.
+// - Sharded<Zero3, N>: ZeRO-2's gradients, and only a parameter shard, gathered just
+//   before each use of the unit and freed after.
 //
 // Reductions start as soon as a unit's gradients are complete: for Replicated and ZeRO-1
 // in the last micro-batch's backward, for ZeRO-2/3 in every micro-batch's. They are the
@@ -12,11 +18,12 @@
 // On such a communicator ZeRO-2/3 keep one unit's reduction in flight: its gradient buffer
 // is freed, and its result added into the shard, when the next unit is ready (or at the
 // join), so two units' full gradients exist at once; and ZeRO-3 gathers the parameters of
-// the unit expected next (the next one forward, the one before backward, the tied table
-// after the last) while the current one computes, so two units' full parameters exist at
-// once besides the tied table, which a stage with the embedding keeps from the loss to the
-// end of its backward. Elsewhere each collective finishes at once and nothing is gathered
-// ahead.
+// the unit the stage uses next while the current one computes. "Next" is the stack's unit
+// order (StageLayers::unit_order: the embedding, the blocks, ln_f, the tied table for the
+// head), followed forward by a forward and backward from the head by a backward, so two
+// units' full parameters exist at once besides the tied table, which a stage with the
+// embedding keeps from the loss to the end of its backward. Elsewhere each collective
+// finishes at once and nothing is gathered ahead.
 //
 // Every unit's flat buffer is padded to a multiple of the degree N and cut into N equal
 // shards; rank r owns elements [r s, (r + 1) s) of each unit.
@@ -32,94 +39,174 @@
 #include "seqpar/config/units.hpp"
 #include "seqpar/optim/adamw.hpp"
 #include "seqpar/optim/segments.hpp"
+#include "seqpar/parallel/policies.hpp"
 #include "seqpar/parallel/unit_hooks.hpp"
 
 namespace seqpar::inline v0 {
 
-template <class Stack, Device D, class T>
-class DataAxis final : public UnitHooks {
+/// The data axis of a plan whose data policy is `Policy` (PlanTraits<Plan>::data), for a
+/// stack of type Stack on device D with storage type T. Only the specialisations below
+/// exist; the primary template is what any other policy gets.
+template <class Policy, class Stack, Device D, class T>
+class DataAxis {
+  static_assert(sizeof(Policy) == 0,
+                "DataAxis<Policy, ...>: no data axis for this policy; a plan's data axis is Replicated<N>, "
+                "Sharded<Zero1, N>, Sharded<Zero2, N> or Sharded<Zero3, N>.");
+};
+
+namespace detail {
+
+/// What every data axis shares: this rank's range of each unit (the whole unit, or shard r
+/// of N when `Sharded`), the AdamW state over it and the gradients it updates, the count
+/// of micro-batches whose gradients are complete, the gradient norm and scaling, the
+/// ZeRO-2/3 reduction of a micro-batch's gradients, and the registration as the stack's hooks.
+template <class Stack, Device D, class T, bool Sharded>
+class DataAxisBase : public UnitHooks {
  public:
   using Arena = typename Stack::Arena;
   /// The type of the optimizer's master weights and moments (float for 16-bit T).
   using Master = typename AdamState<T, Arena>::Master;
+  /// Whether each rank keeps only a shard of the optimizer state and the reduced gradients.
+  static constexpr bool sharded = Sharded;
 
-  DataAxis(Stack& model, AnyComm comm, int zero_stage)
-      : model_(&model), comm_(std::move(comm)), zero_(zero_stage), n_(comm_.size()), r_(comm_.rank()) {
+  DataAxisBase(const DataAxisBase&) = delete;
+  DataAxisBase& operator=(const DataAxisBase&) = delete;
+  ~DataAxisBase() override {
+    join_quietly();
+    model_->set_hooks(nullptr);
+  }
+
+  int degree() const { return n_; }
+  int rank() const { return r_; }
+  AnyComm& comm() { return comm_; }
+
+  /// Sum over the data axis of weight(u, spec) x the squared gradients of each tensor,
+  /// every element counted once (weights let a caller count replicated copies once).
+  /// The sum is taken on the device, a unit a call, and read once.
+  template <class Weight>
+  double grad_square_sum(Weight&& weight) {
+    if (square_sum_.empty()) square_sum_ = Buffer<double, Arena>(model_->arena(), 1, Memory::buffers);
+    double s = 0;
+    Ops<D>::upload(square_sum_.data(), &s, 1);
+    for (std::size_t u = 0; u < shards_.size(); ++u) {
+      if (!model_->holds(u)) continue;
+      const std::int64_t b = own_offset(u);
+      const T* g = grad_of(u);
+      for_each_segments<double>(
+          model_->units()[u], b, b + shards_[u].size, [&](const ParamSpec& spec) { return weight(u, spec); },
+          [&](std::int64_t k, const kernels::Segments<double>& w) {
+            // A run of weight 0 (the last pipeline stage's copy of the tied table) is not read.
+            if (std::any_of(w.value, w.value + w.count, [](double x) { return x != 0; }))
+              Ops<D>::sum_squares_accumulate(square_sum_.data(), g + k, w);
+          });
+    }
+    Ops<D>::download(&s, square_sum_.data(), 1);
+    if constexpr (Sharded) comm_.all_reduce(&s, 1, ReduceOp::sum);
+    return s;
+  }
+
+  void scale_grads(T f) {
+    for (std::size_t u = 0; u < shards_.size(); ++u)
+      if (model_->holds(u)) Ops<D>::scale(grad_of(u), f, shards_[u].size);
+  }
+
+  /// The reduced gradients of unit u this rank updates (range_size(u) elements).
+  T* grad_storage(std::size_t u) { return grad_of(u); }
+
+  /// Moment buffers of unit u over this rank's range (checkpoints).
+  AdamState<T, Arena>& adam_state(std::size_t u) { return adam_[u]; }
+  /// Elements [begin, end) of unit u this rank updates; `size` is the padded shard length.
+  std::int64_t range_begin(std::size_t u) const { return shards_[u].begin; }
+  std::int64_t range_size(std::size_t u) const { return shards_[u].size; }
+
+  /// Host values over this rank's range of a unit (range_size values) made whole along the
+  /// data axis: every rank's range in rank order (degree() x range_size values) when
+  /// sharded, this rank's own otherwise (it is the whole unit). Collective when sharded.
+  template <class V>
+  std::vector<V> gather_ranges(std::vector<V> mine) {
+    if constexpr (Sharded) {
+      std::vector<V> all(mine.size() * static_cast<std::size_t>(n_));
+      comm_.all_gather(mine.data(), all.data(), mine.size());
+      return all;
+    } else {
+      return mine;
+    }
+  }
+
+ protected:
+  struct Range {
+    std::int64_t begin = 0, end = 0, size = 0;
+  };
+
+  // The gradient shards (sharded only) are counted as `shard_memory`: a buffer where the
+  // model keeps whole gradients too (ZeRO-1), the gradients where they are the only ones.
+  DataAxisBase(Stack& model, AnyComm comm, Memory shard_memory)
+      : model_(&model), comm_(std::move(comm)), n_(comm_.size()), r_(comm_.rank()) {
     const auto units = model.units().size();
     shards_.resize(units);
     adam_.resize(units);
     grad_shard_.resize(units);
-    param_shard_.resize(units);
-    held_.assign(units, false);
     Arena& ar = model.arena();
     for (std::size_t u = 0; u < units; ++u) {
       if (!model.holds(u)) continue;
-      const std::int64_t s = model.padded_numel(u) / n_;
+      const std::int64_t s = model.padded_numel(u) / n_, numel = model.units()[u].numel;
       // Replicated ranks keep the whole unit's optimizer state; ZeRO ranks one shard.
       auto& sh = shards_[u];
-      sh = zero_ == 0 ? Range{0, model.units()[u].numel} : Range{r_ * s, std::min((r_ + 1) * s, model.units()[u].numel)};
-      sh.size = zero_ == 0 ? model.padded_numel(u) : s;
-      adam_init<D>(adam_[u], ar, sh.begin, std::max(sh.begin, sh.end), sh.size,
-                   model.params(u) + (zero_ == 0 ? 0 : sh.begin));
-      if (zero_ == 1) grad_shard_[u] = Buffer<T, Arena>(ar, static_cast<std::size_t>(s), Memory::buffers);
-      if (zero_ >= 2) {
-        grad_shard_[u] = Buffer<T, Arena>(ar, static_cast<std::size_t>(s), Memory::gradients);
-        model.grad_buffer(u).reset();
-      }
-      if (zero_ == 3) {
-        param_shard_[u] = Buffer<T, Arena>(ar, static_cast<std::size_t>(s), Memory::parameters);
-        Ops<D>::copy(param_shard_[u].data(), model.params(u) + r_ * s, s);
-        model.param_buffer(u).reset();
-      }
+      sh = Sharded ? Range{r_ * s, std::min((r_ + 1) * s, numel), s} : Range{0, numel, model.padded_numel(u)};
+      adam_init<D>(adam_[u], ar, sh.begin, std::max(sh.begin, sh.end), sh.size, model.params(u) + own_offset(u));
+      if constexpr (Sharded) grad_shard_[u] = Buffer<T, Arena>(ar, static_cast<std::size_t>(s), shard_memory);
     }
     model.set_hooks(this);
   }
-  ~DataAxis() override {
-    // A buffer a queued collective may still use (a gather ahead) goes back to the
-    // allocator only behind it; a failing join here has nothing left to protect.
+
+  // Where this rank's range starts in unit u's flat buffer.
+  std::int64_t own_offset(std::size_t u) const { return Sharded ? shards_[u].begin : 0; }
+
+  T* grad_of(std::size_t u) {
+    if constexpr (Sharded)
+      return grad_shard_[u].data();
+    else
+      return model_->grads(u);
+  }
+
+  // A buffer a queued collective may still use goes back to the allocator only behind it;
+  // a failing join in a destructor has nothing left to protect.
+  void join_quietly() noexcept {
     try {
       if (std::uncaught_exceptions() == 0) comm_.join();
     } catch (...) {
     }
-    model_->set_hooks(nullptr);
   }
-  DataAxis(const DataAxis&) = delete;
-  DataAxis& operator=(const DataAxis&) = delete;
 
-  int degree() const { return n_; }
-  int rank() const { return r_; }
-  int zero_stage() const { return zero_; }
-  AnyComm& comm() { return comm_; }
-
-  /// Zeroes the gradients a step of `micro_batches` micro-batches accumulates into.
-  void begin_step(std::int64_t micro_batches) {
+  // --- Replicated and ZeRO-1: whole gradients, reduced once per step --------------------
+  void count_micro_batches(std::int64_t micro_batches) {
     micro_batches_ = micro_batches;
-    drop_gathered_ahead();
     ready_count_.assign(shards_.size(), 0);
-    if (zero_ < 2) return model_->zero_grads();
+  }
+  // Whether unit u's gradients are now whole for the step (its last micro-batch's are in).
+  bool last_micro_batch(std::size_t u) { return ++ready_count_[u] == micro_batches_; }
+  // start(u) for every held unit whose reduction did not start in the backward.
+  template <class Start>
+  void start_remaining(Start&& start) {
+    for (std::size_t u = 0; u < shards_.size(); ++u)
+      if (model_->holds(u) && ready_count_[u] < micro_batches_) start(u);
+  }
+
+  // --- ZeRO-2/3: each micro-batch's gradients reduced into the shard --------------------
+  void zero_grad_shards() {
     for (auto& g : grad_shard_)
       if (!g.empty()) Ops<D>::fill(g.data(), T(0), static_cast<std::int64_t>(g.size()));
   }
-
-  // --- the hooks the model calls -------------------------------------------------------
-  void acquire(std::size_t u, bool grads) override {
-    if (zero_ == 3 && !held_[u]) take_params(u);
-    held_[u] = true;
-    if (zero_ == 3) gather_ahead(expected_after(u, grads));
-    previous_ = u;
-    if (grads && zero_ >= 2 && model_->grad_buffer(u).empty())
-      model_->grad_buffer(u) = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
+  // The model frees a unit's gradient buffer after each reduction; one is made again for
+  // a use that writes gradients.
+  void provide_grad_buffer(std::size_t u, UnitUse use) {
+    if (writes_grads(use) && model_->grad_buffer(u).empty())
+      model_->grad_buffer(u) =
+          Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
   }
-  void release(std::size_t u) override {
-    if (zero_ == 3) model_->param_buffer(u).reset();
-    held_[u] = false;
-  }
-  void grads_ready(std::size_t u) override {
-    const bool last = ++ready_count_[u] == micro_batches_;
-    if (zero_ < 2) {
-      if (last) start_reduction(u);  // the gradients are whole once per step
-      return;
-    }
+  // Unit u's gradients of one micro-batch reduce-scattered and added into its shard: on an
+  // asynchronous communicator left in flight until the next unit's, else finished now.
+  void reduce_micro_batch(std::size_t u) {
     finish_in_flight();
     const std::int64_t s = shards_[u].size;
     if (n_ == 1) {
@@ -134,124 +221,8 @@ class DataAxis final : public UnitHooks {
                                                    static_cast<std::size_t>(s), ReduceOp::sum);
     if (!comm_.asynchronous()) finish_in_flight();  // it has run: free its buffers now
   }
-
-  // --- once per step ------------------------------------------------------------------
-  /// After the last micro-batch: the gradients summed over the data ranks (reductions not
-  /// started during the backward start here), every reduction joined. Every rank's
-  /// gradient is already divided by the global token count, so the sum is the mean.
-  void reduce_gradients() {
-    for (std::size_t u = 0; u < shards_.size(); ++u)
-      if (model_->holds(u) && zero_ < 2 && ready_count_[u] < micro_batches_) start_reduction(u);
-    comm_.join();
-    finish_in_flight();
-    drop_gathered_ahead();  // the optimizer is about to change the shards
-  }
-
-  /// Sum over the data axis of weight(u, spec) x the squared gradients of each tensor,
-  /// every element counted once (weights let a caller count replicated copies once).
-  /// The sum is taken on the device, a unit a call, and read once.
-  template <class Weight>
-  double grad_square_sum(Weight&& weight) {
-    if (square_sum_.empty()) square_sum_ = Buffer<double, Arena>(model_->arena(), 1, Memory::buffers);
-    double s = 0;
-    Ops<D>::upload(square_sum_.data(), &s, 1);
-    for (std::size_t u = 0; u < shards_.size(); ++u) {
-      if (!model_->holds(u)) continue;
-      const std::int64_t b = zero_ == 0 ? 0 : shards_[u].begin;
-      const T* g = grad_of(u);
-      for_each_segments<double>(
-          model_->units()[u], b, b + shards_[u].size, [&](const ParamSpec& spec) { return weight(u, spec); },
-          [&](std::int64_t k, const kernels::Segments<double>& w) {
-            // A run of weight 0 (the last pipeline stage's copy of the tied table) is not read.
-            if (std::any_of(w.value, w.value + w.count, [](double x) { return x != 0; }))
-              Ops<D>::sum_squares_accumulate(square_sum_.data(), g + k, w);
-          });
-    }
-    Ops<D>::download(&s, square_sum_.data(), 1);
-    if (zero_ > 0) comm_.all_reduce(&s, 1, ReduceOp::sum);
-    return s;
-  }
-
-  void scale_grads(T f) {
-    for (std::size_t u = 0; u < shards_.size(); ++u)
-      if (model_->holds(u)) Ops<D>::scale(grad_of(u), f, shards_[u].size);
-  }
-
-  /// AdamW on this rank's range of every unit, then the parameters made whole again
-  /// where the plan keeps them whole (ZeRO-1/2 all-gather; ZeRO-3 keeps the shard).
-  /// `grad_factor` multiplies the gradients first (16-bit models: 1 / loss scale x clip).
-  void optimizer_step(const kernels::AdamCoeffs& c, double grad_factor = 1.0) {
-    for (std::size_t u = 0; u < shards_.size(); ++u) {
-      if (!model_->holds(u)) continue;
-      const auto& sh = shards_[u];
-      T* p = zero_ == 3 ? param_shard_[u].data() : model_->params(u) + (zero_ == 0 ? 0 : sh.begin);
-      adamw_update<D>(p, grad_of(u), adam_[u], model_->units()[u], c, grad_factor);
-      if ((zero_ == 1 || zero_ == 2) && n_ > 1) {  // one rank updated the whole unit in place
-        Buffer<T, Arena> mine(model_->arena(), static_cast<std::size_t>(sh.size), Memory::buffers);
-        Ops<D>::copy(mine.data(), model_->params(u) + r_ * sh.size, sh.size);
-        comm_.all_gather(mine.data(), model_->params(u), static_cast<std::size_t>(sh.size));
-      }
-    }
-  }
-
-  /// Unit u's full parameters (padded_numel(u) values) copied into host memory; ZeRO-3
-  /// gathers them.
-  void read_params(std::size_t u, T* host) {
-    const std::int64_t n = model_->padded_numel(u);
-    if (zero_ != 3) return Ops<D>::download(host, model_->params(u), n);
-    Buffer<T, Arena> full;
-    gather_params(u, full);
-    Ops<D>::download(host, full.data(), n);
-  }
-
-  /// Sets unit u's full parameters from host memory (padded_numel(u) values of the master
-  /// type: float for 16-bit models, else T): the model's copy (or ZeRO-3 shard) gets them
-  /// rounded to T, the master weights of this rank's range get them exactly.
-  void write_params(std::size_t u, const Master* host) {
-    const std::int64_t n = model_->padded_numel(u);
-    const auto& sh = shards_[u];
-    Buffer<Master, Arena> full(model_->arena(), static_cast<std::size_t>(n), Memory::buffers);
-    Ops<D>::upload(full.data(), host, n);
-    drop_gathered_ahead();
-    if (zero_ == 3)
-      Ops<D>::convert(param_shard_[u].data(), full.data() + r_ * sh.size, sh.size);
-    else
-      Ops<D>::convert(model_->params(u), full.data(), n);
-    if constexpr (AdamState<T, Arena>::mixed)
-      Ops<D>::copy(adam_[u].master.data(), full.data() + (zero_ == 0 ? 0 : sh.begin), sh.size);
-  }
-
-  /// The reduced gradients of unit u this rank updates (range_size(u) elements).
-  T* grad_storage(std::size_t u) { return grad_of(u); }
-
-  /// Moment buffers of unit u over this rank's range (checkpoints).
-  AdamState<T, Arena>& adam_state(std::size_t u) { return adam_[u]; }
-  /// Elements [begin, end) of unit u this rank updates; `size` is the padded shard length.
-  std::int64_t range_begin(std::size_t u) const { return shards_[u].begin; }
-  std::int64_t range_size(std::size_t u) const { return shards_[u].size; }
-
- private:
-  struct Range {
-    std::int64_t begin = 0, end = 0, size = 0;
-  };
-
-  T* grad_of(std::size_t u) { return zero_ == 0 ? model_->grads(u) : grad_shard_[u].data(); }
-
-  // Replicated and ZeRO-1: unit u's whole gradients summed over the ranks, in place or into
-  // this rank's shard, queued behind the backward.
-  void start_reduction(std::size_t u) {
-    const auto total = static_cast<std::size_t>(model_->padded_numel(u));
-    if (zero_ == 0) {
-      comm_.all_reduce_async(model_->grads(u), total, ReduceOp::sum);
-      return;
-    }
-    if (n_ == 1) return Ops<D>::copy(grad_shard_[u].data(), model_->grads(u), shards_[u].size);
-    comm_.reduce_scatter_async(model_->grads(u), grad_shard_[u].data(), total / static_cast<std::size_t>(n_),
-                               ReduceOp::sum);
-  }
-
-  // ZeRO-2/3: the reduction in flight joined, its shard added into the unit's gradient
-  // shard and its buffers freed (after the join, so memory is reused only behind it).
+  // The reduction in flight joined, its shard added into the unit's gradient shard and its
+  // buffers freed (after the join, so memory is reused only behind it).
   void finish_in_flight() {
     if (in_flight_.part.empty()) return;
     comm_.join(in_flight_.ticket);
@@ -261,37 +232,299 @@ class DataAxis final : public UnitHooks {
     in_flight_.grads.reset();
   }
 
-  // ZeRO-3: unit u's full parameters into the model, from the gather started ahead when it
-  // is u's, else gathered now.
+  // --- weights from the host ----------------------------------------------------------
+  // Unit u's full values (padded_numel(u), master type) in device memory.
+  Buffer<Master, Arena> upload_full(std::size_t u, const Master* host) {
+    const std::int64_t n = model_->padded_numel(u);
+    Buffer<Master, Arena> full(model_->arena(), static_cast<std::size_t>(n), Memory::buffers);
+    Ops<D>::upload(full.data(), host, n);
+    return full;
+  }
+  // The master weights of this rank's range set exactly from unit u's full values.
+  void set_master(std::size_t u, const Master* full) {
+    if constexpr (AdamState<T, Arena>::mixed)
+      Ops<D>::copy(adam_[u].master.data(), full + own_offset(u), shards_[u].size);
+  }
+
+  Stack* model_;
+  AnyComm comm_;
+  int n_, r_;
+  std::vector<Range> shards_;
+  std::vector<AdamState<T, Arena>> adam_;
+  std::vector<Buffer<T, Arena>> grad_shard_;  // sharded: [size] per unit, the reduced gradients
+  Buffer<double, Arena> square_sum_;          // [1] the gradient norm's sum, on the device
+  std::int64_t micro_batches_ = 1;            // in this step
+  std::vector<std::int64_t> ready_count_;     // per unit: micro-batches whose gradients are complete
+  struct {
+    std::size_t unit = 0;
+    Buffer<T, Arena> grads, part;  // the unit's full gradients and this rank's reduced block
+    CommTicket ticket;
+  } in_flight_;  // ZeRO-2/3: the reduction not yet added into its shard
+};
+
+/// The data axes whose model keeps every parameter whole (all but ZeRO-3): the optimizer
+/// updates this rank's range in place, and sharded ranks all-gather the units after.
+template <class Stack, Device D, class T, bool Sharded>
+class WholeParamsAxis : public DataAxisBase<Stack, D, T, Sharded> {
+  using Base = DataAxisBase<Stack, D, T, Sharded>;
+
+ public:
+  using typename Base::Master;
+
+  /// AdamW on this rank's range of every unit, then, when sharded, the units made whole
+  /// again. `grad_factor` multiplies the gradients first (16-bit models: 1 / loss scale x clip).
+  void optimizer_step(const kernels::AdamCoeffs& c, double grad_factor = 1.0) {
+    Stack& m = *this->model_;
+    for (std::size_t u = 0; u < this->shards_.size(); ++u) {
+      if (!m.holds(u)) continue;
+      const std::int64_t size = this->shards_[u].size;
+      adamw_update<D>(m.params(u) + this->own_offset(u), this->grad_of(u), this->adam_[u], m.units()[u], c,
+                      grad_factor);
+      if constexpr (Sharded) {
+        if (this->n_ == 1) continue;  // one rank updated the whole unit in place
+        Buffer<T, typename Base::Arena> mine(m.arena(), static_cast<std::size_t>(size), Memory::buffers);
+        Ops<D>::copy(mine.data(), m.params(u) + this->r_ * size, size);
+        this->comm_.all_gather(mine.data(), m.params(u), static_cast<std::size_t>(size));
+      }
+    }
+  }
+
+  /// Unit u's full parameters (padded_numel(u) values) copied into host memory.
+  void read_params(std::size_t u, T* host) {
+    Ops<D>::download(host, this->model_->params(u), this->model_->padded_numel(u));
+  }
+
+  /// Sets unit u's full parameters from host memory (padded_numel(u) values of the master
+  /// type: float for 16-bit models, else T): the model's copy gets them rounded to T, the
+  /// master weights of this rank's range get them exactly.
+  void write_params(std::size_t u, const Master* host) {
+    const auto full = this->upload_full(u, host);
+    Ops<D>::convert(this->model_->params(u), full.data(), this->model_->padded_numel(u));
+    this->set_master(u, full.data());
+  }
+
+ protected:
+  using Base::Base;
+};
+
+}  // namespace detail
+
+/// Replicated<N>: whole gradients all-reduced in place once per step; every rank updates
+/// every unit.
+template <int N, class Stack, Device D, class T>
+class DataAxis<Replicated<N>, Stack, D, T> final : public detail::WholeParamsAxis<Stack, D, T, false> {
+  using Base = detail::WholeParamsAxis<Stack, D, T, false>;
+
+ public:
+  static constexpr int zero_stage = 0;
+
+  DataAxis(Stack& model, AnyComm comm) : Base(model, std::move(comm), Memory::gradients) {}
+
+  /// Zeroes the gradients a step of `micro_batches` micro-batches accumulates into.
+  void begin_step(std::int64_t micro_batches) {
+    this->count_micro_batches(micro_batches);
+    this->model_->zero_grads();
+  }
+
+  void grads_ready(std::size_t u) override {
+    if (this->last_micro_batch(u)) start_reduction(u);  // the gradients are whole once per step
+  }
+
+  /// After the last micro-batch: the gradients summed over the data ranks (reductions not
+  /// started during the backward start here), every reduction joined. Every rank's
+  /// gradient is already divided by the global token count, so the sum is the mean.
+  void reduce_gradients() {
+    this->start_remaining([this](std::size_t u) { start_reduction(u); });
+    this->comm_.join();
+  }
+
+ private:
+  // Unit u's whole gradients summed over the ranks in place, queued behind the backward.
+  void start_reduction(std::size_t u) {
+    this->comm_.all_reduce_async(this->model_->grads(u), static_cast<std::size_t>(this->model_->padded_numel(u)),
+                                 ReduceOp::sum);
+  }
+};
+
+/// Sharded<Zero1, N> and Sharded<Zero2, N>: rank r updates shard r of each unit and the
+/// parameters are all-gathered after. ZeRO-1 keeps whole gradients in the model and
+/// reduce-scatters them once per step; ZeRO-2 keeps only the shard, into which each
+/// micro-batch's gradients of a unit are reduced as soon as they are complete.
+template <class Z, int N, class Stack, Device D, class T>
+  requires(Z::stage == 1 || Z::stage == 2)
+class DataAxis<Sharded<Z, N>, Stack, D, T> final : public detail::WholeParamsAxis<Stack, D, T, true> {
+  using Base = detail::WholeParamsAxis<Stack, D, T, true>;
+
+ public:
+  static constexpr int zero_stage = Z::stage;
+
+  DataAxis(Stack& model, AnyComm comm)
+      : Base(model, std::move(comm), zero_stage == 1 ? Memory::buffers : Memory::gradients) {
+    if constexpr (zero_stage == 2)
+      for (std::size_t u = 0; u < model.units().size(); ++u)
+        if (model.holds(u)) model.grad_buffer(u).reset();
+  }
+
+  /// Zeroes the gradients a step of `micro_batches` micro-batches accumulates into.
+  void begin_step(std::int64_t micro_batches) {
+    this->count_micro_batches(micro_batches);
+    if constexpr (zero_stage == 1)
+      this->model_->zero_grads();
+    else
+      this->zero_grad_shards();
+  }
+
+  void acquire(std::size_t u, UnitUse use) override {
+    if constexpr (zero_stage == 2) this->provide_grad_buffer(u, use);
+  }
+
+  void grads_ready(std::size_t u) override {
+    if constexpr (zero_stage == 1) {
+      if (this->last_micro_batch(u)) start_reduction(u);  // the gradients are whole once per step
+    } else {
+      this->reduce_micro_batch(u);
+    }
+  }
+
+  /// After the last micro-batch: every unit's gradients summed over the data ranks into
+  /// this rank's shard, every reduction joined.
+  void reduce_gradients() {
+    if constexpr (zero_stage == 1) this->start_remaining([this](std::size_t u) { start_reduction(u); });
+    this->comm_.join();
+    this->finish_in_flight();
+  }
+
+ private:
+  // ZeRO-1: unit u's whole gradients reduce-scattered into this rank's shard, queued
+  // behind the backward.
+  void start_reduction(std::size_t u) {
+    Stack& m = *this->model_;
+    const std::int64_t s = this->shards_[u].size;
+    if (this->n_ == 1) return Ops<D>::copy(this->grad_shard_[u].data(), m.grads(u), s);
+    this->comm_.reduce_scatter_async(m.grads(u), this->grad_shard_[u].data(), static_cast<std::size_t>(s),
+                                     ReduceOp::sum);
+  }
+};
+
+/// Sharded<Zero3, N>: ZeRO-2's gradient shards, and only a shard of the parameters. Each
+/// use of a unit gathers its parameters (or takes the gather started ahead of it) and
+/// frees them after; the optimizer updates the shard.
+template <int N, class Stack, Device D, class T>
+class DataAxis<Sharded<Zero3, N>, Stack, D, T> final : public detail::DataAxisBase<Stack, D, T, true> {
+  using Base = detail::DataAxisBase<Stack, D, T, true>;
+  using Arena = typename Base::Arena;
+
+ public:
+  using typename Base::Master;
+  static constexpr int zero_stage = 3;
+
+  DataAxis(Stack& model, AnyComm comm)
+      : Base(model, std::move(comm), Memory::gradients), order_(model.unit_order()) {
+    const auto units = model.units().size();
+    param_shard_.resize(units);
+    held_.assign(units, false);
+    for (std::size_t u = 0; u < units; ++u) {
+      if (!model.holds(u)) continue;
+      const std::int64_t s = this->shards_[u].size;
+      model.grad_buffer(u).reset();
+      param_shard_[u] = Buffer<T, Arena>(model.arena(), static_cast<std::size_t>(s), Memory::parameters);
+      Ops<D>::copy(param_shard_[u].data(), model.params(u) + this->r_ * s, s);
+      model.param_buffer(u).reset();
+    }
+  }
+  ~DataAxis() override { this->join_quietly(); }  // the gather ahead's buffer is freed behind it
+
+  /// Zeroes the gradient shards a step of `micro_batches` micro-batches accumulates into.
+  void begin_step(std::int64_t micro_batches) {
+    drop_gathered_ahead();
+    this->count_micro_batches(micro_batches);
+    this->zero_grad_shards();
+  }
+
+  void acquire(std::size_t u, UnitUse use) override {
+    if (!held_[u]) take_params(u);
+    held_[u] = true;
+    gather_ahead(expected_after(u, use));
+    this->provide_grad_buffer(u, use);
+  }
+  void release(std::size_t u) override {
+    this->model_->param_buffer(u).reset();
+    held_[u] = false;
+  }
+  void grads_ready(std::size_t u) override { this->reduce_micro_batch(u); }
+
+  /// After the last micro-batch: every unit's gradients summed over the data ranks into
+  /// this rank's shard, every collective joined.
+  void reduce_gradients() {
+    this->comm_.join();
+    this->finish_in_flight();
+    drop_gathered_ahead();  // the optimizer is about to change the shards
+  }
+
+  /// AdamW on this rank's shard of every unit (the parameters stay sharded).
+  void optimizer_step(const kernels::AdamCoeffs& c, double grad_factor = 1.0) {
+    for (std::size_t u = 0; u < param_shard_.size(); ++u)
+      if (this->model_->holds(u))
+        adamw_update<D>(param_shard_[u].data(), this->grad_of(u), this->adam_[u], this->model_->units()[u], c,
+                        grad_factor);
+  }
+
+  /// Unit u's full parameters (padded_numel(u) values), gathered, copied into host memory.
+  void read_params(std::size_t u, T* host) {
+    Buffer<T, Arena> full;
+    gather_params(u, full);
+    Ops<D>::download(host, full.data(), this->model_->padded_numel(u));
+  }
+
+  /// Sets unit u's parameters from its full values in host memory (padded_numel(u) values
+  /// of the master type): this rank's shard gets them rounded to T, the master weights
+  /// exactly.
+  void write_params(std::size_t u, const Master* host) {
+    const auto full = this->upload_full(u, host);
+    drop_gathered_ahead();
+    Ops<D>::convert(param_shard_[u].data(), full.data() + this->r_ * this->shards_[u].size, this->shards_[u].size);
+    this->set_master(u, full.data());
+  }
+
+ private:
+  static constexpr std::size_t no_unit = static_cast<std::size_t>(-1);
+
+  // Unit u's full parameters into the model, from the gather started ahead when it is
+  // u's, else gathered now.
   void take_params(std::size_t u) {
     if (ahead_.unit == u && !ahead_.params.empty()) {
-      comm_.join(ahead_.ticket);
-      model_->param_buffer(u) = std::move(ahead_.params);
+      this->comm_.join(ahead_.ticket);
+      this->model_->param_buffer(u) = std::move(ahead_.params);
       return;
     }
     drop_gathered_ahead();
-    gather_params(u, model_->param_buffer(u));
+    gather_params(u, this->model_->param_buffer(u));
   }
 
-  // The unit the model will most likely take after u: the next one in a forward (the tied
-  // table after the last block, for the head), the one before in a backward. The table
-  // taken right after the last unit is the head's, which a forward (evaluate, logits) or
-  // the backward from the loss follows, not block 1: nothing is expected after it.
-  std::size_t expected_after(std::size_t u, bool grads) const {
-    const std::size_t last = held_.size() - 1;
-    if (grads) return u > 0 ? u - 1 : no_unit;
-    if (u == last) return 0;
-    if (u == 0 && previous_ == last) return no_unit;
-    return u + 1;
+  // The unit the stage uses after this use of u: the next one in the stack's unit order
+  // for a forward (ln_f is followed by the tied table, for the head), the one before for
+  // a use that writes gradients (the head's is followed by ln_f); nothing after a head
+  // without a backward (an evaluation or the logits end there). The head's uses are the
+  // order's last entry, every other use the unit's first one (unit 0 is at both ends on a
+  // stage with the embedding and the head).
+  std::size_t expected_after(std::size_t u, UnitUse use) const {
+    const bool head = use == UnitUse::head || use == UnitUse::head_backward;
+    const auto at = head ? order_.end() - 1 : std::find(order_.begin(), order_.end(), u);
+    if (at == order_.end()) return no_unit;
+    if (writes_grads(use)) return at == order_.begin() ? no_unit : *(at - 1);
+    return at + 1 == order_.end() ? no_unit : *(at + 1);
   }
 
-  // ZeRO-3 on an asynchronous communicator: starts gathering unit u's parameters (unless
-  // u is no unit, not on this stage, already present or another gather is ahead).
+  // On an asynchronous communicator: starts gathering unit u's parameters (unless u is no
+  // unit, not on this stage, already present or another gather is ahead).
   void gather_ahead(std::size_t u) {
-    if (!comm_.asynchronous() || u >= held_.size() || !model_->holds(u) || held_[u] || !ahead_.params.empty()) return;
-    Buffer<T, Arena> params(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
-    const CommTicket t = comm_.all_gather_async(param_shard_[u].data(), params.data(),
-                                                static_cast<std::size_t>(shards_[u].size));
+    if (!this->comm_.asynchronous() || u >= held_.size() || !this->model_->holds(u) || held_[u] ||
+        !ahead_.params.empty())
+      return;
+    Buffer<T, Arena> params(this->model_->arena(), static_cast<std::size_t>(this->model_->padded_numel(u)),
+                            Memory::buffers);
+    const CommTicket t = this->comm_.all_gather_async(param_shard_[u].data(), params.data(),
+                                                      static_cast<std::size_t>(this->shards_[u].size));
     ahead_.unit = u;
     ahead_.params = std::move(params);
     ahead_.ticket = t;
@@ -300,40 +533,28 @@ class DataAxis final : public UnitHooks {
   // A gather ahead that will not be used: joined (its memory is reused only behind it) and freed.
   void drop_gathered_ahead() {
     if (ahead_.params.empty()) return;
-    comm_.join(ahead_.ticket);
+    this->comm_.join(ahead_.ticket);
     ahead_.params.reset();
   }
 
   // With one rank the collectives are device copies (device memory never passes through a
   // host communicator's copy).
   void gather_params(std::size_t u, Buffer<T, Arena>& full) {
-    full = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
-    if (n_ == 1) return Ops<D>::copy(full.data(), param_shard_[u].data(), shards_[u].size);
-    comm_.all_gather(param_shard_[u].data(), full.data(), static_cast<std::size_t>(shards_[u].size));
+    const std::int64_t s = this->shards_[u].size;
+    full = Buffer<T, Arena>(this->model_->arena(), static_cast<std::size_t>(this->model_->padded_numel(u)),
+                            Memory::buffers);
+    if (this->n_ == 1) return Ops<D>::copy(full.data(), param_shard_[u].data(), s);
+    this->comm_.all_gather(param_shard_[u].data(), full.data(), static_cast<std::size_t>(s));
   }
 
-  Stack* model_;
-  AnyComm comm_;
-  int zero_, n_, r_;
-  std::vector<Range> shards_;
-  std::vector<AdamState<T, Arena>> adam_;
-  std::vector<Buffer<T, Arena>> grad_shard_, param_shard_;
-  std::vector<bool> held_;
-  Buffer<double, Arena> square_sum_;  // [1] the gradient norm's sum, on the device
-  std::int64_t micro_batches_ = 1;    // in this step
-  std::vector<std::int64_t> ready_count_;  // per unit: micro-batches whose gradients are complete
-  static constexpr std::size_t no_unit = static_cast<std::size_t>(-1);
-  std::size_t previous_ = no_unit;  // the unit acquired last
-  struct {
-    std::size_t unit = 0;
-    Buffer<T, Arena> grads, part;  // the unit's full gradients and this rank's reduced block
-    CommTicket ticket;
-  } in_flight_;  // ZeRO-2/3: the reduction not yet added into its shard
+  std::vector<std::size_t> order_;  // the stack's units in forward order, the tied table last for the head
+  std::vector<Buffer<T, Arena>> param_shard_;  // [size] per unit, this rank's parameters
+  std::vector<bool> held_;                     // per unit: its full parameters are in the model
   struct {
     std::size_t unit = no_unit;
     Buffer<T, Arena> params;  // padded_numel(unit) values, being gathered
     CommTicket ticket;
-  } ahead_;  // ZeRO-3 on an asynchronous communicator: the unit gathered ahead of its use
+  } ahead_;  // on an asynchronous communicator: the unit gathered ahead of its use
 };
 
 }  // namespace seqpar::inline v0

@@ -15,7 +15,14 @@ struct Mesh {
   int tensor_rank = 0, data_rank = 0, pipeline_rank = 0;
   AnyComm world, tensor, data, pipeline;
 
-  /// world rank = (pipeline_rank * data_degree + data_rank) * tensor_degree + tensor_rank.
+  /// The world rank at coordinates (pipeline, data, tensor): tensor innermost, pipeline
+  /// outermost. Every rank's own coordinates satisfy world_rank(pipeline_rank, data_rank,
+  /// tensor_rank) == world.rank().
+  int world_rank(int pipeline, int data, int tensor) const {
+    return (pipeline * data_degree + data) * tensor_degree + tensor;
+  }
+
+  /// This rank's coordinates (the inverse of world_rank) and its three groups.
   template <ParallelPlan Plan>
   static Mesh make(AnyComm world) {
     using P = PlanTraits<Plan>;

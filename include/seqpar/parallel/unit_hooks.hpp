@@ -3,16 +3,27 @@
 // unit's buffers (parallel/data_axis.hpp implements it; nn/model.hpp calls it).
 
 #include <cstddef>
+#include <cstdint>
 
 namespace seqpar::inline v0 {
+
+/// Which use of a unit's parameters an acquire announces. A stage takes its units in
+/// the order of StageLayers::unit_order: forward through them, the tied table as the LM
+/// head, then backward through them in reverse; `head_backward` is the head of a loss
+/// whose gradients follow, `head` one without (evaluation, logits).
+enum class UnitUse : std::uint8_t { forward, head, head_backward, backward };
+
+/// Whether a use writes the unit's gradients (a gradient buffer must be present).
+constexpr bool writes_grads(UnitUse use) { return use == UnitUse::head_backward || use == UnitUse::backward; }
 
 /// Called around each use of a unit's buffers, so that a data axis can gather sharded
 /// parameters just in time (ZeRO-3) and reduce a unit's gradients as soon as they are
 /// complete (ZeRO-2). The default does nothing: the buffers are always there.
 struct UnitHooks {
   virtual ~UnitHooks() = default;
-  /// Unit u's parameters (and, with `grads`, a gradient buffer) must be present.
-  virtual void acquire(std::size_t /*u*/, bool /*grads*/) {}
+  /// Unit u's parameters (and, for a use that writes gradients, a gradient buffer) must
+  /// be present.
+  virtual void acquire(std::size_t /*u*/, UnitUse /*use*/) {}
   /// This use of unit u's parameters is over.
   virtual void release(std::size_t /*u*/) {}
   /// Unit u's gradients for this micro-batch are complete.

@@ -7,19 +7,32 @@
 // File layout: "transformer.<name>" (the weights; the file loads in transformers as it is),
 // "optimizer.m.transformer.<name>" and "optimizer.v.transformer.<name>" (AdamW moments,
 // checkpoints only), metadata "seqpar.*" (step, seed, model shape) plus the caller's own.
+//
+// RankState<Model, Stack, Data> is one rank's side of it: what the rank sends towards a
+// saved file (its units, whole along the data axis) and reads back from one.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "seqpar/backend/device.hpp"
 #include "seqpar/config/bloom.hpp"
-#include "seqpar/core/dtype.hpp"
-#include "seqpar/io/safetensors.hpp"
 #include "seqpar/config/units.hpp"
+#include "seqpar/core/dtype.hpp"
+#include "seqpar/core/parse.hpp"
+#include "seqpar/io/bloom_weights.hpp"
+#include "seqpar/io/safetensors.hpp"
+#include "seqpar/parallel/mesh.hpp"
+#include "seqpar/parallel/pipeline_axis.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -31,25 +44,45 @@ inline std::string state_name(StateKind k, const std::string& param) {
   return prefix[static_cast<int>(k)] + param;
 }
 
+/// Which parts of the state a saved file holds, as flags: `weights` alone (a weight file)
+/// or `weights | moments` (a training checkpoint: the AdamW moments m and v too).
+enum class StateKinds : std::uint8_t { weights = 1, moments = 2 };
+
+constexpr StateKinds operator|(StateKinds a, StateKinds b) {
+  return static_cast<StateKinds>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
+}
+constexpr bool contains(StateKinds set, StateKinds k) {
+  return (static_cast<std::uint8_t>(set) & static_cast<std::uint8_t>(k)) != 0;
+}
+
+/// The tensor kinds of a set of flags, in the order they are sent and written.
+inline std::vector<StateKind> state_kinds(StateKinds set) {
+  std::vector<StateKind> kinds;
+  if (contains(set, StateKinds::weights)) kinds.push_back(StateKind::weights);
+  if (contains(set, StateKinds::moments)) kinds.insert(kinds.end(), {StateKind::adam_m, StateKind::adam_v});
+  return kinds;
+}
+
 /// Full tensors of the model, assembled on world rank 0 from every rank's unit buffers.
 template <BloomModel M>
 class StateAssembler {
  public:
-  explicit StateAssembler(int kinds) : kinds_(kinds) {
+  explicit StateAssembler(StateKinds kinds) : kinds_(state_kinds(kinds)) {
     for (const auto& u : bloom_units<M>(1, 0))
       for (const auto& p : u.params) {
-        const std::int64_t rows = real_rows(p);
-        for (int k = 0; k < kinds_; ++k) full_[k][p.name].assign(static_cast<std::size_t>(rows * p.cols), 0.0f);
+        const std::int64_t rows = p.real_rows;
+        for (const StateKind k : kinds_)
+          full_[static_cast<int>(k)][p.name].assign(static_cast<std::size_t>(rows * p.cols), 0.0f);
         shapes_[p.name] = p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols};
       }
   }
 
   /// Places the unit buffer `values` (the layout of tensor rank `tp_rank` of `tp`) into
   /// the full tensors of kind k.
-  void place(int k, const UnitTable& unit, const float* values) {
+  void place(StateKind k, const UnitTable& unit, const float* values) {
     for (const auto& p : unit.params) {
-      auto& dst = full_[k].at(p.name);
-      const std::int64_t rows = std::min(p.local_rows, real_rows(p) - p.row0);
+      auto& dst = full_[static_cast<int>(k)].at(p.name);
+      const std::int64_t rows = std::min(p.local_rows, p.real_rows - p.row0);
       for (std::int64_t r = 0; r < rows; ++r)
         std::memcpy(dst.data() + (p.row0 + r) * p.cols + p.col0, values + p.offset + r * p.local_cols,
                     static_cast<std::size_t>(p.local_cols) * sizeof(float));
@@ -72,9 +105,8 @@ class StateAssembler {
       }
     std::vector<TensorToWrite> tensors;
     std::vector<std::vector<std::uint16_t>> halves;
-    for (int k = 0; k < kinds_; ++k)
-      for (const auto& [name, values] : full_[k]) {
-        const auto kind = static_cast<StateKind>(k);
+    for (const StateKind kind : kinds_)
+      for (const auto& [name, values] : full_[static_cast<int>(kind)]) {
         if (kind == StateKind::weights && weights_dtype != DType::f32) {
           auto& h = halves.emplace_back(values.size());
           for (std::size_t i = 0; i < values.size(); ++i)
@@ -89,10 +121,7 @@ class StateAssembler {
   }
 
  private:
-  static std::int64_t real_rows(const ParamSpec& p) {
-    return p.name == "word_embeddings.weight" ? M::vocab_size : p.rows;
-  }
-  int kinds_;
+  std::vector<StateKind> kinds_;
   std::map<std::string, std::vector<float>> full_[3];
   std::map<std::string, std::vector<std::int64_t>> shapes_;
 };
@@ -116,5 +145,169 @@ void check_model_metadata(const std::map<std::string, std::string>& meta, const 
                  "; this trainer's model has ", want);
   }
 }
+
+/// A loss scale saved with a checkpoint (Fp16Mixed).
+struct SavedLossScale {
+  double value = 1;
+  std::int64_t clean_steps = 0;
+};
+
+/// What a training checkpoint records besides its tensors.
+struct TrainingPosition {
+  std::int64_t step = 0;                     // optimizer steps taken
+  std::optional<SavedLossScale> loss_scale;  // when the file has one and it was asked for
+};
+
+/// The metadata of a training checkpoint: the caller's `metadata` with the step, the seed
+/// and, when given, the loss scale (its value to the last bit).
+inline std::map<std::string, std::string> checkpoint_metadata(std::map<std::string, std::string> metadata,
+                                                              std::int64_t step, std::uint64_t seed,
+                                                              std::optional<SavedLossScale> loss_scale = {}) {
+  metadata["seqpar.step"] = std::to_string(step);
+  metadata["seqpar.seed"] = std::to_string(seed);
+  if (loss_scale) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.17g", loss_scale->value);
+    metadata["seqpar.loss_scale"] = scale;
+    metadata["seqpar.loss_scale_clean_steps"] = std::to_string(loss_scale->clean_steps);
+  }
+  return metadata;
+}
+
+/// Checks that `meta` (of `file`) is a training checkpoint of model M and reads its step
+/// and, with `loss_scaling`, its loss scale when it has one.
+template <BloomModel M>
+TrainingPosition read_training_position(const std::map<std::string, std::string>& meta, const std::string& file,
+                                        bool loss_scaling) {
+  check_model_metadata<M>(meta, file);
+  const auto it = meta.find("seqpar.step");
+  SEQPAR_CHECK(it != meta.end(), file, ": not a training checkpoint (metadata 'seqpar.step' is missing)");
+  TrainingPosition at{detail::parse_field<std::int64_t>(it->second, file, "metadata seqpar.step"), std::nullopt};
+  SEQPAR_CHECK(at.step >= 0, file, ": metadata seqpar.step is ", at.step, "; expected a step count from 0");
+  if (loss_scaling) {
+    const auto scale = meta.find("seqpar.loss_scale"), clean = meta.find("seqpar.loss_scale_clean_steps");
+    if (scale != meta.end() && clean != meta.end()) {
+      const double v = detail::parse_field<double>(scale->second, file, "metadata seqpar.loss_scale");
+      const auto c = detail::parse_field<std::int64_t>(clean->second, file, "metadata seqpar.loss_scale_clean_steps");
+      SEQPAR_CHECK(std::isfinite(v) && v > 0 && c >= 0, file, ": metadata seqpar.loss_scale = ", scale->second,
+                   " after ", clean->second, " clean steps is not a loss scale to resume");
+      at.loss_scale = SavedLossScale{v, c};
+    }
+  }
+  return at;
+}
+
+/// One rank's side of the whole-model state: the units its pipeline stage holds, split as
+/// its tensor rank holds them, with `Data` (the rank's DataAxis) holding its range of each
+/// unit's optimizer state. A view of the trainer's parts, made for each call.
+template <BloomModel M, class Stack, class Data>
+class RankState {
+ public:
+  using T = typename Stack::Scalar;
+  using Dev = typename Stack::Dev;
+  using Master = typename Data::Master;
+
+  RankState(Mesh& mesh, const PipelineAxis& pipe, Stack& model, Data& data)
+      : mesh_(&mesh), pipe_(&pipe), model_(&model), data_(&data) {}
+
+  /// Collective over the world. Gathers `kinds` of the state (weights; and the AdamW
+  /// moments) to world rank 0 in the canonical layout and writes them there with `meta`
+  /// and the model metadata, the weights as `dtype`. Each (pipeline stage, tensor rank)
+  /// position has its data rank 0 send its units; the last stage's copy of the tied table
+  /// stays home.
+  void write(const std::filesystem::path& path, StateKinds kinds, std::map<std::string, std::string> meta,
+             DType dtype) {
+    const auto each = state_kinds(kinds);
+    std::vector<std::vector<float>> mine;  // per sent unit and kind, in (unit, kind) order
+    for (std::size_t u = 0; u < model_->units().size(); ++u) {
+      if (!pipe_->sends(pipe_->stage(), u)) continue;
+      for (const StateKind k : each) mine.push_back(unit_state(u, k));
+    }
+    const int me = mesh_->world.rank();
+    if (mesh_->data_rank == 0 && me != 0) {
+      int tag = 0;
+      for (auto& v : mine) mesh_->world.send(v.data(), v.size(), 0, tag++);
+    }
+    if (me == 0) {
+      StateAssembler<M> full(kinds);
+      for (int p = 0; p < pipe_->stages(); ++p)
+        for (int t = 0; t < mesh_->tensor_degree; ++t) {
+          const int src = mesh_->world_rank(p, 0, t);
+          const auto units = bloom_units<M>(mesh_->tensor_degree, t);
+          int tag = 0;
+          std::size_t next = 0;
+          for (std::size_t u = 0; u < units.size(); ++u) {
+            if (!pipe_->sends(p, u)) continue;
+            for (const StateKind k : each) {
+              std::vector<float> v;
+              if (src == 0) {
+                v = std::move(mine[next++]);
+              } else {
+                v.resize(static_cast<std::size_t>(units[u].numel));
+                mesh_->world.recv(v.data(), v.size(), src, tag++);
+              }
+              full.place(k, units[u], v.data());
+            }
+          }
+        }
+      for (auto& [k, v] : model_metadata<M>()) meta[k] = v;
+      full.write(path, std::move(meta), dtype);
+    }
+    mesh_->world.barrier();  // the file is complete when every rank returns
+  }
+
+  /// Reads this rank's range of the AdamW moments of every unit it holds from checkpoint
+  /// `f` (named `file` in errors) into the optimizer state.
+  void load_moments(const SafetensorsFile& f, const std::string& file) {
+    for (std::size_t u = 0; u < model_->units().size(); ++u) {
+      if (!model_->holds(u)) continue;
+      const auto& unit = model_->units()[u];
+      auto& st = data_->adam_state(u);
+      const std::int64_t begin = data_->range_begin(u), size = data_->range_size(u);
+      std::vector<Master> whole(static_cast<std::size_t>(unit.numel)), range(static_cast<std::size_t>(size));
+      for (const StateKind k : {StateKind::adam_m, StateKind::adam_v}) {
+        for (const auto& p : unit.params) {
+          const auto* e = f.find(state_name(k, p.name));
+          SEQPAR_CHECK(e, file, ": tensor '", state_name(k, p.name), "' is missing");
+          load_param_block(*e, p, whole.data() + p.offset);
+        }
+        for (std::int64_t i = 0; i < size; ++i)
+          range[static_cast<std::size_t>(i)] = begin + i < unit.numel ? whole[static_cast<std::size_t>(begin + i)] : Master(0);
+        Ops<Dev>::upload((k == StateKind::adam_m ? st.m : st.v).data(), range.data(), size);
+      }
+    }
+  }
+
+ private:
+  static constexpr bool mixed = !std::is_same_v<Master, T>;
+
+  // Unit u's state of kind k on this rank, whole along the data axis (numel elements), in
+  // host memory. The weights of a mixed-precision model are its fp32 master weights (the
+  // 16-bit working copy is their rounding), so a checkpoint resumes exactly.
+  std::vector<float> unit_state(std::size_t u, StateKind k) {
+    const std::int64_t n = model_->units()[u].numel;
+    std::vector<float> out(static_cast<std::size_t>(n));
+    if (k == StateKind::weights && !mixed) {
+      std::vector<T> unit(static_cast<std::size_t>(model_->padded_numel(u)));
+      data_->read_params(u, unit.data());
+      std::copy(unit.begin(), unit.begin() + n, out.begin());
+      return out;
+    }
+    // The optimizer's buffers hold this rank's range: the whole unit, or a ZeRO shard.
+    auto& st = data_->adam_state(u);
+    const auto& buf = k == StateKind::weights ? st.master : k == StateKind::adam_m ? st.m : st.v;
+    const std::int64_t size = data_->range_size(u);
+    std::vector<Master> local(static_cast<std::size_t>(size));
+    Ops<Dev>::download(local.data(), buf.data(), size);
+    const auto whole = data_->gather_ranges(std::move(local));
+    std::copy(whole.begin(), whole.begin() + n, out.begin());
+    return out;
+  }
+
+  Mesh* mesh_;
+  const PipelineAxis* pipe_;
+  Stack* model_;
+  Data* data_;
+};
 
 }  // namespace seqpar::inline v0

@@ -9,7 +9,6 @@
 #include <type_traits>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +25,7 @@
 #include "seqpar/comm/any_comm.hpp"
 #include "seqpar/parallel/data_axis.hpp"
 #include "seqpar/parallel/mesh.hpp"
+#include "seqpar/parallel/pipeline_axis.hpp"
 #include "seqpar/parallel/plan.hpp"
 #include "seqpar/parallel/policies.hpp"
 #include "seqpar/parallel/tensor_axis.hpp"
@@ -102,6 +102,8 @@ class Trainer {
   using Arena = DeviceArena<Dev>;
   using Axis = std::conditional_t<Traits::tensor_degree == 1, NoTensorAxis, TensorGroup>;
   using Stack = BloomStack<Model, Dev, T, Axis>;
+  /// The data axis of the plan's data policy (Replicated, ZeRO-1/2 or ZeRO-3).
+  using Data = DataAxis<typename Traits::data, Stack, Dev, T>;
   /// The number of ranks the plan needs; 0 when a degree is dynamic.
   static constexpr int world_size = Traits::world_size;
   static constexpr std::int64_t parameter_count = Model::parameter_count;
@@ -120,7 +122,8 @@ class Trainer {
   Trainer(AnyComm world, TrainOptions opts)
       : opts_(opts),
         mesh_(Mesh::make<Plan>(std::move(world))),
-        model_(arena_, make_axis(mesh_), stage_layers(mesh_), mesh_.data_degree),
+        pipe_(Model::layers, mesh_.pipeline),
+        model_(arena_, make_axis(mesh_), pipe_.layers(), mesh_.data_degree),
         schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay},
         runner_(model_, mesh_.pipeline) {
     SEQPAR_CHECK(opts_.max_nonfinite_steps > 0, "TrainOptions::max_nonfinite_steps is ",
@@ -129,7 +132,7 @@ class Trainer {
                  "; expected a byte count, or 0 for the device's default");
     model_.set_options({opts_.logits_bytes, opts_.recompute_attention, opts_.attention});
     model_.initialize(opts_.seed, opts_.init_std);
-    data_.emplace(model_, mesh_.data, Traits::zero_stage);
+    data_.emplace(model_, mesh_.data);
   }
 
   /// One optimizer step on a global batch: forward and backward over micro-batches,
@@ -233,10 +236,8 @@ class Trainer {
     for (std::size_t u = 0; u < model_.units().size(); ++u) {
       if (!model_.holds(u)) continue;
       unit.assign(static_cast<std::size_t>(model_.padded_numel(u)), Master(0));
-      for (const auto& p : model_.units()[u].params) {
-        const std::int64_t real = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
-        load_param_block(find_bloom_tensor(lookup, p.name, file), p, real, unit.data() + p.offset);
-      }
+      for (const auto& p : model_.units()[u].params)
+        load_param_block(find_bloom_tensor(lookup, p.name, file), p, unit.data() + p.offset);
       data_->write_params(u, unit.data());
     }
   }
@@ -258,7 +259,7 @@ class Trainer {
   void save_weights(const std::filesystem::path& path, DType dtype = DType::f32) {
     SEQPAR_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, path.string(),
                  ": weights can be saved as F32, BF16 or F16, not ", dtype_name(dtype));
-    write_state(path, 1, {}, dtype);
+    state().write(path, StateKinds::weights, {}, dtype);
   }
 
   /// Collective. Saves the whole training state — weights (the fp32 master weights of a
@@ -267,16 +268,10 @@ class Trainer {
   /// safetensors file written atomically by world rank 0. It loads under any plan, on any
   /// device, under any precision policy (load_checkpoint).
   void save_checkpoint(const std::filesystem::path& path, const std::map<std::string, std::string>& metadata = {}) {
-    auto meta = metadata;
-    meta["seqpar.step"] = std::to_string(step_);
-    meta["seqpar.seed"] = std::to_string(opts_.seed);
-    if constexpr (Prec::loss_scaling) {
-      char scale[32];
-      std::snprintf(scale, sizeof scale, "%.17g", loss_scale_.value());
-      meta["seqpar.loss_scale"] = scale;
-      meta["seqpar.loss_scale_clean_steps"] = std::to_string(loss_scale_.clean_steps());
-    }
-    write_state(path, 3, std::move(meta), DType::f32);
+    std::optional<SavedLossScale> scale;
+    if constexpr (Prec::loss_scaling) scale = SavedLossScale{loss_scale_.value(), loss_scale_.clean_steps()};
+    state().write(path, StateKinds::weights | StateKinds::moments,
+                  checkpoint_metadata(metadata, step_, opts_.seed, scale), DType::f32);
   }
 
   /// Restores a checkpoint written under any plan: every rank reads its own pieces. A policy
@@ -285,40 +280,12 @@ class Trainer {
   std::map<std::string, std::string> load_checkpoint(const std::filesystem::path& path) {
     const SafetensorsFile f(path);
     const std::string file = path.string();
-    check_model_metadata<Model>(f.metadata(), file);
-    const auto it = f.metadata().find("seqpar.step");
-    SEQPAR_CHECK(it != f.metadata().end(), file, ": not a training checkpoint (metadata 'seqpar.step' is missing)");
+    const TrainingPosition at = read_training_position<Model>(f.metadata(), file, Prec::loss_scaling);
     load_weights([&f](std::string_view n) { return f.find(n); }, file);
-    for (std::size_t u = 0; u < model_.units().size(); ++u) {
-      if (!model_.holds(u)) continue;
-      const auto& unit = model_.units()[u];
-      auto& st = data_->adam_state(u);
-      const std::int64_t begin = data_->range_begin(u), size = data_->range_size(u);
-      std::vector<Master> whole(static_cast<std::size_t>(unit.numel)), range(static_cast<std::size_t>(size));
-      for (const StateKind k : {StateKind::adam_m, StateKind::adam_v}) {
-        for (const auto& p : unit.params) {
-          const std::int64_t real = p.name == "word_embeddings.weight" ? Model::vocab_size : p.rows;
-          const auto* e = f.find(state_name(k, p.name));
-          SEQPAR_CHECK(e, file, ": tensor '", state_name(k, p.name), "' is missing");
-          load_param_block(*e, p, real, whole.data() + p.offset);
-        }
-        for (std::int64_t i = 0; i < size; ++i)
-          range[static_cast<std::size_t>(i)] = begin + i < unit.numel ? whole[static_cast<std::size_t>(begin + i)] : Master(0);
-        Ops<Dev>::upload((k == StateKind::adam_m ? st.m : st.v).data(), range.data(), size);
-      }
-    }
-    step_ = detail::parse_field<std::int64_t>(it->second, file, "metadata seqpar.step");
-    SEQPAR_CHECK(step_ >= 0, file, ": metadata seqpar.step is ", step_, "; expected a step count from 0");
-    if constexpr (Prec::loss_scaling) {
-      const auto scale = f.metadata().find("seqpar.loss_scale"), clean = f.metadata().find("seqpar.loss_scale_clean_steps");
-      if (scale != f.metadata().end() && clean != f.metadata().end()) {
-        const double v = detail::parse_field<double>(scale->second, file, "metadata seqpar.loss_scale");
-        const auto c = detail::parse_field<std::int64_t>(clean->second, file, "metadata seqpar.loss_scale_clean_steps");
-        SEQPAR_CHECK(std::isfinite(v) && v > 0 && c >= 0, file, ": metadata seqpar.loss_scale = ", scale->second,
-                     " after ", clean->second, " clean steps is not a loss scale to resume");
-        loss_scale_.restore(v, c);
-      }
-    }
+    state().load_moments(f, file);
+    step_ = at.step;
+    if constexpr (Prec::loss_scaling)
+      if (at.loss_scale) loss_scale_.restore(at.loss_scale->value, at.loss_scale->clean_steps);
     return f.metadata();
   }
 
@@ -379,85 +346,8 @@ class Trainer {
   const TrainOptions& options() const { return opts_; }
 
  private:
-  // Gathers `kinds` state kinds (weights; and the AdamW moments) to world rank 0 in the
-  // canonical layout and writes them there. Each (pipeline stage, tensor rank) position
-  // has its data rank 0 send its units; the last stage's copy of the tied table stays home.
-  void write_state(const std::filesystem::path& path, int kinds, std::map<std::string, std::string> meta,
-                   DType dtype) {
-    std::vector<std::vector<float>> mine;  // per held unit and kind, in (unit, kind) order
-    for (std::size_t u = 0; u < model_.units().size(); ++u) {
-      if (!sends_unit(mesh_.pipeline_rank, u)) continue;
-      for (int k = 0; k < kinds; ++k) mine.push_back(unit_state(u, static_cast<StateKind>(k)));
-    }
-    const int me = mesh_.world.rank();
-    if (mesh_.data_rank == 0 && me != 0) {
-      int tag = 0;
-      for (auto& v : mine) mesh_.world.send(v.data(), v.size(), 0, tag++);
-    }
-    if (me == 0) {
-      StateAssembler<Model> full(kinds);
-      for (int p = 0; p < mesh_.pipeline_degree; ++p)
-        for (int t = 0; t < mesh_.tensor_degree; ++t) {
-          const int src = p * mesh_.data_degree * mesh_.tensor_degree + t;
-          const auto units = bloom_units<Model>(mesh_.tensor_degree, t);
-          int tag = 0;
-          std::size_t next = 0;
-          for (std::size_t u = 0; u < units.size(); ++u) {
-            if (!sends_unit(p, u)) continue;
-            for (int k = 0; k < kinds; ++k) {
-              std::vector<float> v;
-              if (src == 0) {
-                v = std::move(mine[next++]);
-              } else {
-                v.resize(static_cast<std::size_t>(units[u].numel));
-                mesh_.world.recv(v.data(), v.size(), src, tag++);
-              }
-              full.place(k, units[u], v.data());
-            }
-          }
-        }
-      for (auto& [k, v] : model_metadata<Model>()) meta[k] = v;
-      full.write(path, std::move(meta), dtype);
-    }
-    mesh_.world.barrier();  // the file is complete when every rank returns
-  }
-
-  // Whether pipeline stage p contributes unit u to a saved state.
-  bool sends_unit(int p, std::size_t u) const {
-    const std::int64_t per = Model::layers / mesh_.pipeline_degree;
-    const auto last = static_cast<std::size_t>(Model::layers + 1);
-    if (u == 0) return p == 0;
-    if (u == last) return p == mesh_.pipeline_degree - 1;
-    const auto l = static_cast<std::int64_t>(u) - 1;
-    return l >= p * per && l < (p + 1) * per;
-  }
-
-  // Unit u's state of kind k on this rank, whole along the data axis (numel elements), in
-  // host memory. The weights of a mixed-precision model are its fp32 master weights (the
-  // 16-bit working copy is their rounding), so a checkpoint resumes exactly.
-  std::vector<float> unit_state(std::size_t u, StateKind k) {
-    const std::int64_t n = model_.units()[u].numel;
-    std::vector<float> out(static_cast<std::size_t>(n));
-    if (k == StateKind::weights && !mixed) {
-      std::vector<T> unit(static_cast<std::size_t>(model_.padded_numel(u)));
-      data_->read_params(u, unit.data());
-      std::copy(unit.begin(), unit.begin() + n, out.begin());
-      return out;
-    }
-    // The optimizer's buffers hold this rank's range: the whole unit, or a ZeRO shard.
-    auto& st = data_->adam_state(u);
-    const auto& buf = k == StateKind::weights ? st.master : k == StateKind::adam_m ? st.m : st.v;
-    const std::int64_t size = data_->range_size(u);
-    std::vector<Master> local(static_cast<std::size_t>(size)), all;
-    Ops<Dev>::download(local.data(), buf.data(), size);
-    if (data_->zero_stage() > 0) {
-      all.resize(static_cast<std::size_t>(size * mesh_.data_degree));
-      mesh_.data.all_gather(local.data(), all.data(), static_cast<std::size_t>(size));
-    }
-    const auto& whole = data_->zero_stage() > 0 ? all : local;
-    std::copy(whole.begin(), whole.begin() + n, out.begin());
-    return out;
-  }
+  // This rank's side of the saved state (checkpoint.hpp).
+  RankState<Model, Stack, Data> state() { return {mesh_, pipe_, model_, *data_}; }
 
   static Axis make_axis(const Mesh& m) {
     if constexpr (std::is_same_v<Axis, TensorGroup>)
@@ -472,12 +362,6 @@ class Trainer {
     SEQPAR_CHECK(b.rows % n == 0, "rank ", mesh_.world.rank(), ": the global batch has ", b.rows,
                  " rows, not a multiple of the data-parallel degree ", n);
     return b.slice(mesh_.data_rank * (b.rows / n), b.rows / n);
-  }
-
-  static StageLayers stage_layers(const Mesh& m) {
-    const std::int64_t per = Model::layers / m.pipeline_degree;
-    return {m.pipeline_rank * per, (m.pipeline_rank + 1) * per, m.pipeline_rank == 0,
-            m.pipeline_rank == m.pipeline_degree - 1};
   }
 
   std::vector<BatchView> micro_batches(const BatchView& b) const {
@@ -507,57 +391,35 @@ class Trainer {
     data_->begin_step(static_cast<std::int64_t>(mbs.size()));
     double sum = runner_.template train<typename Traits::pipeline::schedule>(mbs, scale);
     data_->reduce_gradients();
-    sync_tied_embedding();
+    pipe_.sum_tied_gradients<Dev>(data_->grad_storage(0), data_->range_size(0), arena_);
     mesh_.pipeline.all_reduce(&sum, 1, ReduceOp::sum);
     mesh_.data.all_reduce(&sum, 1, ReduceOp::sum);
     return sum;
   }
 
-  // The first and last stage both hold the tied embedding; each adds the other's gradient
-  // (a + b == b + a exactly, so both copies take the same step and stay identical).
-  void sync_tied_embedding() {
-    if (mesh_.pipeline_degree == 1 || !(runner_.first() || runner_.last())) return;
-    const int peer = runner_.first() ? mesh_.pipeline_degree - 1 : 0;
-    T* g = data_->grad_storage(0);
-    const auto n = static_cast<std::size_t>(data_->range_size(0));
-    Buffer<T, Arena> theirs(arena_, n, Memory::buffers);
-    // The first stage sends first and the last receives first, so that a communicator
-    // whose send waits for the matching receive (NCCL) cannot deadlock here.
-    if (runner_.first()) {
-      mesh_.pipeline.send(g, n, peer, tied_tag);
-      mesh_.pipeline.recv(theirs.data(), n, peer, tied_tag);
-    } else {
-      mesh_.pipeline.recv(theirs.data(), n, peer, tied_tag);
-      mesh_.pipeline.send(g, n, peer, tied_tag);
-    }
-    Ops<Dev>::add(g, theirs.data(), static_cast<std::int64_t>(n));
-  }
-
   // The global gradient norm: tensor-split pieces summed over the tensor group,
-  // replicated tensors (identical on every tensor rank) counted once, the last stage's
-  // copy of the tied embedding not at all.
+  // replicated tensors (identical on every tensor rank) counted once, each pipeline
+  // stage's units as the pipeline axis weighs them (its copy of the tied table not at all).
   double grad_norm() {
     const double tp = mesh_.tensor_degree;
-    const bool tied_copy = mesh_.pipeline_degree > 1 && runner_.last();
     double s = data_->grad_square_sum([&](std::size_t u, const ParamSpec& p) {
-      if (u == 0 && tied_copy) return 0.0;
-      return p.split == Split::none ? 1.0 / tp : 1.0;
+      return pipe_.norm_weight(u) * (p.split == Split::none ? 1.0 / tp : 1.0);
     });
     mesh_.tensor.all_reduce(&s, 1, ReduceOp::sum);
     mesh_.pipeline.all_reduce(&s, 1, ReduceOp::sum);
     return std::sqrt(s);
   }
 
-  static constexpr int tied_tag = 32000;
   static constexpr bool mixed = !std::is_same_v<Master, T>;
 
   TrainOptions opts_;
   Arena arena_;
   Mesh mesh_;
+  PipelineAxis pipe_;
   Stack model_;
   LrSchedule schedule_;
   StageRunner<Stack> runner_;
-  std::optional<DataAxis<Stack, Dev, T>> data_;
+  std::optional<Data> data_;
   std::int64_t step_ = 0;
   StepGuard<Prec> loss_scale_;
 };
