@@ -123,8 +123,9 @@ void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a, const Blo
 template <Device D, class T, class ArenaT, class Axis>
 void block_prefill(T* out, const T* x, BlockKv<T, ArenaT>& kv, std::int64_t capacity, BlockActivations<T, ArenaT>& a,
                    const BlockTensors<const T>& w, const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes,
-                   const BlockShape& s, BlockScratch<T, ArenaT>* probs, ArenaT& arena, Axis& axis) {
-  block_forward<D>(out, x, a, w, mb, slopes, s, probs, arena, axis);
+                   const BlockShape& s, BlockScratch<T, ArenaT>* probs, AttentionKind attention, ArenaT& arena,
+                   Axis& axis) {
+  block_forward<D>(out, x, a, w, mb, slopes, s, probs, attention, arena, axis);
   Ops<D>::kv_store(kv.k.data(), kv.v.data(), a.qkv.data(), mb.rows, mb.seq, s.heads_local, s.head_dim, capacity,
                    std::int64_t{0});
 }

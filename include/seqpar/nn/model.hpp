@@ -306,7 +306,7 @@ class BloomStack {
       hooks_->acquire(u, UnitUse::forward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       block_prefill<D>(a.x[(l + 1) % 2].data(), a.x[l % 2].data(), c.blocks[static_cast<std::size_t>(l)], c.capacity,
-                       a.blocks[0], w, a, slopes_.data(), shape_, &probs, ar, axis_);
+                       a.blocks[0], w, a, slopes_.data(), shape_, &probs, options_.attention, ar, axis_);
       hooks_->release(u);
     }
     fit(a.hf, ar, N * H, Memory::activations);

@@ -95,11 +95,10 @@ class StateAssembler {
   /// last good state, stays as it was.
   void write(const std::filesystem::path& path, std::map<std::string, std::string> metadata,
              DType weights_dtype = DType::f32) const {
-    for (int k = 0; k < kinds_; ++k)
-      for (const auto& [name, values] : full_[k]) {
+    for (const StateKind kind : kinds_)
+      for (const auto& [name, values] : full_[static_cast<int>(kind)]) {
         const auto bad = std::find_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
-        SEQPAR_CHECK(bad == values.end(), path.string(), ": not written: tensor '",
-                     state_name(static_cast<StateKind>(k), name), "' holds ", std::isnan(*bad) ? "nan" : *bad > 0 ? "inf" : "-inf", " at element ",
+        SEQPAR_CHECK(bad == values.end(), path.string(), ": not written: tensor '", state_name(kind, name), "' holds ", std::isnan(*bad) ? "nan" : *bad > 0 ? "inf" : "-inf", " at element ",
                      bad - values.begin(), "; a state with non-finite values is never saved (the file "
                      "already there, if any, is left as it was)");
       }
