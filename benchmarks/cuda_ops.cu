@@ -170,8 +170,8 @@ void BM_flash_attention(benchmark::State& state) {
   time_op(state, [&] {
     if (pass == 1)
       O::flash_attention_backward(dqkv.data(), dctx.data(), ctx.data(), qkv.data(), lse.data(),
-                                  d_pos.data(), d_valid.data(), d_slopes.data(), delta.data(), B,
-                                  S, kHeads, kHeadDim);
+                                  d_pos.data(), d_valid.data(), d_slopes.data(), delta.data(), B, S,
+                                  kHeads, kHeadDim);
     else
       O::flash_attention_forward(ctx.data(), lse.data(), qkv.data(), d_pos.data(), d_valid.data(),
                                  d_slopes.data(), B, S, kHeads, kHeadDim);

@@ -197,94 +197,99 @@ int run(const Args& args) {
   int status = 0;
   for (const std::int64_t mib : args.logits_mib)
     for (const std::int64_t recompute : args.recompute)
-    for (const std::int64_t fused : args.fused) {
-      o.logits_bytes = mib << 20;
-      o.recompute_attention = recompute != 0;
-      o.attention = fused != 0 ? AttentionKind::fused : AttentionKind::standard;
-      // Fused attention keeps no probabilities: recomputing them is moot, run it once.
-      if (fused != 0 && recompute != 0) continue;
-      const std::int64_t logits_bytes = mib > 0 ? o.logits_bytes : Ops<Cuda>::logits_chunk_bytes;
-      // Rows of the table are told apart by this; the defaults (0 or the default budget
-      // given by its size) have none. `suffix` follows the shape in the readable lines.
-      std::string variant = logits_bytes != Ops<Cuda>::logits_chunk_bytes
-                                ? "logits " + std::to_string(mib) + " MiB"
-                                : "";
-      if (o.recompute_attention)
-        variant += (variant.empty() ? "" : ", ") + std::string("attention recomputed");
-      if (fused != 0) variant += (variant.empty() ? "" : ", ") + std::string("attention fused");
-      const std::string suffix = variant.empty() ? "" : ", " + variant;
-      make_trainer();
-      std::printf(
-          "trainer made in %.1f s; model state %.2f GiB in the arena; "
-          "LM head logits budget %lld MiB; attention probabilities %s\n",
-          init_s, static_cast<double>(trainer->memory().total_current) / (1ull << 30),
-          static_cast<long long>(logits_bytes >> 20),
-          fused != 0 ? "never made (fused)" : o.recompute_attention ? "recomputed" : "kept");
-      std::fflush(stdout);
-      for (const Shape& shape : args.shapes) {
-        const Batch batch = random_batch(shape, args.seed + static_cast<std::uint64_t>(shape.rows));
-        const std::int64_t tokens = shape.rows * shape.seq;
-        try {
-          double loss = 0;
-          const auto t_warm = std::chrono::steady_clock::now();
-          for (int i = 0; i < args.warmup; ++i) loss = trainer->step(batch).loss;
-          const double warm_s = seconds_since(t_warm);
-          std::int64_t arena_peak = 0, device_peak = 0, skipped = 0;
-          double grad_norm = 0;
-          const auto t0 = std::chrono::steady_clock::now();
-          for (int i = 0; i < args.steps; ++i) {
-            const StepStats st = trainer->step(batch);
-            loss = st.loss;
-            grad_norm = st.grad_norm;
-            skipped += st.skipped;
-            arena_peak = std::max(arena_peak, st.memory.total_peak);
-            device_peak = std::max(device_peak, device_used() - used_before);
-          }
-          const double secs = seconds_since(t0);
-          const double ms = secs * 1e3 / args.steps;
-          const double tokens_per_s = static_cast<double>(tokens) * args.steps / secs;
-          const double flops_per_token =
-              6.0 * static_cast<double>(Model::parameter_count) +
-              12.0 * Model::layers * Model::hidden * static_cast<double>(shape.seq);
-          const double mfu = tokens_per_s * flops_per_token / kPeakFlops;
-          if (!std::isfinite(loss)) status = 1;
-          std::printf(
-              "%lldx%lld%s: %.1f ms/step, %.0f tokens/s, MFU %.1f%%, "
-              "peak %.2f GiB (device %.2f GiB), loss %.3f\n",
-              static_cast<long long>(shape.rows), static_cast<long long>(shape.seq), suffix.c_str(),
-              ms, tokens_per_s, 100 * mfu, static_cast<double>(arena_peak) / (1ull << 30),
-              static_cast<double>(device_peak) / (1ull << 30), loss);
-          std::printf(
-              "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"variant\": \"%s\", "
-              "\"tokens_per_s\": %.1f, \"mfu\": %.5f, \"peak_bytes\": %lld, "
-              "\"device_peak_bytes\": %lld, \"ms_per_step\": %.3f, \"loss\": %.5f, "
-              "\"grad_norm\": %.5f, \"skipped_steps\": %lld, \"params\": %lld, "
-              "\"flops_per_token\": %.0f, \"micro_batch_rows\": %lld, \"logits_bytes\": %lld, "
-              "\"recompute_attention\": %s, \"fused_attention\": %s, \"warmup_s\": %.3f, \"steps\": %d, \"init_s\": %.3f, "
-              "\"precision\": \"Bf16Mixed: bf16 model, fp32 master weights and AdamW moments\", "
-              "\"device\": \"%s\"}\n",
-              static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
-              variant.c_str(), tokens_per_s, mfu, static_cast<long long>(arena_peak),
-              static_cast<long long>(device_peak), ms, loss, grad_norm,
-              static_cast<long long>(skipped), static_cast<long long>(Model::parameter_count),
-              flops_per_token, static_cast<long long>(args.micro_batch_rows),
-              static_cast<long long>(logits_bytes), o.recompute_attention ? "true" : "false",
-              fused != 0 ? "true" : "false", warm_s, args.steps, init_s, prop.name);
-        } catch (const std::exception& e) {
-          std::printf("%lldx%lld%s: failed: %s\n", static_cast<long long>(shape.rows),
-                      static_cast<long long>(shape.seq), suffix.c_str(), e.what());
-          std::printf(
-              "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"variant\": \"%s\", "
-              "\"error\": \"step failed\"}\n",
-              static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
-              variant.c_str());
-          status = 1;
-          // A failed step leaves the trainer's buffers in an unknown state: make a fresh one.
-          make_trainer();
-        }
+      for (const std::int64_t fused : args.fused) {
+        o.logits_bytes = mib << 20;
+        o.recompute_attention = recompute != 0;
+        o.attention = fused != 0 ? AttentionKind::fused : AttentionKind::standard;
+        // Fused attention keeps no probabilities: recomputing them is moot, run it once.
+        if (fused != 0 && recompute != 0) continue;
+        const std::int64_t logits_bytes = mib > 0 ? o.logits_bytes : Ops<Cuda>::logits_chunk_bytes;
+        // Rows of the table are told apart by this; the defaults (0 or the default budget
+        // given by its size) have none. `suffix` follows the shape in the readable lines.
+        std::string variant = logits_bytes != Ops<Cuda>::logits_chunk_bytes
+                                  ? "logits " + std::to_string(mib) + " MiB"
+                                  : "";
+        if (o.recompute_attention)
+          variant += (variant.empty() ? "" : ", ") + std::string("attention recomputed");
+        if (fused != 0) variant += (variant.empty() ? "" : ", ") + std::string("attention fused");
+        const std::string suffix = variant.empty() ? "" : ", " + variant;
+        make_trainer();
+        std::printf(
+            "trainer made in %.1f s; model state %.2f GiB in the arena; "
+            "LM head logits budget %lld MiB; attention probabilities %s\n",
+            init_s, static_cast<double>(trainer->memory().total_current) / (1ull << 30),
+            static_cast<long long>(logits_bytes >> 20),
+            fused != 0              ? "never made (fused)"
+            : o.recompute_attention ? "recomputed"
+                                    : "kept");
         std::fflush(stdout);
+        for (const Shape& shape : args.shapes) {
+          const Batch batch =
+              random_batch(shape, args.seed + static_cast<std::uint64_t>(shape.rows));
+          const std::int64_t tokens = shape.rows * shape.seq;
+          try {
+            double loss = 0;
+            const auto t_warm = std::chrono::steady_clock::now();
+            for (int i = 0; i < args.warmup; ++i) loss = trainer->step(batch).loss;
+            const double warm_s = seconds_since(t_warm);
+            std::int64_t arena_peak = 0, device_peak = 0, skipped = 0;
+            double grad_norm = 0;
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < args.steps; ++i) {
+              const StepStats st = trainer->step(batch);
+              loss = st.loss;
+              grad_norm = st.grad_norm;
+              skipped += st.skipped;
+              arena_peak = std::max(arena_peak, st.memory.total_peak);
+              device_peak = std::max(device_peak, device_used() - used_before);
+            }
+            const double secs = seconds_since(t0);
+            const double ms = secs * 1e3 / args.steps;
+            const double tokens_per_s = static_cast<double>(tokens) * args.steps / secs;
+            const double flops_per_token =
+                6.0 * static_cast<double>(Model::parameter_count) +
+                12.0 * Model::layers * Model::hidden * static_cast<double>(shape.seq);
+            const double mfu = tokens_per_s * flops_per_token / kPeakFlops;
+            if (!std::isfinite(loss)) status = 1;
+            std::printf(
+                "%lldx%lld%s: %.1f ms/step, %.0f tokens/s, MFU %.1f%%, "
+                "peak %.2f GiB (device %.2f GiB), loss %.3f\n",
+                static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
+                suffix.c_str(), ms, tokens_per_s, 100 * mfu,
+                static_cast<double>(arena_peak) / (1ull << 30),
+                static_cast<double>(device_peak) / (1ull << 30), loss);
+            std::printf(
+                "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"variant\": \"%s\", "
+                "\"tokens_per_s\": %.1f, \"mfu\": %.5f, \"peak_bytes\": %lld, "
+                "\"device_peak_bytes\": %lld, \"ms_per_step\": %.3f, \"loss\": %.5f, "
+                "\"grad_norm\": %.5f, \"skipped_steps\": %lld, \"params\": %lld, "
+                "\"flops_per_token\": %.0f, \"micro_batch_rows\": %lld, \"logits_bytes\": %lld, "
+                "\"recompute_attention\": %s, \"fused_attention\": %s, \"warmup_s\": %.3f, "
+                "\"steps\": %d, \"init_s\": %.3f, "
+                "\"precision\": \"Bf16Mixed: bf16 model, fp32 master weights and AdamW moments\", "
+                "\"device\": \"%s\"}\n",
+                static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
+                variant.c_str(), tokens_per_s, mfu, static_cast<long long>(arena_peak),
+                static_cast<long long>(device_peak), ms, loss, grad_norm,
+                static_cast<long long>(skipped), static_cast<long long>(Model::parameter_count),
+                flops_per_token, static_cast<long long>(args.micro_batch_rows),
+                static_cast<long long>(logits_bytes), o.recompute_attention ? "true" : "false",
+                fused != 0 ? "true" : "false", warm_s, args.steps, init_s, prop.name);
+          } catch (const std::exception& e) {
+            std::printf("%lldx%lld%s: failed: %s\n", static_cast<long long>(shape.rows),
+                        static_cast<long long>(shape.seq), suffix.c_str(), e.what());
+            std::printf(
+                "{\"impl\": \"seqpar\", \"batch\": %lld, \"seq\": %lld, \"variant\": \"%s\", "
+                "\"error\": \"step failed\"}\n",
+                static_cast<long long>(shape.rows), static_cast<long long>(shape.seq),
+                variant.c_str());
+            status = 1;
+            // A failed step leaves the trainer's buffers in an unknown state: make a fresh one.
+            make_trainer();
+          }
+          std::fflush(stdout);
+        }
       }
-    }
   return status;
 }
 

@@ -8,7 +8,8 @@
 #include "seqpar/train/trainer.hpp"
 
 namespace {
-using Small = seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 8192, .hidden = 256, .layers = 4, .heads = 8}>;
+using Small =
+    seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 8192, .hidden = 256, .layers = 4, .heads = 8}>;
 
 void train_step(benchmark::State& state, bool recompute_attention,
                 seqpar::AttentionKind attention = seqpar::AttentionKind::standard) {
@@ -29,9 +30,12 @@ void train_step(benchmark::State& state, bool recompute_attention,
   double loss = 0;
   for (auto _ : state) loss = trainer.step(batch).loss;
   const double tokens = static_cast<double>(rows * seq);
-  const double flops_per_token = 6.0 * Small::parameter_count + 12.0 * Small::layers * Small::hidden * seq;
-  state.counters["tokens_per_s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["gflops"] = benchmark::Counter(tokens * flops_per_token * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  const double flops_per_token =
+      6.0 * Small::parameter_count + 12.0 * Small::layers * Small::hidden * seq;
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gflops"] = benchmark::Counter(tokens * flops_per_token * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
   state.counters["loss"] = loss;
   state.counters["peak_mib"] = static_cast<double>(trainer.memory().total_peak) / (1 << 20);
 }
@@ -42,7 +46,9 @@ void BM_TrainStep(benchmark::State& state) { train_step(state, false); }
 void BM_TrainStepRecomputedAttention(benchmark::State& state) { train_step(state, true); }
 // TrainOptions::attention = fused: flash-style tiles, a log-sum-exp per query kept instead of
 // the probabilities (peak_mib again).
-void BM_TrainStepFusedAttention(benchmark::State& state) { train_step(state, false, seqpar::AttentionKind::fused); }
+void BM_TrainStepFusedAttention(benchmark::State& state) {
+  train_step(state, false, seqpar::AttentionKind::fused);
+}
 // The standard step at 2 x 512 (a separate name: tools/compare_cpu_step.py reads BM_TrainStep).
 void BM_TrainStepSeq512(benchmark::State& state) { train_step(state, false); }
 BENCHMARK(BM_TrainStep)->Args({8, 128})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
@@ -51,7 +57,11 @@ BENCHMARK(BM_TrainStepRecomputedAttention)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(3.0);
-BENCHMARK(BM_TrainStepSeq512)->Args({2, 512})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+BENCHMARK(BM_TrainStepSeq512)
+    ->Args({2, 512})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3.0);
 BENCHMARK(BM_TrainStepFusedAttention)
     ->Args({8, 128})
     ->Args({2, 512})

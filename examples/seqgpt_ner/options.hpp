@@ -27,12 +27,12 @@ struct Options {
   std::filesystem::path weights, tokenizer, input;
   std::vector<std::string> labels, texts;
   std::int64_t epochs = 15;
-  std::int64_t max_steps = 0;   // 0: epochs x batches per epoch
-  std::int64_t stop_after = 0;  // >0: save a checkpoint and stop after this many steps
-  std::int64_t save_every = 0;  // steps between checkpoints; 0: at each epoch's end
-  std::int64_t save_total_limit = 2;     // checkpoints OUT/step-N.safetensors kept
+  std::int64_t max_steps = 0;             // 0: epochs x batches per epoch
+  std::int64_t stop_after = 0;            // >0: save a checkpoint and stop after this many steps
+  std::int64_t save_every = 0;            // steps between checkpoints; 0: at each epoch's end
+  std::int64_t save_total_limit = 2;      // checkpoints OUT/step-N.safetensors kept
   std::int64_t max_nonfinite_steps = 10;  // non-finite steps in a row that stop the run
-  std::int64_t batch = 16;      // rows of a global batch
+  std::int64_t batch = 16;                // rows of a global batch
   std::int64_t micro_batch =
       0;  // rows per micro-batch; 0: the whole local batch (pipelines: a quarter)
   double lr = 5e-3;
@@ -52,7 +52,7 @@ struct Options {
   bool resume = false;
   bool allow_changed_options = false;  // resume although data or run options differ
   bool overwrite_output_dir = false;   // a fresh run may delete an earlier run's checkpoints
-  bool no_eval = false;  // train without evaluating
+  bool no_eval = false;                // train without evaluating
   bool quiet = false;
 };
 
@@ -232,7 +232,8 @@ inline Options parse_options(int argc, char** argv) {
   if (o.save_total_limit == 0)
     throw std::invalid_argument("--save-total-limit must be positive (the checkpoints kept)");
   if (o.threads > 4096)  // an int downstream: refused rather than wrapped
-    throw std::invalid_argument("--threads is " + std::to_string(o.threads) + "; expected at most 4096");
+    throw std::invalid_argument("--threads is " + std::to_string(o.threads) +
+                                "; expected at most 4096");
   if (o.max_nonfinite_steps == 0)
     throw std::invalid_argument("--max-nonfinite-steps must be positive");
   if (o.log_every == 0) o.log_every = 1;

@@ -42,8 +42,8 @@ class RunLock {
         SEQPAR_CHECK(ok, path_.string(), ": cannot write the lock file: ", std::strerror(errno));
         return;
       }
-      SEQPAR_CHECK(errno == EEXIST, path_.string(), ": cannot create the lock file: ",
-                   std::strerror(errno));
+      SEQPAR_CHECK(errno == EEXIST, path_.string(),
+                   ": cannot create the lock file: ", std::strerror(errno));
       std::ifstream f(path_);
       std::string text;
       std::getline(f, text);
@@ -58,7 +58,8 @@ class RunLock {
                   path_.string().c_str(), text.empty() ? "?" : text.c_str());
       fs::remove(path_);
     }
-    seqpar::detail::fail(path_.string(), ": the lock file came back while it was taken over; another "
+    seqpar::detail::fail(path_.string(),
+                         ": the lock file came back while it was taken over; another "
                          "run is starting on this output folder");
   }
   ~RunLock() {
@@ -112,7 +113,8 @@ struct Checkpoints {
       std::smatch m;
       const std::string n = e.path().filename().string();
       if (e.is_regular_file() && std::regex_match(n, m, name))
-        if (const auto s = seqpar::detail::parse_number<std::int64_t>(m[1].str())) out.push_back(*s);
+        if (const auto s = seqpar::detail::parse_number<std::int64_t>(m[1].str()))
+          out.push_back(*s);
     }
     std::sort(out.rbegin(), out.rend());
     return out;
@@ -152,7 +154,8 @@ struct Checkpoints {
   /// Keeps the newest `keep` checkpoints, removing the others.
   void rotate(std::int64_t keep) const {
     const auto all = steps();
-    for (std::size_t i = static_cast<std::size_t>(keep); i < all.size(); ++i) fs::remove(path(all[i]));
+    for (std::size_t i = static_cast<std::size_t>(keep); i < all.size(); ++i)
+      fs::remove(path(all[i]));
   }
 };
 

@@ -72,7 +72,8 @@ inline std::string joined(const std::vector<std::string>& v) {
 template <BloomModel M>
 void check_weights_file(const fs::path& path) {
   const TensorFile f(path);
-  check_bloom_weights<M>(f.names(), [&f](std::string_view n) { return f.find(n); }, path.string());
+  check_bloom_weights<M>(
+      f.names(), [&f](std::string_view n) { return f.find(n); }, path.string());
 }
 
 // The shortest text that reads back as x (0.005, not 0.0050000000000000001).
@@ -95,7 +96,8 @@ struct GenerationModel {
     check_weights_file<M>(path);
     for (std::size_t u = 0; u < stack.units().size(); ++u)
       for (const auto& p : stack.units()[u].params)
-        load_param_block(find_bloom_tensor(lookup, p.name, path.string()), p, stack.params(u) + p.offset);
+        load_param_block(find_bloom_tensor(lookup, p.name, path.string()), p,
+                         stack.params(u) + p.offset);
   }
 };
 
@@ -283,11 +285,13 @@ int train_ner(const Options& o) {
     // Left in place, an earlier run's checkpoints would outrank this run's own in the
     // rotation and in a later --resume; they are deleted only when the user says so.
     if (const auto earlier = checkpoints.steps(); !earlier.empty() && !o.overwrite_output_dir)
-      seqpar::detail::fail(o.out_dir.string(), ": holds checkpoints of an earlier run (",
-                           checkpoints.path(earlier.front()).filename().string(),
-                           "); --resume continues that run, --overwrite-output-dir deletes them and starts afresh");
+      seqpar::detail::fail(
+          o.out_dir.string(), ": holds checkpoints of an earlier run (",
+          checkpoints.path(earlier.front()).filename().string(),
+          "); --resume continues that run, --overwrite-output-dir deletes them and starts afresh");
     for (const auto& f : checkpoints.remove_all())
-      std::printf("removed %s of an earlier run (a fresh run; --resume continues one)\n", f.c_str());
+      std::printf("removed %s of an earlier run (a fresh run; --resume continues one)\n",
+                  f.c_str());
   } else {
     resume_from = checkpoints.newest_complete(true);
     // Folders written before checkpoints rotated hold one checkpoint.safetensors.
@@ -353,19 +357,18 @@ int train_ner(const Options& o) {
 
   const std::string labels_key = joined(d.labels);
   // What a resume must find unchanged (or be told, with --allow-changed-options).
-  const std::vector<RunKey> run_keys{
-      {"ner.data", seqpar::file_hash(d.train_file), true},
-      {"ner.tokenizer", d.tokenizer_id, true},
-      {"ner.labels", labels_key, true},
-      {"ner.batch", std::to_string(o.batch), true},
-      {"ner.seed", std::to_string(o.seed), true},
-      {"ner.max_chars", std::to_string(o.max_chars), true},
-      {"ner.max_tokens", std::to_string(o.max_tokens), true},
-      {"ner.lr", real_text(o.lr), false},
-      {"ner.warmup_steps", std::to_string(to.warmup_steps), false},
-      {"ner.total_steps", std::to_string(total), false},
-      {"ner.weight_decay", real_text(o.weight_decay), false},
-      {"ner.max_grad_norm", real_text(o.max_grad_norm), false}};
+  const std::vector<RunKey> run_keys{{"ner.data", seqpar::file_hash(d.train_file), true},
+                                     {"ner.tokenizer", d.tokenizer_id, true},
+                                     {"ner.labels", labels_key, true},
+                                     {"ner.batch", std::to_string(o.batch), true},
+                                     {"ner.seed", std::to_string(o.seed), true},
+                                     {"ner.max_chars", std::to_string(o.max_chars), true},
+                                     {"ner.max_tokens", std::to_string(o.max_tokens), true},
+                                     {"ner.lr", real_text(o.lr), false},
+                                     {"ner.warmup_steps", std::to_string(to.warmup_steps), false},
+                                     {"ner.total_steps", std::to_string(total), false},
+                                     {"ner.weight_decay", real_text(o.weight_decay), false},
+                                     {"ner.max_grad_norm", real_text(o.max_grad_norm), false}};
   const auto metadata = [&](const DataPosition& pos) {
     std::map<std::string, std::string> m{{"ner.plan", o.plan}, {"ner.model", o.model}};
     for (const auto& k : run_keys) m[k.key] = k.value;
@@ -390,7 +393,8 @@ int train_ner(const Options& o) {
         if (!changed.empty() && !o.allow_changed_options) {
           std::string list;
           for (const auto& c : changed) list += "\n  " + c;
-          seqpar::detail::fail(file, ": this run differs from the one that wrote the checkpoint:", list,
+          seqpar::detail::fail(file,
+                               ": this run differs from the one that wrote the checkpoint:", list,
                                "\nresume with the same data and options, or pass "
                                "--allow-changed-options to continue anyway");
         }
@@ -398,20 +402,22 @@ int train_ner(const Options& o) {
           // The data order of this run is another: a position in the old one means nothing.
           // Start at the checkpoint's epoch.
           const auto e = meta.find("data.epoch");
-          const std::int64_t epoch =
-              e == meta.end() ? 0 : seqpar::detail::parse_field<std::int64_t>(e->second, file, "metadata data.epoch");
+          const std::int64_t epoch = e == meta.end() ? 0
+                                                     : seqpar::detail::parse_field<std::int64_t>(
+                                                           e->second, file, "metadata data.epoch");
           stream.seek({std::max<std::int64_t>(epoch, 0), 0});
         } else {
           stream.seek(DataPosition::from_metadata(meta, bo, file));
         }
         if (rank0) {
           for (const auto& c : changed) std::printf("continuing with a changed %s\n", c.c_str());
-          std::printf("resumed from %s at step %lld (epoch %lld, batch %lld); steps after %lld logged "
-                      "before are redone\n",
-                      file.c_str(), static_cast<long long>(t.steps_taken()),
-                      static_cast<long long>(stream.position().epoch),
-                      static_cast<long long>(stream.position().batch),
-                      static_cast<long long>(t.steps_taken()));
+          std::printf(
+              "resumed from %s at step %lld (epoch %lld, batch %lld); steps after %lld logged "
+              "before are redone\n",
+              file.c_str(), static_cast<long long>(t.steps_taken()),
+              static_cast<long long>(stream.position().epoch),
+              static_cast<long long>(stream.position().batch),
+              static_cast<long long>(t.steps_taken()));
           // Readers of metrics.jsonl drop the train events above this step logged before it.
           log.append({{"event", "resume"},
                       {"step", t.steps_taken()},
@@ -473,12 +479,13 @@ int train_ner(const Options& o) {
                       {"memory_peak_bytes", st.memory.total_peak}});
           if (st.skipped) {
             // Never folded into a window: a skipped step is always said.
-            std::printf("step %lld skipped: loss %g, grad norm %g not finite (%lld in a row, at "
-                        "most %lld; %lld skipped in all); no update made\n",
-                        static_cast<long long>(step + 1), st.loss, st.grad_norm,
-                        static_cast<long long>(st.nonfinite_in_a_row),
-                        static_cast<long long>(o.max_nonfinite_steps),
-                        static_cast<long long>(st.skipped_steps));
+            std::printf(
+                "step %lld skipped: loss %g, grad norm %g not finite (%lld in a row, at "
+                "most %lld; %lld skipped in all); no update made\n",
+                static_cast<long long>(step + 1), st.loss, st.grad_norm,
+                static_cast<long long>(st.nonfinite_in_a_row),
+                static_cast<long long>(o.max_nonfinite_steps),
+                static_cast<long long>(st.skipped_steps));
             std::fflush(stdout);
           } else {
             window_s += st.seconds;
@@ -493,7 +500,8 @@ int train_ner(const Options& o) {
                 elapsed / static_cast<double>(step - first) * static_cast<double>(total - step);
             const double epoch = static_cast<double>(step) / static_cast<double>(per_epoch);
             std::printf(
-                "step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  grad %.2f  %.0f tok/s  ETA %s  mem "
+                "step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  grad %.2f  %.0f tok/s  ETA %s  "
+                "mem "
                 "%.1f MiB%s\n",
                 static_cast<long long>(step), static_cast<long long>(total), epoch,
                 loss_sum / static_cast<double>(window_steps), st.lr, st.grad_norm,

@@ -13,7 +13,8 @@
 #include "seqpar/seqpar.hpp"
 
 namespace {
-using Tiny = seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 512, .hidden = 128, .layers = 4, .heads = 4}>;
+using Tiny =
+    seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 512, .hidden = 128, .layers = 4, .heads = 4}>;
 constexpr std::int64_t kRows = 16, kSeq = 32, kTokens = Tiny::vocab_size - 4;
 
 // Global batch `step`: counting sequences; the first two tokens of a row are unpredictable.
@@ -21,8 +22,10 @@ seqpar::Batch counting_batch(std::int64_t step) {
   seqpar::Batch b(kRows, kSeq);
   const seqpar::CounterRng rng(static_cast<std::uint64_t>(step), "train_tiny");
   for (std::int64_t r = 0; r < kRows; ++r) {
-    const std::int64_t start = static_cast<std::int64_t>(rng.bits(static_cast<std::uint64_t>(r), 0) % kTokens);
-    const std::int64_t stride = 1 + static_cast<std::int64_t>(rng.bits(static_cast<std::uint64_t>(r), 1) % 8);
+    const std::int64_t start =
+        static_cast<std::int64_t>(rng.bits(static_cast<std::uint64_t>(r), 0) % kTokens);
+    const std::int64_t stride =
+        1 + static_cast<std::int64_t>(rng.bits(static_cast<std::uint64_t>(r), 1) % 8);
     for (std::int64_t t = 0; t < kSeq; ++t) {
       const auto i = static_cast<std::size_t>(r * kSeq + t);
       b.input_ids[i] = static_cast<std::int32_t>(4 + (start + t * stride) % kTokens);
@@ -45,13 +48,15 @@ void train(int ranks, int steps) {
     seqpar::Trainer<Tiny, Plan> t(comm, o);
     if (comm.rank() == 0)
       std::printf("train_tiny: %lld parameters, %d rank(s), %lld tokens per step\n",
-                  static_cast<long long>(Tiny::parameter_count), ranks, static_cast<long long>(kRows * kSeq));
+                  static_cast<long long>(Tiny::parameter_count), ranks,
+                  static_cast<long long>(kRows * kSeq));
     for (int s = 0; s < steps; ++s) {
       const auto st = t.step(counting_batch(s));
       if (comm.rank() == 0 && (s % 10 == 0 || s == steps - 1))
-        std::printf("step %4lld  loss %.4f  grad norm %.3f  lr %.2e  %.0f tokens/s  peak %.1f MiB\n",
-                    static_cast<long long>(st.step), st.loss, st.grad_norm, st.lr, st.tokens_per_s,
-                    static_cast<double>(st.memory.total_peak) / (1 << 20));
+        std::printf(
+            "step %4lld  loss %.4f  grad norm %.3f  lr %.2e  %.0f tokens/s  peak %.1f MiB\n",
+            static_cast<long long>(st.step), st.loss, st.grad_norm, st.lr, st.tokens_per_s,
+            static_cast<double>(st.memory.total_peak) / (1 << 20));
     }
   });
 }

@@ -4,40 +4,40 @@
 // ::cuda targets define SEQPAR_WITH_*; CUDA code compiles only under nvcc), so a program
 // that links seqpar::seqpar alone builds with the core.
 
-#include "seqpar/core/error.hpp"        // Error, SEQPAR_CHECK
-#include "seqpar/core/dtype.hpp"        // DType, exact f16/bf16 conversions
-#include "seqpar/core/arena.hpp"        // Arena, Buffer, Memory categories and their counts
-#include "seqpar/core/rng.hpp"          // CounterRng: plan-independent random numbers
-#include "seqpar/config/bloom.hpp"      // BloomConfig, Bloom<...>, SeqGPT560M
-#include "seqpar/backend/device.hpp"    // Cpu, Cuda, the Device concept, Ops<Device>
+#include "seqpar/backend/device.hpp"  // Cpu, Cuda, the Device concept, Ops<Device>
+#include "seqpar/config/bloom.hpp"    // BloomConfig, Bloom<...>, SeqGPT560M
+#include "seqpar/core/arena.hpp"      // Arena, Buffer, Memory categories and their counts
+#include "seqpar/core/dtype.hpp"      // DType, exact f16/bf16 conversions
+#include "seqpar/core/error.hpp"      // Error, SEQPAR_CHECK
+#include "seqpar/core/rng.hpp"        // CounterRng: plan-independent random numbers
 #if defined(SEQPAR_WITH_EIGEN) || __has_include(<Eigen/Core>)
-#include "seqpar/backend/cpu/ops.hpp"   // Ops<Cpu>: Eigen GEMMs and row-wise loops (seqpar::cpu)
+#include "seqpar/backend/cpu/ops.hpp"  // Ops<Cpu>: Eigen GEMMs and row-wise loops (seqpar::cpu)
 #endif
-#include "seqpar/comm/communicator.hpp" // the Communicator concept, CommStats, ring byte counts
-#include "seqpar/comm/timeout.hpp"      // comm_timeout (SEQPAR_COMM_TIMEOUT_S), CommSeconds
-#include "seqpar/comm/thread_comm.hpp"  // ThreadComm, run_ranks
-#include "seqpar/parallel/policies.hpp" // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
-#include "seqpar/parallel/plan.hpp"     // PlanTraits, the ParallelPlan concept, plan rules
-#include "seqpar/parallel/mesh.hpp"     // Mesh: rank coordinates and sub-communicators
-#include "seqpar/parallel/pipeline_axis.hpp"  // PipelineAxis, StageLayers: the layers and units of each stage
-#include "seqpar/parallel/data_axis.hpp"  // DataAxis<Policy, ...>: Replicated, ZeRO-1/2, ZeRO-3
-#include "seqpar/nn/model.hpp"          // BloomStack: layers, forward and backward, decoding
-#include "seqpar/nn/generate.hpp"       // greedy_generate: batched decoding with a KV cache
-#include "seqpar/optim/adamw.hpp"       // AdamW over flat ranges
-#include "seqpar/optim/schedule.hpp"    // LrSchedule: warmup, linear or cosine decay
-#include "seqpar/io/safetensors.hpp"    // SafetensorsFile, write_safetensors
+#include "seqpar/comm/communicator.hpp"    // the Communicator concept, CommStats, ring byte counts
+#include "seqpar/comm/thread_comm.hpp"     // ThreadComm, run_ranks
+#include "seqpar/comm/timeout.hpp"         // comm_timeout (SEQPAR_COMM_TIMEOUT_S), CommSeconds
+#include "seqpar/io/safetensors.hpp"       // SafetensorsFile, write_safetensors
+#include "seqpar/io/tensor_file.hpp"       // TensorFile: either kind, told apart by content
 #include "seqpar/io/torch_checkpoint.hpp"  // TorchCheckpoint: pytorch_model.bin without libtorch
-#include "seqpar/io/tensor_file.hpp"    // TensorFile: either kind, told apart by content
-#include "seqpar/train/trainer.hpp"     // Trainer<Model, Plan, Device, Precision>
+#include "seqpar/nn/generate.hpp"          // greedy_generate: batched decoding with a KV cache
+#include "seqpar/nn/model.hpp"             // BloomStack: layers, forward and backward, decoding
+#include "seqpar/optim/adamw.hpp"          // AdamW over flat ranges
+#include "seqpar/optim/schedule.hpp"       // LrSchedule: warmup, linear or cosine decay
+#include "seqpar/parallel/data_axis.hpp"   // DataAxis<Policy, ...>: Replicated, ZeRO-1/2, ZeRO-3
+#include "seqpar/parallel/mesh.hpp"        // Mesh: rank coordinates and sub-communicators
+#include "seqpar/parallel/pipeline_axis.hpp"  // PipelineAxis, StageLayers: the layers and units of each stage
+#include "seqpar/parallel/plan.hpp"      // PlanTraits, the ParallelPlan concept, plan rules
+#include "seqpar/parallel/policies.hpp"  // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
+#include "seqpar/train/trainer.hpp"      // Trainer<Model, Plan, Device, Precision>
 
 #if defined(SEQPAR_WITH_MPI)
-#include "seqpar/comm/mpi_comm.hpp"     // MpiComm, MpiSession, mpi_main
+#include "seqpar/comm/mpi_comm.hpp"  // MpiComm, MpiSession, mpi_main
 #endif
 #if defined(SEQPAR_WITH_ONIGURUMA)
-#include "seqpar/io/tokenizer.hpp"      // Tokenizer: tokenizer.json byte-level BPE
+#include "seqpar/io/tokenizer.hpp"  // Tokenizer: tokenizer.json byte-level BPE
 #endif
 #if defined(__CUDACC__)
-#include "seqpar/backend/cuda/ops.hpp"          // Ops<Cuda>: cuBLAS and kernels
+#include "seqpar/backend/cuda/ops.hpp"       // Ops<Cuda>: cuBLAS and kernels
 #include "seqpar/comm/cuda_thread_comm.hpp"  // CudaThreadComm: every plan's ranks on one GPU
-#include "seqpar/comm/nccl_comm.hpp"            // NcclComm (where nccl.h and MPI are): one process per GPU
+#include "seqpar/comm/nccl_comm.hpp"  // NcclComm (where nccl.h and MPI are): one process per GPU
 #endif

@@ -27,8 +27,8 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 }
 // Checks analytic gradient `ana` of objective f with respect to every element of x.
 // Central differences with h = 1e-6 carry about 1e-16 * |f| / 1e-6 of rounding noise.
-void check_all(std::vector<double>& x, const std::vector<double>& ana, const std::function<double()>& f,
-               double tol = 1e-5) {
+void check_all(std::vector<double>& x, const std::vector<double>& ana,
+               const std::function<double()>& f, double tol = 1e-5) {
   REQUIRE(x.size() == ana.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     CAPTURE(i);
@@ -44,11 +44,13 @@ TEST_CASE("gemm agrees with a naive triple loop for all four transpositions") {
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
       std::vector<double> C(M * N, 1.0);
-      O::gemm<double>(ta, tb, M, N, K, 2.0, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.5, C.data(), N);
+      O::gemm<double>(ta, tb, M, N, K, 2.0, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.5,
+                      C.data(), N);
       for (std::int64_t i = 0; i < M; ++i)
         for (std::int64_t j = 0; j < N; ++j) {
           double s = 0;
-          for (std::int64_t k = 0; k < K; ++k) s += (ta ? A[k * M + i] : A[i * K + k]) * (tb ? B[j * K + k] : B[k * N + j]);
+          for (std::int64_t k = 0; k < K; ++k)
+            s += (ta ? A[k * M + i] : A[i * K + k]) * (tb ? B[j * K + k] : B[k * N + j]);
           CHECK(C[i * N + j] == doctest::Approx(0.5 + 2.0 * s));
         }
     }
@@ -76,7 +78,8 @@ TEST_CASE("layernorm: forward statistics and backward match finite differences")
   const auto r = randn(n * d, 10);
   std::vector<double> y(n * d), mean(n), rstd(n);
   const auto f = [&] {
-    O::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, d, 1e-5);
+    O::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, d,
+                         1e-5);
     return dot(y, r);
   };
   f();
@@ -86,7 +89,8 @@ TEST_CASE("layernorm: forward statistics and backward match finite differences")
     CHECK(mean[i] == doctest::Approx(m / d));
   }
   std::vector<double> dx(n * d), dw(d), db(d);
-  O::layernorm_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), mean.data(), rstd.data(), w.data(), n, d);
+  O::layernorm_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), mean.data(),
+                        rstd.data(), w.data(), n, d);
   check_all(x, dx, f);
   check_all(w, dw, f);
   check_all(b, db, f);
@@ -128,9 +132,20 @@ TEST_CASE("embedding: gather and scatter-add over a local row range") {
 }
 
 TEST_CASE("alibi slopes follow BLOOM for 16 and 12 heads") {
-  for (int h = 0; h < 16; ++h) CHECK(kernels::alibi_slope(h, 16) == doctest::Approx(std::pow(2.0, -(h + 1) / 2.0)));
-  const double want12[] = {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625,
-                           std::pow(2.0, -0.5), std::pow(2.0, -1.5), std::pow(2.0, -2.5), std::pow(2.0, -3.5)};
+  for (int h = 0; h < 16; ++h)
+    CHECK(kernels::alibi_slope(h, 16) == doctest::Approx(std::pow(2.0, -(h + 1) / 2.0)));
+  const double want12[] = {0.5,
+                           0.25,
+                           0.125,
+                           0.0625,
+                           0.03125,
+                           0.015625,
+                           0.0078125,
+                           0.00390625,
+                           std::pow(2.0, -0.5),
+                           std::pow(2.0, -1.5),
+                           std::pow(2.0, -2.5),
+                           std::pow(2.0, -3.5)};
   for (int h = 0; h < 12; ++h) CHECK(kernels::alibi_slope(h, 12) == doctest::Approx(want12[h]));
 }
 
@@ -146,43 +161,52 @@ TEST_CASE("attention: ALiBi, causal and padding masks; backward matches finite d
   for (std::int64_t h = 0; h < nh; ++h) slopes[h] = kernels::alibi_slope(h, nh);
   std::vector<double> ctx(B * T * nh * hd), probs(B * nh * T * T);
   const auto f = [&] {
-    O::attention_forward(ctx.data(), probs.data(), qkv.data(), pos.data(), valid.data(), slopes.data(), B, T, nh, hd);
+    O::attention_forward(ctx.data(), probs.data(), qkv.data(), pos.data(), valid.data(),
+                         slopes.data(), B, T, nh, hd);
     return dot(ctx, r);
   };
   f();
   // Reference for one entry: batch 1, head 2, query 3 over keys 2..3 (keys 0, 1 are padding).
   {
-    const auto q = [&](std::int64_t t, int part, std::int64_t d) { return qkv[(T + t) * ld + 2 * 3 * hd + part * hd + d]; };
+    const auto q = [&](std::int64_t t, int part, std::int64_t d) {
+      return qkv[(T + t) * ld + 2 * 3 * hd + part * hd + d];
+    };
     double s[2], m = -1e300;
     for (int j = 0; j < 2; ++j) {
       const std::int64_t k = 2 + j;
-      s[j] = (q(3, 0, 0) * q(k, 1, 0) + q(3, 0, 1) * q(k, 1, 1)) / std::sqrt(2.0) + slopes[2] * pos[T + k];
+      s[j] = (q(3, 0, 0) * q(k, 1, 0) + q(3, 0, 1) * q(k, 1, 1)) / std::sqrt(2.0) +
+             slopes[2] * pos[T + k];
       m = std::max(m, s[j]);
     }
     const double e0 = std::exp(s[0] - m), e1 = std::exp(s[1] - m);
     CHECK(probs[((1 * nh + 2) * T + 3) * T + 2] == doctest::Approx(e0 / (e0 + e1)));
     CHECK(probs[((1 * nh + 2) * T + 3) * T + 0] == 0.0);
     CHECK(probs[((1 * nh + 2) * T + 3) * T + 4] == 0.0);  // causal
-    CHECK(probs[((1 * nh + 2) * T + 0) * T + 4] == doctest::Approx(1.0 / T));  // no valid key: uniform
+    CHECK(probs[((1 * nh + 2) * T + 0) * T + 4] ==
+          doctest::Approx(1.0 / T));  // no valid key: uniform
   }
   // Finite differences where the function is smooth: padding queries contribute nothing.
   auto rr = r;
   for (std::int64_t t = 0; t < 2; ++t)
     for (std::int64_t c = 0; c < nh * hd; ++c) rr[(T + t) * nh * hd + c] = 0;
   const auto g = [&] {
-    O::attention_forward(ctx.data(), probs.data(), qkv.data(), pos.data(), valid.data(), slopes.data(), B, T, nh, hd);
+    O::attention_forward(ctx.data(), probs.data(), qkv.data(), pos.data(), valid.data(),
+                         slopes.data(), B, T, nh, hd);
     return dot(ctx, rr);
   };
   g();
   std::vector<double> dqkv(qkv.size()), scratch(B * nh * T * T);
-  O::attention_backward(dqkv.data(), rr.data(), qkv.data(), probs.data(), valid.data(), scratch.data(), B, T, nh, hd);
+  O::attention_backward(dqkv.data(), rr.data(), qkv.data(), probs.data(), valid.data(),
+                        scratch.data(), B, T, nh, hd);
   check_all(qkv, dqkv, g);
 }
 
-TEST_CASE("LM head loss: chunked online softmax equals the one-chunk result and finite differences") {
+TEST_CASE(
+    "LM head loss: chunked online softmax equals the one-chunk result and finite differences") {
   const std::int64_t N = 6, H = 5, V = 300, rows = 384;  // 84 padded rows
   auto h = randn(N * H, 17), W = randn(rows * H, 18, 0.5);
-  for (std::int64_t i = V * H; i < rows * H; ++i) W[i] = 100.0;  // padding must never win the softmax
+  for (std::int64_t i = V * H; i < rows * H; ++i)
+    W[i] = 100.0;  // padding must never win the softmax
   const std::vector<std::int32_t> targets = {5, -100, 299, 0, 130, 250};
   Arena arena;
   HeadScratch<double, Arena> sc;
@@ -190,13 +214,15 @@ TEST_CASE("LM head loss: chunked online softmax equals the one-chunk result and 
   const VocabShard vs{0, rows, V};
   const double scale = 0.25;
   std::vector<double> dh1(N * H), dW1(rows * H), dh2(N * H), dW2(rows * H);
-  const auto one = lm_head_loss<Cpu>(dh1.data(), dW1.data(), h.data(), W.data(), targets, H, vs, scale, sc, arena, axis);
+  const auto one = lm_head_loss<Cpu>(dh1.data(), dW1.data(), h.data(), W.data(), targets, H, vs,
+                                     scale, sc, arena, axis);
   // A budget that forces 128-column chunks (three of them, the last partial).
-  const auto many = lm_head_loss<Cpu>(dh2.data(), dW2.data(), h.data(), W.data(), targets, H, vs, scale, sc, arena,
-                                      axis, 128 * N * 8);
+  const auto many = lm_head_loss<Cpu>(dh2.data(), dW2.data(), h.data(), W.data(), targets, H, vs,
+                                      scale, sc, arena, axis, 128 * N * 8);
   CHECK(one.tokens == 5);
   CHECK(many.sum == doctest::Approx(one.sum).epsilon(1e-12));
-  for (std::size_t i = 0; i < dh1.size(); ++i) CHECK(dh2[i] == doctest::Approx(dh1[i]).epsilon(1e-10));
+  for (std::size_t i = 0; i < dh1.size(); ++i)
+    CHECK(dh2[i] == doctest::Approx(dh1[i]).epsilon(1e-10));
   // Reference loss from full logits over the real vocabulary.
   double ref = 0;
   for (std::int64_t n = 0; n < N; ++n) {
@@ -214,8 +240,8 @@ TEST_CASE("LM head loss: chunked online softmax equals the one-chunk result and 
   CHECK(one.sum == doctest::Approx(ref).epsilon(1e-12));
   const auto f = [&] {
     std::vector<double> unused(N * H);
-    return scale * lm_head_loss<Cpu>(unused.data(), static_cast<double*>(nullptr), h.data(), W.data(), targets, H, vs, 0.0, sc, arena, axis,
-                                     128 * N * 8)
+    return scale * lm_head_loss<Cpu>(unused.data(), static_cast<double*>(nullptr), h.data(),
+                                     W.data(), targets, H, vs, 0.0, sc, arena, axis, 128 * N * 8)
                        .sum;
   };
   check_all(h, dh2, f);
@@ -223,6 +249,7 @@ TEST_CASE("LM head loss: chunked online softmax equals the one-chunk result and 
   for (std::int64_t i = V * H; i < rows * H; ++i) CHECK(dW2[i] == 0.0);
   for (std::int64_t i = 0; i < V * H; i += 37) {
     CAPTURE(i);
-    CHECK(test::rel_err(dW2[i], test::numeric_grad(W.data(), i, f), 1e-4) < 1e-4);  // |f| ~ 10, dW ~ 1e-3
+    CHECK(test::rel_err(dW2[i], test::numeric_grad(W.data(), i, f), 1e-4) <
+          1e-4);  // |f| ~ 10, dW ~ 1e-3
   }
 }

@@ -33,11 +33,14 @@ struct AttentionCase {
   std::vector<std::uint8_t> valid;
 
   // padding[b] leading tokens of row b are left padding (Tn: the whole row).
-  AttentionCase(std::int64_t Tn_, std::int64_t nh_, std::int64_t hd_, std::vector<std::int64_t> padding,
-                std::int64_t head0, std::int64_t heads_total, std::uint64_t seed)
+  AttentionCase(std::int64_t Tn_, std::int64_t nh_, std::int64_t hd_,
+                std::vector<std::int64_t> padding, std::int64_t head0, std::int64_t heads_total,
+                std::uint64_t seed)
       : B(static_cast<std::int64_t>(padding.size())), Tn(Tn_), nh(nh_), hd(hd_) {
-    qkv = test::normal_values<T>(static_cast<std::size_t>(B * Tn * 3 * nh * hd), seed, 1.0, "flash qkv");
-    dctx = test::normal_values<T>(static_cast<std::size_t>(B * Tn * nh * hd), seed, 1.0, "flash dctx");
+    qkv = test::normal_values<T>(static_cast<std::size_t>(B * Tn * 3 * nh * hd), seed, 1.0,
+                                 "flash qkv");
+    dctx =
+        test::normal_values<T>(static_cast<std::size_t>(B * Tn * nh * hd), seed, 1.0, "flash dctx");
     pos.assign(static_cast<std::size_t>(B * Tn), T(0));
     valid.assign(static_cast<std::size_t>(B * Tn), 0);
     for (std::int64_t b = 0; b < B; ++b)
@@ -51,8 +54,15 @@ struct AttentionCase {
   // The same case in another scalar type (values converted exactly when widening).
   template <class U>
   explicit AttentionCase(const AttentionCase<U>& o)
-      : B(o.B), Tn(o.Tn), nh(o.nh), hd(o.hd), qkv(o.qkv.begin(), o.qkv.end()), dctx(o.dctx.begin(), o.dctx.end()),
-        pos(o.pos.begin(), o.pos.end()), slopes(o.slopes.begin(), o.slopes.end()), valid(o.valid) {}
+      : B(o.B),
+        Tn(o.Tn),
+        nh(o.nh),
+        hd(o.hd),
+        qkv(o.qkv.begin(), o.qkv.end()),
+        dctx(o.dctx.begin(), o.dctx.end()),
+        pos(o.pos.begin(), o.pos.end()),
+        slopes(o.slopes.begin(), o.slopes.end()),
+        valid(o.valid) {}
   std::size_t tokens() const { return static_cast<std::size_t>(B * Tn); }
 };
 
@@ -65,10 +75,10 @@ template <class T>
 Result<T> standard(const AttentionCase<T>& c) {
   Result<T> r{std::vector<T>(c.tokens() * c.nh * c.hd), std::vector<T>(c.qkv.size()), {}};
   std::vector<T> probs(static_cast<std::size_t>(c.B * c.nh * c.Tn * c.Tn)), scratch(probs.size());
-  O::attention_forward(r.ctx.data(), probs.data(), c.qkv.data(), c.pos.data(), c.valid.data(), c.slopes.data(), c.B,
-                       c.Tn, c.nh, c.hd);
-  O::attention_backward(r.dqkv.data(), c.dctx.data(), c.qkv.data(), probs.data(), c.valid.data(), scratch.data(), c.B,
-                        c.Tn, c.nh, c.hd);
+  O::attention_forward(r.ctx.data(), probs.data(), c.qkv.data(), c.pos.data(), c.valid.data(),
+                       c.slopes.data(), c.B, c.Tn, c.nh, c.hd);
+  O::attention_backward(r.dqkv.data(), c.dctx.data(), c.qkv.data(), probs.data(), c.valid.data(),
+                        scratch.data(), c.B, c.Tn, c.nh, c.hd);
   return r;
 }
 
@@ -77,10 +87,11 @@ Result<T> fused(const AttentionCase<T>& c) {
   Result<T> r{std::vector<T>(c.tokens() * c.nh * c.hd), std::vector<T>(c.qkv.size()),
               std::vector<T>(c.tokens() * c.nh)};
   std::vector<T> delta(r.lse.size());
-  O::flash_attention_forward(r.ctx.data(), r.lse.data(), c.qkv.data(), c.pos.data(), c.valid.data(), c.slopes.data(),
-                             c.B, c.Tn, c.nh, c.hd);
-  O::flash_attention_backward(r.dqkv.data(), c.dctx.data(), r.ctx.data(), c.qkv.data(), r.lse.data(), c.pos.data(),
-                              c.valid.data(), c.slopes.data(), delta.data(), c.B, c.Tn, c.nh, c.hd);
+  O::flash_attention_forward(r.ctx.data(), r.lse.data(), c.qkv.data(), c.pos.data(), c.valid.data(),
+                             c.slopes.data(), c.B, c.Tn, c.nh, c.hd);
+  O::flash_attention_backward(r.dqkv.data(), c.dctx.data(), r.ctx.data(), c.qkv.data(),
+                              r.lse.data(), c.pos.data(), c.valid.data(), c.slopes.data(),
+                              delta.data(), c.B, c.Tn, c.nh, c.hd);
   return r;
 }
 
@@ -88,7 +99,8 @@ template <class A, class B>
 double max_abs_diff(const std::vector<A>& a, const std::vector<B>& b) {
   REQUIRE(a.size() == b.size());
   double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+  for (std::size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
   return m;
 }
 
@@ -114,8 +126,9 @@ std::vector<double> reference_lse(const AttentionCase<double>& c) {
           for (std::int64_t d = 0; d < c.hd; ++d)
             qk += c.qkv[static_cast<std::size_t>((b * c.Tn + i) * ld + h * 3 * c.hd + d)] *
                   c.qkv[static_cast<std::size_t>((b * c.Tn + j) * ld + h * 3 * c.hd + c.hd + d)];
-          s.push_back(qk / std::sqrt(double(c.hd)) + c.slopes[static_cast<std::size_t>(h)] *
-                                                          c.pos[static_cast<std::size_t>(b * c.Tn + j)]);
+          s.push_back(qk / std::sqrt(double(c.hd)) +
+                      c.slopes[static_cast<std::size_t>(h)] *
+                          c.pos[static_cast<std::size_t>(b * c.Tn + j)]);
         }
         double m = s[0], sum = 0;
         for (double x : s) m = std::max(m, x);
@@ -128,11 +141,14 @@ std::vector<double> reference_lse(const AttentionCase<double>& c) {
 
 }  // namespace
 
-TEST_CASE("fused attention equals the standard ops in double: ctx, lse and dqkv, across tiles and padding") {
+TEST_CASE(
+    "fused attention equals the standard ops in double: ctx, lse and dqkv, across tiles and "
+    "padding") {
   // Padding: none; 37 (past a query tile); 70 (past a key tile); the whole row.
   for (const std::int64_t Tn : {1, 33, 64, 150}) {
     CAPTURE(Tn);
-    std::vector<std::int64_t> padding = {0, std::min<std::int64_t>(37, Tn - 1), std::min<std::int64_t>(70, Tn), Tn};
+    std::vector<std::int64_t> padding = {0, std::min<std::int64_t>(37, Tn - 1),
+                                         std::min<std::int64_t>(70, Tn), Tn};
     // Heads 3..5 of 6: the second tensor rank's share under a split of two.
     const AttentionCase<double> c(Tn, 3, 8, padding, 3, 6, 40 + static_cast<std::uint64_t>(Tn));
     const auto want = standard(c);
@@ -143,7 +159,9 @@ TEST_CASE("fused attention equals the standard ops in double: ctx, lse and dqkv,
   }
 }
 
-TEST_CASE("fused attention in float equals the double ops to float rounding; the same bits on 1 and 2 threads") {
+TEST_CASE(
+    "fused attention in float equals the double ops to float rounding; the same bits on 1 and 2 "
+    "threads") {
   const std::vector<std::int64_t> padding = {0, 5, 97, 150};
   const AttentionCase<float> c(150, 4, 16, padding, 0, 4, 7);
   const AttentionCase<double> cd(c);  // the same values, widened
@@ -175,17 +193,19 @@ TEST_CASE("fused attention's backward matches finite differences of its forward 
   const std::int64_t Hl = c.nh * c.hd;
   for (std::int64_t t = 0; t < 35; ++t)
     for (std::int64_t k = 0; k < Hl; ++k) r[static_cast<std::size_t>((c.Tn + t) * Hl + k)] = 0;
-  std::vector<double> ctx(c.tokens() * Hl), lse(c.tokens() * c.nh), delta(lse.size()), dqkv(c.qkv.size());
+  std::vector<double> ctx(c.tokens() * Hl), lse(c.tokens() * c.nh), delta(lse.size()),
+      dqkv(c.qkv.size());
   const std::function<double()> f = [&] {
-    O::flash_attention_forward(ctx.data(), lse.data(), c.qkv.data(), c.pos.data(), c.valid.data(), c.slopes.data(),
-                               c.B, c.Tn, c.nh, c.hd);
+    O::flash_attention_forward(ctx.data(), lse.data(), c.qkv.data(), c.pos.data(), c.valid.data(),
+                               c.slopes.data(), c.B, c.Tn, c.nh, c.hd);
     double s = 0;
     for (std::size_t i = 0; i < ctx.size(); ++i) s += ctx[i] * r[i];
     return s;
   };
   f();
-  O::flash_attention_backward(dqkv.data(), r.data(), ctx.data(), c.qkv.data(), lse.data(), c.pos.data(),
-                              c.valid.data(), c.slopes.data(), delta.data(), c.B, c.Tn, c.nh, c.hd);
+  O::flash_attention_backward(dqkv.data(), r.data(), ctx.data(), c.qkv.data(), lse.data(),
+                              c.pos.data(), c.valid.data(), c.slopes.data(), delta.data(), c.B,
+                              c.Tn, c.nh, c.hd);
   double worst = 0;
   for (std::size_t i = 0; i < c.qkv.size(); ++i) {
     const double num = test::numeric_grad(c.qkv.data(), static_cast<std::int64_t>(i), f);

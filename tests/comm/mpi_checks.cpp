@@ -152,7 +152,8 @@ void check_float16(MpiComm& c, Checker& chk) {
   // Small integers add exactly in float in any order, and their sums (< 256) fit bf16.
   std::vector<Bf16Bits> ints(n);
   bool ok = true;
-  for (std::size_t i = 0; i < n; ++i) ints[i] = Bf16Bits::from_float(static_cast<float>((r + 1) * (i % 7 + 1)));
+  for (std::size_t i = 0; i < n; ++i)
+    ints[i] = Bf16Bits::from_float(static_cast<float>((r + 1) * (i % 7 + 1)));
   c.all_reduce(ints.data(), n, ReduceOp::sum);
   for (std::size_t i = 0; i < n; ++i)
     ok = ok && ints[i].to_float() == static_cast<float>(n_ranks * (n_ranks + 1) / 2 * (i % 7 + 1));

@@ -36,7 +36,8 @@ double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC
 // 4 ranks with a 0.5 s timeout: after a few good all_reduces rank 3 sleeps `late` and then
 // calls `call` too, while the others call `call` at once.
 template <class Call>
-std::string run_late(std::chrono::milliseconds late, Outcome& outcome, double& wall, double& cpu, Call call) {
+std::string run_late(std::chrono::milliseconds late, Outcome& outcome, double& wall, double& cpu,
+                     Call call) {
   std::string thrown = "<nothing>";
   const double cpu0 = cpu_seconds();
   wall = comm_test::timed_within(20s, [&] {
@@ -67,7 +68,8 @@ std::string run_late(std::chrono::milliseconds late, Outcome& outcome, double& w
 
 }  // namespace
 
-TEST_CASE("a rank that does not come to all_reduce, barrier or recv ends every rank after the timeout") {
+TEST_CASE(
+    "a rank that does not come to all_reduce, barrier or recv ends every rank after the timeout") {
   struct Case {
     const char* name;
     void (*call)(ThreadComm&);
@@ -80,7 +82,8 @@ TEST_CASE("a rank that does not come to all_reduce, barrier or recv ends every r
          c.all_reduce(&v, 1, ReduceOp::max);
        },
        "ThreadComm: rank 3 did not come to all_reduce within 0.5 s"},
-      {"barrier", [](ThreadComm& c) { c.barrier(); }, "ThreadComm: rank 3 did not come to barrier within 0.5 s"},
+      {"barrier", [](ThreadComm& c) { c.barrier(); },
+       "ThreadComm: rank 3 did not come to barrier within 0.5 s"},
       {"recv",
        [](ThreadComm& c) {
          float v = 0;
@@ -88,7 +91,8 @@ TEST_CASE("a rank that does not come to all_reduce, barrier or recv ends every r
          if (c.rank() == 0) c.recv(&v, 1, 3, 7);
          if (c.rank() == 3) c.send(&v, 1, 0, 7);
        },
-       "ThreadComm: rank 3 did not send within 0.5 s the message (tag 7) that rank 0 waits for in recv"},
+       "ThreadComm: rank 3 did not send within 0.5 s the message (tag 7) that rank 0 waits for in "
+       "recv"},
   };
   for (const Case& k : cases) {
     const std::string name = k.name;
@@ -115,7 +119,8 @@ TEST_CASE("a rank that does not come to all_reduce, barrier or recv ends every r
 TEST_CASE("a rank that comes before the timeout is waited for") {
   Outcome outcome(4);
   double wall = 0, cpu = 0;
-  const std::string thrown = run_late(200ms, outcome, wall, cpu, [](ThreadComm& c) { c.barrier(); });
+  const std::string thrown =
+      run_late(200ms, outcome, wall, cpu, [](ThreadComm& c) { c.barrier(); });
   CHECK(thrown == "<nothing>");
   for (int r = 0; r < 4; ++r) CHECK(outcome.messages[r] == "<returned>");
 }
@@ -130,11 +135,12 @@ TEST_CASE("the timeout comes from SEQPAR_COMM_TIMEOUT_S, and a bad value is refu
     CHECK_THROWS_WITH_AS(comm_timeout(), doctest::Contains("SEQPAR_COMM_TIMEOUT_S is '"), Error);
   }
   ::setenv("SEQPAR_COMM_TIMEOUT_S", "99999999999999999999", 1);  // past steady_clock's range
-  run_ranks(2, [](ThreadComm& c) { c.barrier(); });                // waits (briefly), no overflow
+  run_ranks(2, [](ThreadComm& c) { c.barrier(); });              // waits (briefly), no overflow
   ::unsetenv("SEQPAR_COMM_TIMEOUT_S");
   CHECK(comm_timeout().count() == default_comm_timeout_s);
   auto w = ThreadComm::make_world(3);
   w[0].set_timeout(CommSeconds(2));
   CHECK(w[2].timeout().count() == 2);  // the whole world shares it
-  CHECK_THROWS_WITH_AS(w[0].set_timeout(CommSeconds(0)), "ThreadComm: the timeout must be above 0 s, got 0", Error);
+  CHECK_THROWS_WITH_AS(w[0].set_timeout(CommSeconds(0)),
+                       "ThreadComm: the timeout must be above 0 s, got 0", Error);
 }

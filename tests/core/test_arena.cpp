@@ -18,7 +18,8 @@ constexpr bool poisoned = false;
 #endif
 }  // namespace
 
-TEST_CASE("arena: live bytes and peaks by category; buffers come zeroed, activations (in tests) NaN") {
+TEST_CASE(
+    "arena: live bytes and peaks by category; buffers come zeroed, activations (in tests) NaN") {
   static_assert(poisoned, "the tests are built with SEQPAR_POISON_ACTIVATIONS");
   Arena arena;
   {

@@ -76,16 +76,15 @@ void CpuRef::attention_backward(float* dqkv, const float* dctx, const float* qkv
   O::attention_backward(dqkv, dctx, qkv, probs, valid, scratch, B, Tn, nh, hd);
 }
 void CpuRef::flash_attention_forward(float* ctx, float* lse, const float* qkv, const float* pos,
-                                     const std::uint8_t* valid, const float* slopes,
-                                     std::int64_t B, std::int64_t Tn, std::int64_t nh,
-                                     std::int64_t hd) {
+                                     const std::uint8_t* valid, const float* slopes, std::int64_t B,
+                                     std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
   O::flash_attention_forward(ctx, lse, qkv, pos, valid, slopes, B, Tn, nh, hd);
 }
 void CpuRef::flash_attention_backward(float* dqkv, const float* dctx, const float* ctx,
                                       const float* qkv, const float* lse, const float* pos,
-                                      const std::uint8_t* valid, const float* slopes,
-                                      float* delta, std::int64_t B, std::int64_t Tn,
-                                      std::int64_t nh, std::int64_t hd) {
+                                      const std::uint8_t* valid, const float* slopes, float* delta,
+                                      std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                                      std::int64_t hd) {
   O::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn, nh, hd);
 }
 void CpuRef::kv_store(float* k, float* v, const float* qkv, std::int64_t B, std::int64_t S,
@@ -94,8 +93,8 @@ void CpuRef::kv_store(float* k, float* v, const float* qkv, std::int64_t B, std:
 }
 void CpuRef::decode_attention(float* ctx, float* scores, const float* qkv, const float* k,
                               const float* v, const float* pos, const std::uint8_t* valid,
-                              const float* slopes, std::int64_t B, std::int64_t nh,
-                              std::int64_t hd, std::int64_t cap, std::int64_t len) {
+                              const float* slopes, std::int64_t B, std::int64_t nh, std::int64_t hd,
+                              std::int64_t cap, std::int64_t len) {
   O::decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
 }
 

@@ -54,9 +54,9 @@ struct CpuRef {
                                       std::int64_t hd);
   static void flash_attention_backward(float* dqkv, const float* dctx, const float* ctx,
                                        const float* qkv, const float* lse, const float* pos,
-                                       const std::uint8_t* valid, const float* slopes,
-                                       float* delta, std::int64_t B, std::int64_t Tn,
-                                       std::int64_t nh, std::int64_t hd);
+                                       const std::uint8_t* valid, const float* slopes, float* delta,
+                                       std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                                       std::int64_t hd);
   static void kv_store(float* k, float* v, const float* qkv, std::int64_t B, std::int64_t S,
                        std::int64_t nh, std::int64_t hd, std::int64_t cap, std::int64_t t0);
   static void decode_attention(float* ctx, float* scores, const float* qkv, const float* k,

@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
     int runtime = 0, driver = 0;
     (void)cudaRuntimeGetVersion(&runtime);
     (void)cudaDriverGetVersion(&driver);
-    std::printf(SEQPAR_TEST_PROGRAM ": %d device(s); device 0: %s, sm_%d%d, %.1f GiB; runtime %d, driver %d\n",
+    std::printf(SEQPAR_TEST_PROGRAM
+                ": %d device(s); device 0: %s, sm_%d%d, %.1f GiB; runtime %d, driver %d\n",
                 count, prop.name, prop.major, prop.minor,
                 static_cast<double>(prop.totalGlobalMem) / (1u << 30), runtime, driver);
   }

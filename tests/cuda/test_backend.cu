@@ -20,7 +20,8 @@ using namespace seqpar::test;
 using O = Ops<Cuda>;
 
 TEST_CASE(
-    "a device Buffer is zeroed (an activation NaN, in tests), counted by its arena and round-trips") {
+    "a device Buffer is zeroed (an activation NaN, in tests), counted by its arena and "
+    "round-trips") {
   CudaArena arena;
   {
     DeviceBuffer<float> act(arena, 10, Memory::activations);

@@ -24,7 +24,8 @@ struct FlashShape {
 };
 
 // Row b % 3 == 0 fully valid; == 1 left-padded by 40 with key 50 masked; == 2 all padding.
-void make_flash_mask(const FlashShape& s, std::vector<float>& pos, std::vector<std::uint8_t>& valid) {
+void make_flash_mask(const FlashShape& s, std::vector<float>& pos,
+                     std::vector<std::uint8_t>& valid) {
   pos.assign(static_cast<std::size_t>(s.B * s.Tn), 0.0f);
   valid.assign(static_cast<std::size_t>(s.B * s.Tn), 1);
   for (std::int64_t b = 0; b < s.B; ++b) {
@@ -51,7 +52,8 @@ void check_flash(const FlashShape& s, std::int64_t head0, std::uint64_t seed) {
   make_flash_mask(s, pos, valid);
   std::vector<float> slopes(static_cast<std::size_t>(s.nh));
   for (std::int64_t h = 0; h < s.nh; ++h)
-    slopes[static_cast<std::size_t>(h)] = static_cast<float>(kernels::alibi_slope(head0 + h, head0 + s.nh));
+    slopes[static_cast<std::size_t>(h)] =
+        static_cast<float>(kernels::alibi_slope(head0 + h, head0 + s.nh));
   const auto qkv = random_values<T>(N * 3 * Hl, seed);
   const auto dctx = random_values<T>(N * Hl, seed + 1);
 
@@ -95,8 +97,8 @@ void check_flash(const FlashShape& s, std::int64_t head0, std::uint64_t seed) {
 
 TEST_CASE_TEMPLATE("fused attention forward and backward match Ops<Cpu>", T, float, __nv_bfloat16,
                    __half) {
-  for (const FlashShape& s : {FlashShape{3, 77, 3, 16}, FlashShape{3, 130, 2, 64},
-                              FlashShape{2, 45, 2, 128}}) {
+  for (const FlashShape& s :
+       {FlashShape{3, 77, 3, 16}, FlashShape{3, 130, 2, 64}, FlashShape{2, 45, 2, 128}}) {
     check_flash<T>(s, 0, 500);
     check_flash<T>(s, s.nh, 600);  // the second tensor rank's heads
   }

@@ -40,7 +40,8 @@ void check_decode(const DecodeShape& s, std::uint64_t seed) {
   for (std::int64_t b = 0; b < s.B; ++b) {
     std::int64_t seen = 0;
     for (std::int64_t j = 0; j < s.len; ++j) {
-      const bool ok = b % 3 == 0 || (b % 3 == 1 && j >= 3 && j != 5) || (b % 3 == 2 && j == s.len - 1);
+      const bool ok =
+          b % 3 == 0 || (b % 3 == 1 && j >= 3 && j != 5) || (b % 3 == 2 && j == s.len - 1);
       const auto i = static_cast<std::size_t>(b * s.cap + j);
       valid[i] = ok;
       seen += ok;
@@ -113,7 +114,8 @@ void check_cached_equals_full(double tol) {
     CAPTURE(pos);
     if (pos >= P) {
       std::vector<std::int32_t> ids;
-      for (std::int64_t r = 0; r < B; ++r) ids.push_back(full.input_ids[static_cast<std::size_t>(r * Tn + pos)]);
+      for (std::int64_t r = 0; r < B; ++r)
+        ids.push_back(full.input_ids[static_cast<std::size_t>(r * Tn + pos)]);
       m.decode(ids, cache);
     }
     m.logits(cache.hidden.data(), B, logits.data());
@@ -125,7 +127,8 @@ void check_cached_equals_full(double tol) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("kv_store and decode attention match Ops<Cpu>", T, float, __nv_bfloat16, __half) {
+TEST_CASE_TEMPLATE("kv_store and decode attention match Ops<Cpu>", T, float, __nv_bfloat16,
+                   __half) {
   // hd 64 as in BLOOM, a head of 8, a cache longer than a block of threads, 3 x 4 heads.
   for (const DecodeShape& s : {DecodeShape{3, 4, 64, 40, 37}, DecodeShape{2, 3, 8, 9, 9},
                                DecodeShape{3, 2, 64, 300, 257}}) {

@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <string>
@@ -128,7 +128,8 @@ TEST_SUITE("multi-rank") {
       CudaArena arena;
       // Small integers: exact in bf16, and so are their sums (< 256).
       std::vector<__nv_bfloat16> ints(n);
-      for (std::size_t i = 0; i < n; ++i) ints[i] = __float2bfloat16(static_cast<float>((r + 1) * (i % 9 + 1)));
+      for (std::size_t i = 0; i < n; ++i)
+        ints[i] = __float2bfloat16(static_cast<float>((r + 1) * (i % 9 + 1)));
       DeviceBuffer<__nv_bfloat16> a(arena, n, Memory::buffers);
       Ops<Cuda>::upload(a.data(), ints.data(), n);
       comm.all_reduce(a.data(), n, ReduceOp::sum);
@@ -141,7 +142,8 @@ TEST_SUITE("multi-rank") {
       const float once_out = __bfloat162float(download_all(once)[0]);
       // fp16: reduce_scatter of n * size, all_gather back, send around the ring
       std::vector<__half> big(n * n_ranks);
-      for (std::size_t i = 0; i < big.size(); ++i) big[i] = __float2half(static_cast<float>(r * 100 + i % 50));
+      for (std::size_t i = 0; i < big.size(); ++i)
+        big[i] = __float2half(static_cast<float>(r * 100 + i % 50));
       DeviceBuffer<__half> in(arena, big.size(), Memory::buffers), block(arena, n, Memory::buffers),
           gathered(arena, big.size(), Memory::buffers), got(arena, n, Memory::buffers);
       Ops<Cuda>::upload(in.data(), big.data(), big.size());
@@ -167,7 +169,8 @@ TEST_SUITE("multi-rank") {
         ok_p2p = ok_p2p && __half2float(p2p[i]) == rs_want((r + n_ranks - 1) % n_ranks, i);
       }
       for (int q = 0; q < n_ranks; ++q)
-        for (std::size_t i = 0; i < n; ++i) ok_ag = ok_ag && __half2float(ag[q * n + i]) == rs_want(q, i);
+        for (std::size_t i = 0; i < n; ++i)
+          ok_ag = ok_ag && __half2float(ag[q * n + i]) == rs_want(q, i);
       CHECK(ok_sum);
       CHECK(once_out == 1.0f + 0x1p-7f);
       CHECK(ok_rs);
@@ -239,7 +242,8 @@ TEST_SUITE("multi-rank") {
       Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
       for (int s = 0; s < 3; ++s) want = t.step(trainer_batch(s)).loss;
     }
-    const std::string path = "/tmp/seqpar_zero3_ckpt_" + std::to_string(::getpid()) + ".safetensors";
+    const std::string path =
+        "/tmp/seqpar_zero3_ckpt_" + std::to_string(::getpid()) + ".safetensors";
     run_ranks(2, [&](ThreadComm& host) {
       CudaThreadComm comm(host);
       Trainer<TrainTiny, Sharded<Zero3, 2>, Cuda, Fp32> t(comm, trainer_options());
@@ -259,9 +263,10 @@ TEST_SUITE("multi-rank") {
   // bf16 plans: the ranks exchange 16-bit activations and gradients (summed in float on the
   // host, rounded once), so they follow the one-rank bf16 trainer to bf16's precision, not
   // bit for bit.
-  TEST_CASE_TEMPLATE("a multi-rank Bf16Mixed plan on one GPU follows the one-rank Bf16Mixed trainer",
-                     Plan, Replicated<2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>, TensorSplit<2>,
-                     Pipeline<2>, Hybrid<TensorSplit<2>, Pipeline<2>, Replicated<2>>) {
+  TEST_CASE_TEMPLATE(
+      "a multi-rank Bf16Mixed plan on one GPU follows the one-rank Bf16Mixed trainer", Plan,
+      Replicated<2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>, TensorSplit<2>, Pipeline<2>,
+      Hybrid<TensorSplit<2>, Pipeline<2>, Replicated<2>>) {
     constexpr int steps = 3;
     std::vector<double> ref_losses;
     std::vector<float> ref_weights, start;
@@ -284,7 +289,8 @@ TEST_SUITE("multi-rank") {
       std::vector<double> losses;
       for (int s = 0; s < steps; ++s) losses.push_back(t.step(trainer_batch(s)).loss);
       // The whole model, gathered in the canonical layout, compared on world rank 0.
-      const std::string path = "/tmp/seqpar_bf16_plan_" + std::to_string(::getpid()) + ".safetensors";
+      const std::string path =
+          "/tmp/seqpar_bf16_plan_" + std::to_string(::getpid()) + ".safetensors";
       t.save_weights(path);
       std::lock_guard lock(m);
       for (int s = 0; s < steps; ++s) {

@@ -165,8 +165,8 @@ TEST_CASE_TEMPLATE("Trainer<Cuda, 16-bit mixed> follows the Cpu losses within 2e
     const TrainRun gpu = cuda_train_run<Prec>(kSteps, with_logits_bytes(budget));
     for (int s = 0; s < kSteps; ++s) {
       CAPTURE(s);
-      INFO("loss cpu ", cpu.losses[s], " cuda ", gpu.losses[s], "; norm cpu ", cpu.norms[s], " cuda ",
-           gpu.norms[s]);
+      INFO("loss cpu ", cpu.losses[s], " cuda ", gpu.losses[s], "; norm cpu ", cpu.norms[s],
+           " cuda ", gpu.norms[s]);
       CHECK(rel(gpu.losses[s], cpu.losses[s]) < 2e-2);
       CHECK(rel(gpu.norms[s], cpu.norms[s]) < 1e-1);
     }
@@ -188,7 +188,8 @@ TEST_CASE_TEMPLATE("Trainer<Cuda, 16-bit mixed> follows the Cpu losses within 2e
 TEST_CASE("Bf16Mixed compute_gradients scales by 1 / targets rounded once, as step does") {
   // 257 targets: bf16 rounds 257 to 256, so a quotient taken in bf16 would be 1/256.
   Batch b = trainer_batch(0, 24);
-  for (std::size_t i = b.labels.size(); i-- > 0 && b.view().target_count() > 257;) b.labels[i] = ignore_index;
+  for (std::size_t i = b.labels.size(); i-- > 0 && b.view().target_count() > 257;)
+    b.labels[i] = ignore_index;
   REQUIRE(b.view().target_count() == 257);
   auto o = trainer_options();
   o.lr = 0;  // the step leaves the weights (and its gradients) as they are
@@ -224,7 +225,9 @@ TEST_CASE("Bf16Mixed with recomputed attention takes the same steps bit for bit,
   CHECK(weights_of(other) == weights_of(base));
 }
 
-TEST_CASE("fused attention on Cuda trains as the standard attention on the Cpu; Bf16Mixed in less memory") {
+TEST_CASE(
+    "fused attention on Cuda trains as the standard attention on the Cpu; Bf16Mixed in less "
+    "memory") {
   auto fused = trainer_options();
   fused.attention = AttentionKind::fused;
   const TrainRun& cpu = cpu_reference();

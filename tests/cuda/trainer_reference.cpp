@@ -48,7 +48,8 @@ StepStats cpu_resume_step(const std::string& checkpoint, int step) {
   });
 }
 
-std::vector<std::vector<std::int32_t>> cpu_greedy_tokens(std::int64_t prompt, std::int64_t max_new) {
+std::vector<std::vector<std::int32_t>> cpu_greedy_tokens(std::int64_t prompt,
+                                                         std::int64_t max_new) {
   Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(generation_options());
   GenerateOptions o;
   o.max_new_tokens = max_new;

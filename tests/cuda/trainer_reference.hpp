@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "seqpar/config/bloom.hpp"
-#include "seqpar/core/rng.hpp"
 #include "seqpar/core/batch.hpp"
+#include "seqpar/core/rng.hpp"
 #include "seqpar/train/trainer.hpp"
 
 namespace seqpar::test {

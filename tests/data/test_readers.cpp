@@ -309,7 +309,8 @@ TEST_CASE("concatenated JSON: an object left open costs itself, not the records 
   const std::string good =
       "{\n  \"text\": \"王芳在上海\",\n  \"label\": {\"name\": {\"王芳\": [[0, 1]]}}\n}\n";
   // Record 2 loses its closing braces, record 4 a closing quote: each costs only itself.
-  const std::string open_object = "{\n  \"text\": \"李四\",\n  \"label\": {\"name\": {\"李四\": [[0, 1]]}\n";
+  const std::string open_object =
+      "{\n  \"text\": \"李四\",\n  \"label\": {\"name\": {\"李四\": [[0, 1]]}\n";
   const std::string open_string = "{\n  \"text\": \"张三,\n  \"label\": {}\n}\n";
   const auto p = dir.write("u.json", good + open_object + good + open_string + good + good);
   ReadOptions o;
@@ -319,7 +320,8 @@ TEST_CASE("concatenated JSON: an object left open costs itself, not the records 
   CHECK(d.report.skipped == 2);
   CHECK(d.report.skipped_by_reason.at("malformed_json") == 2);
   REQUIRE(d.report.problems.size() == 2);
-  CHECK(d.report.problems[0].find(":5: record 2 starts here but is not closed before the next record at line 8") !=
+  CHECK(d.report.problems[0].find(
+            ":5: record 2 starts here but is not closed before the next record at line 8") !=
         std::string::npos);
   CHECK(d.report.problems[1].find(":12: record 4: not valid JSON") != std::string::npos);
   CHECK(d.records[1].line == 8);

@@ -16,7 +16,8 @@
 #include "seqpar/train/trainer.hpp"
 
 namespace {
-using Tiny = seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 12, .hidden = 8, .layers = 1, .heads = 2}>;
+using Tiny =
+    seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 12, .hidden = 8, .layers = 1, .heads = 2}>;
 using TinyTrainer = seqpar::Trainer<Tiny, seqpar::Replicated<1>>;
 
 TinyTrainer& trainer() {
@@ -43,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto& path = scratch.write(seqpar::fuzz::as_text(data, size));
   seqpar::fuzz::expect_clean([&] {
     const auto meta = trainer().load_checkpoint(path);
-    (void)seqpar::DataPosition::from_metadata(meta, seqpar::BatchingOptions{.rows = 4}, path.string());
+    (void)seqpar::DataPosition::from_metadata(meta, seqpar::BatchingOptions{.rows = 4},
+                                              path.string());
   });
   return 0;
 }

@@ -21,7 +21,8 @@ const std::vector<seqpar::Tokenizer>& tokenizers() {
   static const std::vector<seqpar::Tokenizer> all = [] {
     std::vector<seqpar::Tokenizer> t;
     for (const char* name : {"bpe500_added.json", "gpt2_style.json"})
-      t.push_back(seqpar::Tokenizer::from_file(std::string(SEQPAR_TEST_DIR) + "/fixtures/tokenizer/" + name));
+      t.push_back(seqpar::Tokenizer::from_file(std::string(SEQPAR_TEST_DIR) +
+                                               "/fixtures/tokenizer/" + name));
     return t;
   }();
   return all;
@@ -33,8 +34,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const seqpar::Tokenizer& tok : tokenizers()) {
     const std::vector<std::int32_t> ids = tok.encode(text);
     for (const std::int32_t id : ids)
-      if (id < 0 || static_cast<std::size_t>(id) >= tok.vocab_size() || tok.id_to_token(id).empty()) {
-        std::fprintf(stderr, "encode gave id %d, not a token (vocab_size %zu)\n", id, tok.vocab_size());
+      if (id < 0 || static_cast<std::size_t>(id) >= tok.vocab_size() ||
+          tok.id_to_token(id).empty()) {
+        std::fprintf(stderr, "encode gave id %d, not a token (vocab_size %zu)\n", id,
+                     tok.vocab_size());
         std::abort();
       }
     if (!seqpar::detail::utf8_valid(tok.decode(ids))) {

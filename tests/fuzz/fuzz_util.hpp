@@ -82,13 +82,16 @@ inline void check_ner(const seqpar::NerDataset& d) {
     for (const auto& s : r.spans) {
       if (s.start < 0 || s.end < s.start || s.end >= chars) {
         std::fprintf(stderr, "span [%lld, %lld] outside a text of %lld code points\n",
-                     static_cast<long long>(s.start), static_cast<long long>(s.end), static_cast<long long>(chars));
+                     static_cast<long long>(s.start), static_cast<long long>(s.end),
+                     static_cast<long long>(chars));
         std::abort();
       }
-      const auto b = starts[static_cast<std::size_t>(s.start)], e = starts[static_cast<std::size_t>(s.end) + 1];
+      const auto b = starts[static_cast<std::size_t>(s.start)],
+                 e = starts[static_cast<std::size_t>(s.end) + 1];
       if (r.text.compare(b, e - b, s.text) != 0) {
-        std::fprintf(stderr, "span text '%s' is not the text's code points %lld..%lld\n", s.text.c_str(),
-                     static_cast<long long>(s.start), static_cast<long long>(s.end));
+        std::fprintf(stderr, "span text '%s' is not the text's code points %lld..%lld\n",
+                     s.text.c_str(), static_cast<long long>(s.start),
+                     static_cast<long long>(s.end));
         std::abort();
       }
     }

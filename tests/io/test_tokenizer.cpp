@@ -505,7 +505,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("tokenizer: ids far above the entry count are refused before any table is sized (fixture)") {
+TEST_CASE(
+    "tokenizer: ids far above the entry count are refused before any table is sized (fixture)") {
   const Json good = read_json(fixture_dir / "bpe500.json");
   std::size_t entries = good["model"]["vocab"].size() + good["added_tokens"].size();
   {

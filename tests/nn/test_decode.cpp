@@ -109,8 +109,9 @@ struct DecodeCase {
           for (std::int64_t d = 0; d < hd; ++d)
             dot += qkv[static_cast<std::size_t>(b * 3 * nh * hd + h * 3 * hd + d)] *
                    k[static_cast<std::size_t>(((b * nh + h) * cap + j) * hd + d)];
-          s[static_cast<std::size_t>(j)] = dot / std::sqrt(static_cast<double>(hd)) +
-                                           slopes[static_cast<std::size_t>(h)] * pos[static_cast<std::size_t>(b * cap + j)];
+          s[static_cast<std::size_t>(j)] =
+              dot / std::sqrt(static_cast<double>(hd)) +
+              slopes[static_cast<std::size_t>(h)] * pos[static_cast<std::size_t>(b * cap + j)];
           mx = std::max(mx, s[static_cast<std::size_t>(j)]);
         }
         double sum = 0;
@@ -119,17 +120,19 @@ struct DecodeCase {
           for (std::int64_t d = 0; d < hd; ++d)
             if (valid[static_cast<std::size_t>(b * cap + j)])
               out[static_cast<std::size_t>((b * nh + h) * hd + d)] +=
-                  s[static_cast<std::size_t>(j)] / sum * v[static_cast<std::size_t>(((b * nh + h) * cap + j) * hd + d)];
+                  s[static_cast<std::size_t>(j)] / sum *
+                  v[static_cast<std::size_t>(((b * nh + h) * cap + j) * hd + d)];
       }
     return out;
   }
 
   template <class T>
   std::vector<T> run() const {
-    std::vector<T> ctx(static_cast<std::size_t>(B * nh * hd), T(-7)), scores(static_cast<std::size_t>(B * nh * cap));
+    std::vector<T> ctx(static_cast<std::size_t>(B * nh * hd), T(-7)),
+        scores(static_cast<std::size_t>(B * nh * cap));
     const auto q = as<T>(qkv), kk = as<T>(k), vv = as<T>(v), p = as<T>(pos), sl = as<T>(slopes);
-    O::decode_attention(ctx.data(), scores.data(), q.data(), kk.data(), vv.data(), p.data(), valid.data(), sl.data(),
-                        B, nh, hd, cap, len);
+    O::decode_attention(ctx.data(), scores.data(), q.data(), kk.data(), vv.data(), p.data(),
+                        valid.data(), sl.data(), B, nh, hd, cap, len);
     return ctx;
   }
 };
@@ -157,7 +160,8 @@ TEST_CASE("kv_store puts each head's keys and values at their cache positions") 
         for (std::int64_t d = 0; d < hd; ++d) {
           const auto i = static_cast<std::size_t>(((b * nh + h) * cap + t) * hd + d);
           const bool stored = t >= t0 && t < t0 + S;
-          const std::size_t src = static_cast<std::size_t>((b * S + (t - t0)) * ld + h * 3 * hd + d);
+          const std::size_t src =
+              static_cast<std::size_t>((b * S + (t - t0)) * ld + h * 3 * hd + d);
           CHECK(k[i] == (stored ? qkv[src + hd] : -1.0f));
           CHECK(v[i] == (stored ? qkv[src + 2 * hd] : -1.0f));
         }
@@ -174,11 +178,14 @@ TEST_CASE("the decode attention of a sequence's last token equals the training f
     for (std::int64_t t = 0; t < Tn; ++t) {
       const bool ok = b == 0 || t >= 4;
       valid[static_cast<std::size_t>(b * Tn + t)] = ok;
-      pos[static_cast<std::size_t>(b * Tn + t)] = ok ? static_cast<float>(b == 0 ? t : t - 4) : 0.0f;
+      pos[static_cast<std::size_t>(b * Tn + t)] =
+          ok ? static_cast<float>(b == 0 ? t : t - 4) : 0.0f;
     }
-  for (std::int64_t h = 0; h < nh; ++h) slopes.push_back(static_cast<float>(kernels::alibi_slope(h, nh)));
+  for (std::int64_t h = 0; h < nh; ++h)
+    slopes.push_back(static_cast<float>(kernels::alibi_slope(h, nh)));
   std::vector<float> ctx(B * Tn * Hl), probs(B * nh * Tn * Tn);
-  O::attention_forward(ctx.data(), probs.data(), qkv.data(), pos.data(), valid.data(), slopes.data(), B, Tn, nh, hd);
+  O::attention_forward(ctx.data(), probs.data(), qkv.data(), pos.data(), valid.data(),
+                       slopes.data(), B, Tn, nh, hd);
 
   std::vector<float> k(B * nh * cap * hd), v(k.size()), cpos(B * cap), q(B * ld), out(B * Hl),
       scores(B * nh * cap);
@@ -189,15 +196,17 @@ TEST_CASE("the decode attention of a sequence's last token equals the training f
     std::copy_n(valid.data() + b * Tn, Tn, cvalid.data() + b * cap);
     std::copy_n(qkv.data() + (b * Tn + Tn - 1) * ld, ld, q.data() + b * ld);
   }
-  O::decode_attention(out.data(), scores.data(), q.data(), k.data(), v.data(), cpos.data(), cvalid.data(),
-                      slopes.data(), B, nh, hd, cap, Tn);
+  O::decode_attention(out.data(), scores.data(), q.data(), k.data(), v.data(), cpos.data(),
+                      cvalid.data(), slopes.data(), B, nh, hd, cap, Tn);
   std::vector<double> want, got(out.begin(), out.end());
   for (std::int64_t b = 0; b < B; ++b)
     want.insert(want.end(), ctx.begin() + (b * Tn + Tn - 1) * Hl, ctx.begin() + (b * Tn + Tn) * Hl);
   CHECK(max_rel_diff(got, want) < 1e-6);
 }
 
-TEST_CASE("prefill and decoding steps give the full forward's logits at every position, with left padding") {
+TEST_CASE(
+    "prefill and decoding steps give the full forward's logits at every position, with left "
+    "padding") {
   // Rows of 10, 6 and 8 tokens left-padded to 10; the first 7 columns are the prompt, the
   // other 3 are fed one step at a time (teacher forcing).
   Trainer<Tiny, Replicated<1>> t(random_model());
@@ -215,16 +224,20 @@ TEST_CASE("prefill and decoding steps give the full forward's logits at every po
   Batch prompt(B, P);
   for (std::int64_t r = 0; r < B; ++r)
     for (std::int64_t k = 0; k < P; ++k) {
-      prompt.input_ids[static_cast<std::size_t>(r * P + k)] = full.input_ids[static_cast<std::size_t>(r * T + k)];
-      prompt.attention_mask[static_cast<std::size_t>(r * P + k)] = full.attention_mask[static_cast<std::size_t>(r * T + k)];
+      prompt.input_ids[static_cast<std::size_t>(r * P + k)] =
+          full.input_ids[static_cast<std::size_t>(r * T + k)];
+      prompt.attention_mask[static_cast<std::size_t>(r * P + k)] =
+          full.attention_mask[static_cast<std::size_t>(r * T + k)];
     }
   auto& m = t.model();
-  const std::int64_t before = m.arena().stats().current[static_cast<std::size_t>(Memory::activations)];
+  const std::int64_t before =
+      m.arena().stats().current[static_cast<std::size_t>(Memory::activations)];
   auto cache = m.kv_cache(B, T);
   // Keys and values of 3 blocks x 12 heads x 10 positions x 4 dims for 3 rows, in float,
   // the positions, the mask and the last hidden state: the arena's activations.
   const std::int64_t kv_bytes = 2 * 3 * B * 12 * T * 4 * 4 + B * T * (4 + 1) + B * 48 * 4;
-  CHECK(m.arena().stats().current[static_cast<std::size_t>(Memory::activations)] - before == kv_bytes);
+  CHECK(m.arena().stats().current[static_cast<std::size_t>(Memory::activations)] - before ==
+        kv_bytes);
   m.prefill(prompt, cache);
   CHECK(cache.length == P);
   const std::int64_t cols = m.vocab_shard().rows;
@@ -233,7 +246,8 @@ TEST_CASE("prefill and decoding steps give the full forward's logits at every po
   for (std::int64_t pos = P - 1; pos < T; ++pos) {
     if (pos >= P) {
       std::vector<std::int32_t> ids;
-      for (std::int64_t r = 0; r < B; ++r) ids.push_back(full.input_ids[static_cast<std::size_t>(r * T + pos)]);
+      for (std::int64_t r = 0; r < B; ++r)
+        ids.push_back(full.input_ids[static_cast<std::size_t>(r * T + pos)]);
       m.decode(ids, cache);
       CHECK(cache.length == pos + 1);
     }
@@ -249,11 +263,13 @@ TEST_CASE("prefill and decoding steps give the full forward's logits at every po
   }
   CHECK(worst < 1e-5);
   // A full cache refuses another step, naming its size.
-  CHECK_THROWS_WITH_AS(m.decode(std::vector<std::int32_t>(B, 5), cache), doctest::Contains("10 positions"), Error);
+  CHECK_THROWS_WITH_AS(m.decode(std::vector<std::int32_t>(B, 5), cache),
+                       doctest::Contains("10 positions"), Error);
 }
 
 TEST_CASE("greedy generation under TensorSplit<2> equals the single-rank one") {
-  const std::vector<std::vector<std::int32_t>> rows{{11, 25, 40, 7, 93, 60, 18}, {52, 8, 71}, {30, 30, 64, 12, 5}};
+  const std::vector<std::vector<std::int32_t>> rows{
+      {11, 25, 40, 7, 93, 60, 18}, {52, 8, 71}, {30, 30, 64, 12, 5}};
   Batch p(3, 7);
   for (std::size_t r = 0; r < rows.size(); ++r)
     for (std::size_t k = 0; k < 7; ++k) {

@@ -11,7 +11,8 @@
 using namespace seqpar;
 
 namespace {
-using Tiny = Bloom<BloomConfig{.vocab_size = 37, .hidden = 12, .layers = 2, .heads = 3, .layer_norm_eps = 1e-5}>;
+using Tiny = Bloom<BloomConfig{
+    .vocab_size = 37, .hidden = 12, .layers = 2, .heads = 3, .layer_norm_eps = 1e-5}>;
 
 Batch tiny_batch() {
   Batch b(2, 6);
@@ -43,7 +44,8 @@ TEST_CASE("model backward matches finite differences for every parameter tensor 
     for (const auto& p : model.units()[u].params)
       if (p.vector)
         for (std::int64_t i = 0; i < p.numel(); ++i)
-          model.params(u)[p.offset + i] += 0.1 * CounterRng(99, p.name).normal(static_cast<std::uint64_t>(i));
+          model.params(u)[p.offset + i] +=
+              0.1 * CounterRng(99, p.name).normal(static_cast<std::uint64_t>(i));
 
   const Batch batch = tiny_batch();
   const double count = static_cast<double>(batch.view().target_count());
@@ -66,7 +68,8 @@ TEST_CASE("model backward matches finite differences for every parameter tensor 
       // A few elements of each tensor, spread over it; for the table, rows that are used.
       for (std::int64_t k = 0; k < 4; ++k) {
         std::int64_t i = (k * 7919 + 13) % p.numel();
-        if (p.name == "word_embeddings.weight") i = (batch.input_ids[static_cast<std::size_t>(k * 3)]) * Tiny::hidden + k;
+        if (p.name == "word_embeddings.weight")
+          i = (batch.input_ids[static_cast<std::size_t>(k * 3)]) * Tiny::hidden + k;
         double* x = model.params(u) + p.offset;
         const double num = test::numeric_grad(x, i, loss);
         const double ana = model.grads(u)[p.offset + i];

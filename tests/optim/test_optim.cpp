@@ -53,12 +53,16 @@ TEST_CASE("AdamW on a shard range that cuts through tensors") {
   CHECK(p[1] == doctest::Approx(1.0));
 }
 
-TEST_CASE("for_each_segments: a range cut at its tensors, equal neighbours merged, calls split at the capacity") {
+TEST_CASE(
+    "for_each_segments: a range cut at its tensors, equal neighbours merged, calls split at the "
+    "capacity") {
   // 80 tensors of 1..5 elements whose decay flags run in pairs: 40 segments once merged.
   UnitTable u;
   for (int i = 0; i < 80; ++i)
-    detail::add_param(u, "t" + std::to_string(i), 1 + i % 5, 1, true, Split::none, (i / 2) % 2 == 0, 1, 0);
-  const std::int64_t begin = 2, end = u.numel - 2;  // cuts into the second (of 2) and the last (of 5)
+    detail::add_param(u, "t" + std::to_string(i), 1 + i % 5, 1, true, Split::none, (i / 2) % 2 == 0,
+                      1, 0);
+  const std::int64_t begin = 2,
+                     end = u.numel - 2;  // cuts into the second (of 2) and the last (of 5)
   std::vector<int> seen(static_cast<std::size_t>(u.numel), 0);
   std::int64_t next = 0;
   int calls = 0, segments = 0;
@@ -71,11 +75,12 @@ TEST_CASE("for_each_segments: a range cut at its tensors, equal neighbours merge
         for (int k = 0; k < decay.count; ++k) {
           ++segments;
           if (k > 0) CHECK(decay.value[k] != decay.value[k - 1]);  // equal neighbours merged
-          for (std::int64_t i = begin + offset + decay.begin(k); i < begin + offset + decay.end[k]; ++i) {
+          for (std::int64_t i = begin + offset + decay.begin(k); i < begin + offset + decay.end[k];
+               ++i) {
             ++seen[static_cast<std::size_t>(i)];
-            const auto& spec = *std::find_if(u.params.begin(), u.params.end(), [i](const ParamSpec& p) {
-              return i >= p.offset && i < p.offset + p.numel();
-            });
+            const auto& spec = *std::find_if(
+                u.params.begin(), u.params.end(),
+                [i](const ParamSpec& p) { return i >= p.offset && i < p.offset + p.numel(); });
             CHECK(decay.value[k] == spec.decay);
           }
         }
@@ -84,10 +89,12 @@ TEST_CASE("for_each_segments: a range cut at its tensors, equal neighbours merge
   CHECK(next == end - begin);
   CHECK(calls == 2);
   CHECK(segments == 40);
-  for (std::int64_t i = 0; i < u.numel; ++i) CHECK(seen[static_cast<std::size_t>(i)] == (i >= begin && i < end ? 1 : 0));
+  for (std::int64_t i = 0; i < u.numel; ++i)
+    CHECK(seen[static_cast<std::size_t>(i)] == (i >= begin && i < end ? 1 : 0));
 }
 
-TEST_CASE("for_each_segments: no call for an empty range or one in the padding; no merge across a gap") {
+TEST_CASE(
+    "for_each_segments: no call for an empty range or one in the padding; no merge across a gap") {
   UnitTable u;
   detail::add_param(u, "a", 4, 1, true, Split::none, false, 1, 0);
   detail::add_param(u, "b", 4, 1, true, Split::none, false, 1, 0);
@@ -101,20 +108,24 @@ TEST_CASE("for_each_segments: no call for an empty range or one in the padding; 
   u.params[1].offset = 6;
   u.numel = 10;
   std::vector<std::pair<std::int64_t, std::int64_t>> seen;  // (offset, size) of each call
-  for_each_segments<bool>(u, 1, 10, decay_of, [&](std::int64_t offset, const kernels::Segments<bool>& s) {
-    seen.emplace_back(offset, s.size());
-  });
+  for_each_segments<bool>(u, 1, 10, decay_of,
+                          [&](std::int64_t offset, const kernels::Segments<bool>& s) {
+                            seen.emplace_back(offset, s.size());
+                          });
   CHECK(seen == std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 3}, {5, 4}});
 }
 
-TEST_CASE("AdamW over a range of more segments than one call takes equals the element-wise update") {
+TEST_CASE(
+    "AdamW over a range of more segments than one call takes equals the element-wise update") {
   UnitTable u;
   for (int i = 0; i < 70; ++i)
-    detail::add_param(u, "t" + std::to_string(i), 2 + i % 3, 1, true, Split::none, i % 2 == 0, 1, 0);
+    detail::add_param(u, "t" + std::to_string(i), 2 + i % 3, 1, true, Split::none, i % 2 == 0, 1,
+                      0);
   const std::int64_t begin = 1, end = u.numel - 1, n = end - begin;
   Arena arena;
-  AdamState<double, Arena> s{begin, end, Buffer<double, Arena>(arena, static_cast<std::size_t>(n), Memory::optimizer),
-                             Buffer<double, Arena>(arena, static_cast<std::size_t>(n), Memory::optimizer)};
+  AdamState<double, Arena> s{
+      begin, end, Buffer<double, Arena>(arena, static_cast<std::size_t>(n), Memory::optimizer),
+      Buffer<double, Arena>(arena, static_cast<std::size_t>(n), Memory::optimizer)};
   std::vector<double> p(static_cast<std::size_t>(n)), g(p.size()), ref, m(p.size()), v(p.size());
   for (std::size_t i = 0; i < p.size(); ++i) {
     p[i] = 1.0 + 0.01 * static_cast<double>(i);

@@ -20,15 +20,17 @@ int check(MpiComm& world, const test::RunResult& ref, const char* name) {
   int failures = 0;
   for (int s = 0; s < kSteps; ++s) {
     const auto st = t.step(test::plan_batch(s));
-    if (std::abs(st.loss - ref.losses[static_cast<std::size_t>(s)]) > 1e-5 * ref.losses[static_cast<std::size_t>(s)]) {
-      std::fprintf(stderr, "rank %d %s step %d: loss %.8f, Replicated<1> %.8f\n", world.rank(), name, s, st.loss,
-                   ref.losses[static_cast<std::size_t>(s)]);
+    if (std::abs(st.loss - ref.losses[static_cast<std::size_t>(s)]) >
+        1e-5 * ref.losses[static_cast<std::size_t>(s)]) {
+      std::fprintf(stderr, "rank %d %s step %d: loss %.8f, Replicated<1> %.8f\n", world.rank(),
+                   name, s, st.loss, ref.losses[static_cast<std::size_t>(s)]);
       ++failures;
     }
   }
   const double werr = test::max_weight_error(t, ref);
   if (werr > 1e-4) {
-    std::fprintf(stderr, "rank %d %s: final weights differ by %.3g (relative)\n", world.rank(), name, werr);
+    std::fprintf(stderr, "rank %d %s: final weights differ by %.3g (relative)\n", world.rank(),
+                 name, werr);
     ++failures;
   }
   std::int64_t all = failures;
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
     run(check<Hybrid<PP2, Sharded<Zero3, 2>>>(world, ref, "Hybrid<PP2, Sharded<Zero3, 2>>"));
     run(check<PP4>(world, ref, "PP4"));
     if (world.rank() == 0) std::printf("%d passed, %d failed\n", total - failed, failed);
-    if (failed) throw Error(std::to_string(failed) + " plan(s) differ from Replicated<1> under mpirun");
+    if (failed)
+      throw Error(std::to_string(failed) + " plan(s) differ from Replicated<1> under mpirun");
   });
 }

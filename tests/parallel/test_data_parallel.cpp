@@ -16,17 +16,20 @@ using test::check_equivalent;
 TEST_CASE_TEMPLATE_DEFINE("data-parallel plan equals Replicated<1>", Plan, data_parallel_plans) {
   check_equivalent<Plan>(PlanTraits<Plan>::world_size);
 }
-TEST_CASE_TEMPLATE_INVOKE(data_parallel_plans, Replicated<2>, Replicated<4>, Replicated<8>, Sharded<Zero1, 2>,
-                          Sharded<Zero1, 4>, Sharded<Zero1, 8>, Sharded<Zero2, 2>, Sharded<Zero2, 4>,
-                          Sharded<Zero2, 8>, Sharded<Zero3, 2>, Sharded<Zero3, 4>, Sharded<Zero3, 8>);
+TEST_CASE_TEMPLATE_INVOKE(data_parallel_plans, Replicated<2>, Replicated<4>, Replicated<8>,
+                          Sharded<Zero1, 2>, Sharded<Zero1, 4>, Sharded<Zero1, 8>,
+                          Sharded<Zero2, 2>, Sharded<Zero2, 4>, Sharded<Zero2, 8>,
+                          Sharded<Zero3, 2>, Sharded<Zero3, 4>, Sharded<Zero3, 8>);
 
 // ZeRO-2/3 keep a unit's reduction in flight, and ZeRO-3 gathers the next unit ahead,
 // only where the async collectives really run behind the caller: here they run when joined.
-TEST_CASE_TEMPLATE("data-parallel plans whose async collectives run only when joined match ThreadComm exactly", Plan,
-                   Replicated<2>, Sharded<Zero1, 2>, Sharded<Zero2, 4>, Sharded<Zero3, 4>) {
+TEST_CASE_TEMPLATE(
+    "data-parallel plans whose async collectives run only when joined match ThreadComm exactly",
+    Plan, Replicated<2>, Sharded<Zero1, 2>, Sharded<Zero2, 4>, Sharded<Zero3, 4>) {
   DeferredComm<ThreadComm>::Counts calls;
   // A rank-dependent order of collectives would hang: past the limit the program stops.
-  comm_test::timed_within(std::chrono::seconds(120), [&] { calls = test::check_over_deferred_comm<Plan>(); });
+  comm_test::timed_within(std::chrono::seconds(120),
+                          [&] { calls = test::check_over_deferred_comm<Plan>(); });
   constexpr int zero = PlanTraits<Plan>::zero_stage;
   CHECK((calls.all_reduce > 0) == (zero == 0));
   CHECK((calls.reduce_scatter > 0) == (zero > 0));
@@ -40,9 +43,11 @@ TEST_CASE("a dynamic degree takes the communicator's size") {
 }
 
 TEST_CASE("a static degree that differs from the communicator is a clear error") {
-  CHECK_THROWS_WITH_AS(run_ranks(2, [](ThreadComm& c) { Trainer<Small, Replicated<4>> t(c, test::plan_options()); }),
-                       doctest::Contains("the plan needs 4 ranks (data 4 x tensor 1 x pipeline 1) but the communicator has 2"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      run_ranks(2, [](ThreadComm& c) { Trainer<Small, Replicated<4>> t(c, test::plan_options()); }),
+      doctest::Contains(
+          "the plan needs 4 ranks (data 4 x tensor 1 x pipeline 1) but the communicator has 2"),
+      Error);
 }
 
 namespace {
@@ -77,9 +82,12 @@ void check_memory_and_bytes(double comm_factor) {
     const auto st = t.step(test::plan_batch(1));
     std::lock_guard lock(m);
     CAPTURE(comm.rank());
-    CHECK(static_cast<double>(st.memory.peak_of(Memory::parameters)) == doctest::Approx(want.params).epsilon(0.05));
-    CHECK(static_cast<double>(st.memory.peak_of(Memory::gradients)) == doctest::Approx(want.grads).epsilon(0.05));
-    CHECK(static_cast<double>(st.memory.peak_of(Memory::optimizer)) == doctest::Approx(want.optim).epsilon(0.05));
+    CHECK(static_cast<double>(st.memory.peak_of(Memory::parameters)) ==
+          doctest::Approx(want.params).epsilon(0.05));
+    CHECK(static_cast<double>(st.memory.peak_of(Memory::gradients)) ==
+          doctest::Approx(want.grads).epsilon(0.05));
+    CHECK(static_cast<double>(st.memory.peak_of(Memory::optimizer)) ==
+          doctest::Approx(want.optim).epsilon(0.05));
     // Ring figures: an all-reduce of S bytes moves 2 (N-1)/N S per rank.
     const double ring = comm_factor * 2.0 * (n - 1) / n * 4 * psi;
     CHECK(static_cast<double>(stats.total_bytes_sent()) == doctest::Approx(ring).epsilon(0.02));

@@ -16,8 +16,9 @@ using test::Small;
 TEST_CASE_TEMPLATE_DEFINE("pipeline plan equals Replicated<1>", Plan, pipeline_plans) {
   test::check_equivalent<Plan>(PlanTraits<Plan>::world_size);
 }
-TEST_CASE_TEMPLATE_INVOKE(pipeline_plans, PP2, PP4, Pipeline<2, GPipe>, Pipeline<4, GPipe>, Hybrid<TP2, PP2>,
-                          Hybrid<TP2, PP2, DP2>, Hybrid<PP2, Sharded<Zero3, 2>>, Hybrid<PP2, Sharded<Zero2, 2>>,
+TEST_CASE_TEMPLATE_INVOKE(pipeline_plans, PP2, PP4, Pipeline<2, GPipe>, Pipeline<4, GPipe>,
+                          Hybrid<TP2, PP2>, Hybrid<TP2, PP2, DP2>, Hybrid<PP2, Sharded<Zero3, 2>>,
+                          Hybrid<PP2, Sharded<Zero2, 2>>,
                           Hybrid<Pipeline<2, GPipe>, TP2, Sharded<Zero1, 2>>);
 
 namespace {
@@ -40,7 +41,8 @@ TEST_CASE("1F1B keeps at most S micro-batches in flight on the first stage; GPip
   const auto one_f_one_b = first_stage_activation_peak<Pipeline<4, OneFOneB>>();
   CHECK(one_f_one_b < gpipe);
   // 8 micro-batches of equal size: GPipe holds 8 records, 1F1B 4.
-  CHECK(static_cast<double>(gpipe) / static_cast<double>(one_f_one_b) == doctest::Approx(2.0).epsilon(0.1));
+  CHECK(static_cast<double>(gpipe) / static_cast<double>(one_f_one_b) ==
+        doctest::Approx(2.0).epsilon(0.1));
 }
 
 TEST_CASE("pipeline: parameter bytes per stage and bytes moved between stages") {
@@ -56,14 +58,17 @@ TEST_CASE("pipeline: parameter bytes per stage and bytes moved between stages") 
     // Stage 0: the embedding and 2 blocks; stage 1: 2 blocks, ln_f and its copy of the tied table.
     const auto units = bloom_units<Small>();
     double expect = static_cast<double>(units[0].numel);
-    for (int l = 0; l < 2; ++l) expect += static_cast<double>(units[static_cast<std::size_t>(1 + l + 2 * comm.rank())].numel);
+    for (int l = 0; l < 2; ++l)
+      expect += static_cast<double>(units[static_cast<std::size_t>(1 + l + 2 * comm.rank())].numel);
     if (comm.rank() == 1) expect += static_cast<double>(units.back().numel);
     // Each of 4 micro-batches sends [2 x 12, 32] floats one way (activations or their gradients);
     // the tied embedding's gradient crosses once; the loss and the norm are all-reduced.
     const double act = 4 * 2 * 12 * 32 * 4.0, tied = static_cast<double>(units[0].numel) * 4;
     std::lock_guard lock(m);
-    CHECK(static_cast<double>(st.memory.peak_of(Memory::parameters)) == doctest::Approx(4 * expect).epsilon(0.001));
-    CHECK(static_cast<double>(stats[CollectiveKind::send].bytes_sent) == doctest::Approx(act + tied));
+    CHECK(static_cast<double>(st.memory.peak_of(Memory::parameters)) ==
+          doctest::Approx(4 * expect).epsilon(0.001));
+    CHECK(static_cast<double>(stats[CollectiveKind::send].bytes_sent) ==
+          doctest::Approx(act + tied));
   });
 }
 
@@ -144,18 +149,22 @@ std::vector<double> pipeline_losses() {
 }  // namespace
 
 TEST_CASE_TEMPLATE("pipeline schedules run where a send waits for its receive (as NCCL's)", Plan,
-                   Pipeline<2, OneFOneB>, Pipeline<4, OneFOneB>, Pipeline<4, GPipe>, Hybrid<TP2, Pipeline<2>>) {
+                   Pipeline<2, OneFOneB>, Pipeline<4, OneFOneB>, Pipeline<4, GPipe>,
+                   Hybrid<TP2, Pipeline<2>>) {
   const auto buffered = pipeline_losses<Plan, ThreadComm>();
   std::vector<double> rendezvous;
   // A deadlock cannot be unwound: past the limit the test program stops with a message.
-  comm_test::timed_within(std::chrono::seconds(120), [&] { rendezvous = pipeline_losses<Plan, RendezvousComm>(); });
+  comm_test::timed_within(std::chrono::seconds(120),
+                          [&] { rendezvous = pipeline_losses<Plan, RendezvousComm>(); });
   CHECK(rendezvous == buffered);
 }
 
-TEST_CASE_TEMPLATE("hybrid plans whose async collectives run only when joined match ThreadComm exactly", Plan,
-                   Hybrid<PP2, Sharded<Zero3, 2>>, Hybrid<TP2, PP2, DP2>) {
+TEST_CASE_TEMPLATE(
+    "hybrid plans whose async collectives run only when joined match ThreadComm exactly", Plan,
+    Hybrid<PP2, Sharded<Zero3, 2>>, Hybrid<TP2, PP2, DP2>) {
   test::DeferredComm<ThreadComm>::Counts calls;
-  comm_test::timed_within(std::chrono::seconds(120), [&] { calls = test::check_over_deferred_comm<Plan>(); });
+  comm_test::timed_within(std::chrono::seconds(120),
+                          [&] { calls = test::check_over_deferred_comm<Plan>(); });
   CHECK(calls.all_reduce + calls.reduce_scatter > 0);
   CHECK((calls.all_gather > 0) == (PlanTraits<Plan>::zero_stage == 3));
 }

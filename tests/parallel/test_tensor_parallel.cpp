@@ -10,11 +10,13 @@ using test::Small;
 TEST_CASE_TEMPLATE_DEFINE("tensor-split plan equals Replicated<1>", Plan, tensor_plans) {
   test::check_equivalent<Plan>(PlanTraits<Plan>::world_size);
 }
-TEST_CASE_TEMPLATE_INVOKE(tensor_plans, TP2, TP4, Hybrid<TP2, DP2>, Hybrid<DP2, TP2>, Hybrid<TP2, Sharded<Zero3, 2>>,
-                          Hybrid<TP2, DP4>, Hybrid<TP4, Sharded<Zero1, 2>>);
+TEST_CASE_TEMPLATE_INVOKE(tensor_plans, TP2, TP4, Hybrid<TP2, DP2>, Hybrid<DP2, TP2>,
+                          Hybrid<TP2, Sharded<Zero3, 2>>, Hybrid<TP2, DP4>,
+                          Hybrid<TP4, Sharded<Zero1, 2>>);
 
-TEST_CASE_TEMPLATE_DEFINE("recomputed attention probabilities give the same bits on every rank (TP2 x PP2)", Plan,
-                          recompute_plans) {
+TEST_CASE_TEMPLATE_DEFINE(
+    "recomputed attention probabilities give the same bits on every rank (TP2 x PP2)", Plan,
+    recompute_plans) {
   // Tensor ranks hold different heads (their ALiBi slopes start at head0); four
   // micro-batches keep several records in flight on the first stage (all four under GPipe).
   auto o = test::plan_options();
@@ -38,7 +40,8 @@ TEST_CASE("tensor split: parameter bytes per rank and bytes moved per step") {
   // Per rank: split tensors hold 1/N of their elements, replicated ones all of them.
   double split = 0, replicated = 0;
   for (const auto& u : bloom_units<Small>(1, 0))
-    for (const auto& p : u.params) (p.split == Split::none ? replicated : split) += static_cast<double>(p.numel());
+    for (const auto& p : u.params)
+      (p.split == Split::none ? replicated : split) += static_cast<double>(p.numel());
   std::mutex m;
   run_ranks(2, [&](ThreadComm& comm) {
     auto o = test::plan_options();
@@ -53,12 +56,14 @@ TEST_CASE("tensor split: parameter bytes per rank and bytes moved per step") {
     const double N = static_cast<double>(b.rows * b.seq), H = Small::hidden;
     std::int64_t targets = 0;
     for (std::int64_t r = 0; r < b.rows; ++r)
-      for (std::int64_t s = 0; s + 1 < b.seq; ++s) targets += b.labels[static_cast<std::size_t>(r * b.seq + s + 1)] != ignore_index;
+      for (std::int64_t s = 0; s + 1 < b.seq; ++s)
+        targets += b.labels[static_cast<std::size_t>(r * b.seq + s + 1)] != ignore_index;
     const double elems = 4.0 * Small::layers * N * H + N * H + 3.0 * targets + targets * H;
     const double ring = 2.0 * (2 - 1) / 2 * 4 * elems;  // all-reduce of S bytes: 2 (N-1)/N S
     std::lock_guard lock(m);
     CHECK(static_cast<double>(st.memory.peak_of(Memory::parameters)) ==
           doctest::Approx(4 * (split / 2 + replicated)).epsilon(0.01));
-    CHECK(static_cast<double>(t.tensor_stats().total_bytes_sent()) == doctest::Approx(ring).epsilon(0.01));
+    CHECK(static_cast<double>(t.tensor_stats().total_bytes_sent()) ==
+          doctest::Approx(ring).epsilon(0.01));
   });
 }

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "seqpar/comm/any_comm.hpp"
 #include "seqpar/comm/communicator.hpp"
 #include "seqpar/core/error.hpp"
-#include "seqpar/comm/any_comm.hpp"
 
 namespace seqpar::test {
 

@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "seqpar/io/safetensors.hpp"
 #include "seqpar/core/batch.hpp"
+#include "seqpar/io/safetensors.hpp"
 
 namespace seqpar::test {
 
-inline std::string golden_path(const std::string& name) { return std::string(SEQPAR_TEST_DIR) + "/golden/" + name; }
+inline std::string golden_path(const std::string& name) {
+  return std::string(SEQPAR_TEST_DIR) + "/golden/" + name;
+}
 
 inline std::vector<float> floats(const SafetensorsFile& f, const std::string& name) {
   const auto& e = f.at(name);

@@ -9,7 +9,8 @@
 namespace seqpar::test {
 
 /// Numerical d f / d x[i] by central differences, restoring x[i].
-inline double numeric_grad(double* x, std::int64_t i, const std::function<double()>& f, double h = 1e-6) {
+inline double numeric_grad(double* x, std::int64_t i, const std::function<double()>& f,
+                           double h = 1e-6) {
   const double saved = x[i];
   x[i] = saved + h;
   const double up = f();

@@ -63,7 +63,8 @@ inline RunResult reference_run(int steps) {
     r.losses.push_back(st.loss);
     r.norms.push_back(st.grad_norm);
   }
-  t.for_each_param([&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
+  t.for_each_param(
+      [&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
   return r;
 }
 
@@ -78,7 +79,9 @@ double max_weight_error(TrainerT& t, const RunResult& ref) {
       for (std::int64_t c = 0; c < p.local_cols; ++c) {
         const std::int64_t fr = p.row0 + r, fc = p.col0 + c;
         want[static_cast<std::size_t>(r * p.local_cols + c)] =
-            fr < static_cast<std::int64_t>(full.size() / static_cast<std::size_t>(p.cols)) ? full[static_cast<std::size_t>(fr * p.cols + fc)] : 0.0f;
+            fr < static_cast<std::int64_t>(full.size() / static_cast<std::size_t>(p.cols))
+                ? full[static_cast<std::size_t>(fr * p.cols + fc)]
+                : 0.0f;
       }
     worst = std::max(worst, rel_norm_err(got, want));
   });
@@ -114,7 +117,8 @@ struct RankRun {
 /// comm_of(rank's ThreadComm), with an evaluation after each step; then the logits of
 /// batch 0 and the weights are read, and after(rank, communicator) runs.
 template <class Plan, class CommOf, class After>
-std::vector<RankRun> run_plan_over(int n, int steps, const TrainOptions& o, CommOf&& comm_of, After&& after) {
+std::vector<RankRun> run_plan_over(int n, int steps, const TrainOptions& o, CommOf&& comm_of,
+                                   After&& after) {
   std::vector<RankRun> runs(static_cast<std::size_t>(n));
   run_ranks(n, [&](ThreadComm& thread_comm) {
     auto comm = comm_of(thread_comm);
@@ -128,7 +132,8 @@ std::vector<RankRun> run_plan_over(int n, int steps, const TrainOptions& o, Comm
     }
     r.logits = t.logits(plan_batch(0));
     r.data_gathers = static_cast<std::int64_t>(t.data_stats()[CollectiveKind::all_gather].calls);
-    t.for_each_param([&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
+    t.for_each_param(
+        [&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
     after(thread_comm.rank(), comm);
   });
   return runs;
@@ -148,22 +153,27 @@ template <class Plan>
 void check_equivalent(int n) {
   const auto& ref = reference();
   std::mutex m;
-  run_plan<Plan>(n, kPlanSteps, [&](int rank, auto& t, const std::vector<double>& losses, const std::vector<double>& norms) {
-    const double werr = max_weight_error(t, ref);
-    std::lock_guard lock(m);
-    CAPTURE(rank);
-    for (int s = 0; s < kPlanSteps; ++s) {
-      CHECK(losses[static_cast<std::size_t>(s)] == doctest::Approx(ref.losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
-      CHECK(norms[static_cast<std::size_t>(s)] == doctest::Approx(ref.norms[static_cast<std::size_t>(s)]).epsilon(1e-5));
-    }
-    CHECK(werr < 1e-4);
-  });
+  run_plan<Plan>(
+      n, kPlanSteps,
+      [&](int rank, auto& t, const std::vector<double>& losses, const std::vector<double>& norms) {
+        const double werr = max_weight_error(t, ref);
+        std::lock_guard lock(m);
+        CAPTURE(rank);
+        for (int s = 0; s < kPlanSteps; ++s) {
+          CHECK(losses[static_cast<std::size_t>(s)] ==
+                doctest::Approx(ref.losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
+          CHECK(norms[static_cast<std::size_t>(s)] ==
+                doctest::Approx(ref.norms[static_cast<std::size_t>(s)]).epsilon(1e-5));
+        }
+        CHECK(werr < 1e-4);
+      });
 }
 
 /// run_plan_over on plain ThreadComm ranks.
 template <class Plan>
 std::vector<RankRun> run_plan_threads(int n, int steps, const TrainOptions& o) {
-  return run_plan_over<Plan>(n, steps, o, [](ThreadComm& c) { return c; }, [](int, ThreadComm&) {});
+  return run_plan_over<Plan>(
+      n, steps, o, [](ThreadComm& c) { return c; }, [](int, ThreadComm&) {});
 }
 
 /// Runs Plan for three steps of two micro-batches per rank over ThreadComm ranks and over
@@ -178,8 +188,9 @@ typename DeferredComm<ThreadComm>::Counts check_over_deferred_comm() {
   o.micro_batch_rows = 8 / (2 * PlanTraits<Plan>::data_degree);
   const auto plain = run_plan_threads<Plan>(n, 3, o);
   std::vector<typename Deferred::Counts> counts(static_cast<std::size_t>(n));
-  const auto deferred = run_plan_over<Plan>(n, 3, o, [](ThreadComm& c) { return Deferred(c); },
-                                            [&](int rank, Deferred& c) { counts[static_cast<std::size_t>(rank)] = c.counts(); });
+  const auto deferred = run_plan_over<Plan>(
+      n, 3, o, [](ThreadComm& c) { return Deferred(c); },
+      [&](int rank, Deferred& c) { counts[static_cast<std::size_t>(rank)] = c.counts(); });
   typename Deferred::Counts total;
   for (int r = 0; r < n; ++r) {
     CAPTURE(r);

@@ -13,7 +13,8 @@ namespace {
 constexpr int kSteps = test::kPlanSteps, kSplit = 2;
 
 std::filesystem::path temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() / ("seqpar_ckpt_" + std::to_string(::getpid()) + "_" + name);
+  return std::filesystem::temp_directory_path() /
+         ("seqpar_ckpt_" + std::to_string(::getpid()) + "_" + name);
 }
 
 using test::reference;
@@ -40,18 +41,27 @@ void check_resume() {
     std::lock_guard lock(m);
     CHECK(meta.at("data.position") == "2");
     CHECK(t.steps_taken() == kSteps);
-    for (int s = kSplit; s < kSteps; ++s) CHECK(losses[s - kSplit] == doctest::Approx(ref.losses[s]).epsilon(1e-5));
+    for (int s = kSplit; s < kSteps; ++s)
+      CHECK(losses[s - kSplit] == doctest::Approx(ref.losses[s]).epsilon(1e-5));
     CHECK(werr < 1e-4);
   });
   std::filesystem::remove(path);
 }
 }  // namespace
 
-TEST_CASE("a checkpoint resumes the same run under the same plan") { check_resume<Replicated<1>, Replicated<1>>(); }
-TEST_CASE("ZeRO-3 over 2 ranks -> ZeRO-1 over 4 ranks") { check_resume<Sharded<Zero3, 2>, Sharded<Zero1, 4>>(); }
+TEST_CASE("a checkpoint resumes the same run under the same plan") {
+  check_resume<Replicated<1>, Replicated<1>>();
+}
+TEST_CASE("ZeRO-3 over 2 ranks -> ZeRO-1 over 4 ranks") {
+  check_resume<Sharded<Zero3, 2>, Sharded<Zero1, 4>>();
+}
 TEST_CASE("Replicated<1> -> TP2 x PP2") { check_resume<Replicated<1>, Hybrid<TP2, PP2>>(); }
-TEST_CASE("TP2 x PP2 x DP2 -> ZeRO-2 over 2 ranks") { check_resume<Hybrid<TP2, PP2, DP2>, Sharded<Zero2, 2>>(); }
-TEST_CASE("TP2 x ZeRO-3 -> PP4 with GPipe") { check_resume<Hybrid<TP2, Sharded<Zero3, 2>>, Pipeline<4, GPipe>>(); }
+TEST_CASE("TP2 x PP2 x DP2 -> ZeRO-2 over 2 ranks") {
+  check_resume<Hybrid<TP2, PP2, DP2>, Sharded<Zero2, 2>>();
+}
+TEST_CASE("TP2 x ZeRO-3 -> PP4 with GPipe") {
+  check_resume<Hybrid<TP2, Sharded<Zero3, 2>>, Pipeline<4, GPipe>>();
+}
 
 TEST_CASE("weights exported under TP2 x PP2 are the full Hugging Face tensors") {
   const auto split = temp_path("split.safetensors"), single = temp_path("single.safetensors");
@@ -86,13 +96,17 @@ TEST_CASE("checkpoint errors name the file and what differs") {
   }
   using Other = Bloom<BloomConfig{.vocab_size = 200, .hidden = 32, .layers = 2, .heads = 4}>;
   Trainer<Other, Replicated<1>> o;
-  CHECK_THROWS_WITH_AS(o.load_checkpoint(path), doctest::Contains("layers = 4; this trainer's model has 2"), Error);
+  CHECK_THROWS_WITH_AS(o.load_checkpoint(path),
+                       doctest::Contains("layers = 4; this trainer's model has 2"), Error);
   {
     Trainer<Small, Replicated<1>> t(test::plan_options());
     t.save_weights(path);  // weights only: no optimizer state
-    CHECK_THROWS_WITH_AS(t.load_checkpoint(path), doctest::Contains("not a training checkpoint (metadata 'seqpar.step' is missing)"), Error);
+    CHECK_THROWS_WITH_AS(
+        t.load_checkpoint(path),
+        doctest::Contains("not a training checkpoint (metadata 'seqpar.step' is missing)"), Error);
   }
   std::filesystem::remove(path);
   Trainer<Small, Replicated<1>> t(test::plan_options());
-  CHECK_THROWS_WITH_AS(t.save_checkpoint("/nonexistent-dir/x.safetensors"), doctest::Contains("/nonexistent-dir"), Error);
+  CHECK_THROWS_WITH_AS(t.save_checkpoint("/nonexistent-dir/x.safetensors"),
+                       doctest::Contains("/nonexistent-dir"), Error);
 }

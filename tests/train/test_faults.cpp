@@ -23,7 +23,8 @@ namespace {
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 
 std::filesystem::path temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() / ("seqpar_faults_" + std::to_string(::getpid()) + "_" + name);
+  return std::filesystem::temp_directory_path() /
+         ("seqpar_faults_" + std::to_string(::getpid()) + "_" + name);
 }
 
 std::string file_bytes(const std::filesystem::path& p) {
@@ -50,13 +51,15 @@ void rewrite(const std::filesystem::path& from, const std::filesystem::path& to,
   }
   edit(values, shapes, meta);
   std::vector<TensorToWrite> tensors;
-  for (const auto& [n, v] : values) tensors.push_back({n, DType::f32, shapes.at(n), std::as_bytes(std::span(v))});
+  for (const auto& [n, v] : values)
+    tensors.push_back({n, DType::f32, shapes.at(n), std::as_bytes(std::span(v))});
   write_safetensors(to, tensors, meta);
 }
 
 std::map<std::string, std::vector<float>> weights_of(Trainer<Small, Replicated<1>>& t) {
   std::map<std::string, std::vector<float>> w;
-  t.for_each_param([&](const ParamSpec& p, float* v, float*) { w[p.name].assign(v, v + p.numel()); });
+  t.for_each_param(
+      [&](const ParamSpec& p, float* v, float*) { w[p.name].assign(v, v + p.numel()); });
   return w;
 }
 
@@ -83,7 +86,8 @@ TEST_CASE("StepGuard: a non-finite loss or gradient norm is a fault under every 
   CHECK(b.update(1.0, std::nan("")) == StepVerdict::fault);
 }
 
-TEST_CASE("StepGuard under loss scaling: an overflow halves the scale; at the floor it is a fault") {
+TEST_CASE(
+    "StepGuard under loss scaling: an overflow halves the scale; at the floor it is a fault") {
   StepGuard<Fp16Mixed> g;
   CHECK(g.update(1.0, INFINITY) == StepVerdict::overflow);
   CHECK(g.value() == Fp16Mixed::initial_loss_scale / 2);
@@ -123,15 +127,20 @@ TEST_CASE("a NaN in the weights skips every update, counted, until the run stops
     CHECK(std::memcmp(v.data(), after.at(name).data(), v.size() * sizeof(float)) == 0);
   }
   CHECK(t.steps_taken() == 1);
-  CHECK_THROWS_WITH_AS(t.step(test::plan_batch(3)),
-                       doctest::Contains("step 2: the loss (nan) or the gradient norm (nan) was not finite in 3 steps "
-                                         "in a row (TrainOptions::max_nonfinite_steps = 3)"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      t.step(test::plan_batch(3)),
+      doctest::Contains(
+          "step 2: the loss (nan) or the gradient norm (nan) was not finite in 3 steps "
+          "in a row (TrainOptions::max_nonfinite_steps = 3)"),
+      Error);
   o.max_nonfinite_steps = 0;
-  CHECK_THROWS_WITH_AS((Trainer<Small, Replicated<1>>(o)), doctest::Contains("max_nonfinite_steps is 0"), Error);
+  CHECK_THROWS_WITH_AS((Trainer<Small, Replicated<1>>(o)),
+                       doctest::Contains("max_nonfinite_steps is 0"), Error);
 }
 
-TEST_CASE("a learning rate that blows the weights up stops every rank of TP2 x PP2 x DP2 at the same step") {
+TEST_CASE(
+    "a learning rate that blows the weights up stops every rank of TP2 x PP2 x DP2 at the same "
+    "step") {
   auto o = test::plan_options();
   o.lr = 1e30;  // one step makes the weights ~1e30: the next losses overflow
   o.warmup_steps = 0;
@@ -159,7 +168,8 @@ TEST_CASE("a learning rate that blows the weights up stops every rank of TP2 x P
   for (auto s : skipped_at) CHECK(s == skipped_at[0]);
 }
 
-TEST_CASE("no checkpoint or weights file is written from non-finite values; the last good file stays") {
+TEST_CASE(
+    "no checkpoint or weights file is written from non-finite values; the last good file stays") {
   const auto path = temp_path("good.safetensors"), weights = temp_path("weights.safetensors");
   Trainer<Small, Replicated<1>> t(test::plan_options());
   t.step(test::plan_batch(0));
@@ -167,12 +177,15 @@ TEST_CASE("no checkpoint or weights file is written from non-finite values; the 
   t.save_weights(weights);
   const std::string good = file_bytes(path), good_weights = file_bytes(weights);
   poison(t, "h.2.self_attention.dense.weight");
-  CHECK_THROWS_WITH_AS(t.save_checkpoint(path),
-                       doctest::Contains("not written: tensor 'transformer.h.2.self_attention.dense.weight' holds nan "
-                                         "at element 3"),
-                       Error);
-  CHECK_THROWS_WITH_AS(t.save_weights(weights, DType::bf16),
-                       doctest::Contains("tensor 'transformer.h.2.self_attention.dense.weight' holds nan"), Error);
+  CHECK_THROWS_WITH_AS(
+      t.save_checkpoint(path),
+      doctest::Contains(
+          "not written: tensor 'transformer.h.2.self_attention.dense.weight' holds nan "
+          "at element 3"),
+      Error);
+  CHECK_THROWS_WITH_AS(
+      t.save_weights(weights, DType::bf16),
+      doctest::Contains("tensor 'transformer.h.2.self_attention.dense.weight' holds nan"), Error);
   CHECK(file_bytes(path) == good);
   CHECK(file_bytes(weights) == good_weights);
   for (const auto& e : std::filesystem::directory_iterator(path.parent_path()))
@@ -185,15 +198,22 @@ TEST_CASE("weights or a checkpoint holding a NaN are refused, naming the tensor"
   const auto path = temp_path("ckpt.safetensors"), bad = temp_path("nan.safetensors");
   Trainer<Small, Replicated<1>> t(test::plan_options());
   t.save_checkpoint(path);
-  rewrite(path, bad, [](auto& values, auto&, auto&) { values.at("transformer.h.3.mlp.dense_4h_to_h.bias")[5] = kNan; });
-  CHECK_THROWS_WITH_AS(t.load_weights(bad),
-                       doctest::Contains("tensor 'transformer.h.3.mlp.dense_4h_to_h.bias' holds nan (row 5, column 0)"),
+  rewrite(path, bad, [](auto& values, auto&, auto&) {
+    values.at("transformer.h.3.mlp.dense_4h_to_h.bias")[5] = kNan;
+  });
+  CHECK_THROWS_WITH_AS(
+      t.load_weights(bad),
+      doctest::Contains(
+          "tensor 'transformer.h.3.mlp.dense_4h_to_h.bias' holds nan (row 5, column 0)"),
+      Error);
+  CHECK_THROWS_WITH_AS(t.load_checkpoint(bad),
+                       doctest::Contains("'transformer.h.3.mlp.dense_4h_to_h.bias' holds nan"),
                        Error);
-  CHECK_THROWS_WITH_AS(t.load_checkpoint(bad), doctest::Contains("'transformer.h.3.mlp.dense_4h_to_h.bias' holds nan"),
-                       Error);
-  rewrite(path, bad, [](auto& values, auto&, auto&) { values.at("optimizer.v.transformer.ln_f.weight")[0] = INFINITY; });
-  CHECK_THROWS_WITH_AS(t.load_checkpoint(bad), doctest::Contains("'optimizer.v.transformer.ln_f.weight' holds inf"),
-                       Error);
+  rewrite(path, bad, [](auto& values, auto&, auto&) {
+    values.at("optimizer.v.transformer.ln_f.weight")[0] = INFINITY;
+  });
+  CHECK_THROWS_WITH_AS(t.load_checkpoint(bad),
+                       doctest::Contains("'optimizer.v.transformer.ln_f.weight' holds inf"), Error);
   std::filesystem::remove(path);
   std::filesystem::remove(bad);
 }
@@ -211,35 +231,44 @@ TEST_CASE("a weights file with tensors the model does not have is refused, listi
     shapes["score.weight"] = {2};
   });
   Trainer<Small, Replicated<1>> t(test::plan_options());
-  CHECK_THROWS_WITH_AS(t.load_weights(extra),
-                       doctest::Contains("2 tensor(s) that this model (vocab 200, hidden 32, 4 layers) does not have: "
-                                         "'score.weight', 'transformer.h.7.mlp.dense_4h_to_h.bias'"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      t.load_weights(extra),
+      doctest::Contains(
+          "2 tensor(s) that this model (vocab 200, hidden 32, 4 layers) does not have: "
+          "'score.weight', 'transformer.h.7.mlp.dense_4h_to_h.bias'"),
+      Error);
   // A 2-layer model given a 4-layer file: once it loaded the first two layers silently.
   using Shallow = Bloom<BloomConfig{.vocab_size = 200, .hidden = 32, .layers = 2, .heads = 4}>;
   Trainer<Shallow, Replicated<1>> s;
-  CHECK_THROWS_WITH_AS(s.load_weights(path), doctest::Contains("tensor(s) that this model (vocab 200, hidden 32, 2 layers)"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      s.load_weights(path),
+      doctest::Contains("tensor(s) that this model (vocab 200, hidden 32, 2 layers)"), Error);
   // The check reads the header only and runs before any allocation: check_bloom_weights.
   const TensorFile f(path);
   using Wide = Bloom<BloomConfig{.vocab_size = 200, .hidden = 64, .layers = 4, .heads = 4}>;
-  CHECK_THROWS_WITH_AS(check_bloom_weights<Wide>(f.names(), [&f](std::string_view n) { return f.find(n); }, path.string()),
-                       doctest::Contains("tensor 'transformer.word_embeddings.weight' has shape [200, 32]; this model "
-                                         "(vocab 200, hidden 64, 4 layers) expects [200, 64]"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      check_bloom_weights<Wide>(
+          f.names(), [&f](std::string_view n) { return f.find(n); }, path.string()),
+      doctest::Contains(
+          "tensor 'transformer.word_embeddings.weight' has shape [200, 32]; this model "
+          "(vocab 200, hidden 64, 4 layers) expects [200, 64]"),
+      Error);
   t.load_weights(path);  // the model's own file loads
   std::filesystem::remove(path);
   std::filesystem::remove(extra);
 }
 
-TEST_CASE("checkpoint metadata that is not a number is refused naming the file, the field and the value") {
+TEST_CASE(
+    "checkpoint metadata that is not a number is refused naming the file, the field and the "
+    "value") {
   const auto path = temp_path("m.safetensors"), bad = temp_path("badmeta.safetensors");
   Trainer<Small, Replicated<1>> t(test::plan_options());
   t.save_checkpoint(path);
   for (const char* value : {"12abc", "", " 3", "0x10", "99999999999999999999"}) {
     CAPTURE(value);
     rewrite(path, bad, [&](auto&, auto&, auto& meta) { meta["seqpar.step"] = value; });
-    const std::string want = bad.string() + ": metadata seqpar.step is '" + value + "'; expected an integer (plain decimal, in range)";
+    const std::string want = bad.string() + ": metadata seqpar.step is '" + value +
+                             "'; expected an integer (plain decimal, in range)";
     CHECK_THROWS_WITH_AS(t.load_checkpoint(bad), doctest::Contains(want.c_str()), Error);
   }
   rewrite(path, bad, [&](auto&, auto&, auto& meta) { meta["seqpar.step"] = "-4"; });
@@ -258,6 +287,8 @@ TEST_CASE("parse_number: whole decimal text in range, nothing else") {
   for (const char* s : {"nan", "inf", "-inf", "0x1p3", "1e400", "1.5x", "+2"})
     CHECK_FALSE(detail::parse_number<double>(s).has_value());
   CHECK_FALSE(detail::parse_number<std::uint64_t>("-1").has_value());
-  CHECK_THROWS_WITH_AS(detail::parse_field<double>("nan", "f.json", "field x"),
-                       doctest::Contains("f.json: field x is 'nan'; expected a finite number (plain decimal)"), Error);
+  CHECK_THROWS_WITH_AS(
+      detail::parse_field<double>("nan", "f.json", "field x"),
+      doctest::Contains("f.json: field x is 'nan'; expected a finite number (plain decimal)"),
+      Error);
 }

@@ -32,19 +32,23 @@ Batch padded_batch(std::uint64_t seed) {
 template <class TrainerT>
 std::vector<float> all_weights(TrainerT& t) {
   std::vector<float> w;
-  t.for_each_param([&](const ParamSpec& p, float* v, float*) { w.insert(w.end(), v, v + p.numel()); });
+  t.for_each_param(
+      [&](const ParamSpec& p, float* v, float*) { w.insert(w.end(), v, v + p.numel()); });
   return w;
 }
 }  // namespace
 
-TEST_CASE("fused attention trains as the standard one; a record keeps lse rows instead of probabilities") {
+TEST_CASE(
+    "fused attention trains as the standard one; a record keeps lse rows instead of "
+    "probabilities") {
   TrainOptions standard, fused;
   standard.lr = fused.lr = 1e-3;
   fused.attention = AttentionKind::fused;
   Trainer<Tiny, Replicated<1>> t1(standard), t2(fused);
   const Batch b = padded_batch(1);
   const std::int64_t B = b.rows, S = b.seq, f32 = sizeof(float);
-  const std::int64_t probs_bytes = B * Tiny::heads * S * S * f32, lse_bytes = B * Tiny::heads * S * f32;
+  const std::int64_t probs_bytes = B * Tiny::heads * S * S * f32,
+                     lse_bytes = B * Tiny::heads * S * f32;
   for (int step = 0; step < 4; ++step) {
     CAPTURE(step);
     const StepStats s1 = t1.step(b), s2 = t2.step(b);
@@ -60,12 +64,14 @@ TEST_CASE("fused attention trains as the standard one; a record keeps lse rows i
   }
   CHECK(test::rel_norm_err(all_weights(t2), all_weights(t1)) < 1e-5);
   // Evaluation and logits take the fused forward too.
-  CHECK(t2.evaluate(padded_batch(2)) == doctest::Approx(t1.evaluate(padded_batch(2))).epsilon(1e-6));
+  CHECK(t2.evaluate(padded_batch(2)) ==
+        doctest::Approx(t1.evaluate(padded_batch(2))).epsilon(1e-6));
   CHECK(test::rel_norm_err(t2.logits(b), t1.logits(b)) < 1e-5);
 }
 
-TEST_CASE_TEMPLATE_DEFINE("fused attention on tensor-split plans equals the standard one (ThreadComm)", Plan,
-                          fused_plans) {
+TEST_CASE_TEMPLATE_DEFINE(
+    "fused attention on tensor-split plans equals the standard one (ThreadComm)", Plan,
+    fused_plans) {
   // Each tensor rank holds a share of the heads: its ALiBi slopes start at head0.
   constexpr int n = PlanTraits<Plan>::world_size;
   auto o = test::plan_options();

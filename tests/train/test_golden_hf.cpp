@@ -14,12 +14,14 @@ using test::floats;
 using test::rel_norm_err;
 
 namespace {
-using H16 = Bloom<BloomConfig{.vocab_size = 250, .hidden = 64, .layers = 2, .heads = 16, .layer_norm_eps = 1e-5}>;
-using H12 = Bloom<BloomConfig{.vocab_size = 300, .hidden = 96, .layers = 3, .heads = 12, .layer_norm_eps = 1e-5}>;
+using H16 = Bloom<BloomConfig{
+    .vocab_size = 250, .hidden = 64, .layers = 2, .heads = 16, .layer_norm_eps = 1e-5}>;
+using H12 = Bloom<BloomConfig{
+    .vocab_size = 300, .hidden = 96, .layers = 3, .heads = 12, .layer_norm_eps = 1e-5}>;
 
-constexpr double kForwardTol = 1e-5;   // logits and loss
-constexpr double kGradTol = 1e-4;      // gradients: a longer chain of fp32 sums
-constexpr double kTrainTol = 1e-4;     // parameters after three AdamW steps
+constexpr double kForwardTol = 1e-5;  // logits and loss
+constexpr double kGradTol = 1e-4;     // gradients: a longer chain of fp32 sums
+constexpr double kTrainTol = 1e-4;    // parameters after three AdamW steps
 
 TensorLookup golden_lookup(const SafetensorsFile& f, const std::string& prefix) {
   return [&f, prefix](std::string_view name) { return f.find(prefix + std::string(name)); };
@@ -69,7 +71,8 @@ void check_golden(const std::string& file, AttentionKind attention = AttentionKi
     o.max_grad_norm = meta("max_grad_norm");
     Trainer<M, Replicated<1>> t(o);
     t.load_weights(golden_lookup(f, "param."), file);
-    const auto losses = floats(f, "train.loss"), norms = floats(f, "train.grad_norm"), lrs = floats(f, "train.lr");
+    const auto losses = floats(f, "train.loss"), norms = floats(f, "train.grad_norm"),
+               lrs = floats(f, "train.lr");
     for (int s = 0; s < 3; ++s) {
       CAPTURE(s);
       const auto st = t.step(batch);
@@ -86,7 +89,9 @@ void check_golden(const std::string& file, AttentionKind attention = AttentionKi
 }
 }  // namespace
 
-TEST_CASE("golden: 16 heads, 2 layers matches transformers") { check_golden<H16>("bloom_h16.safetensors"); }
+TEST_CASE("golden: 16 heads, 2 layers matches transformers") {
+  check_golden<H16>("bloom_h16.safetensors");
+}
 TEST_CASE("golden: 12 heads (not a power of two), 3 layers matches transformers") {
   check_golden<H12>("bloom_h12.safetensors");
 }

@@ -20,7 +20,8 @@ Batch pattern_batch(std::int64_t rows, std::int64_t seq, std::uint64_t seed = 3)
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t t = 0; t < seq; ++t) {
       const auto i = static_cast<std::size_t>(r * seq + t);
-      b.input_ids[i] = static_cast<std::int32_t>(4 + (rng.bits(static_cast<std::uint64_t>(r)) + 3 * t) % 90);
+      b.input_ids[i] =
+          static_cast<std::int32_t>(4 + (rng.bits(static_cast<std::uint64_t>(r)) + 3 * t) % 90);
       b.labels[i] = b.input_ids[i];
     }
   b.attention_mask[0] = 0;  // one left-padding token
@@ -32,12 +33,14 @@ Batch pattern_batch(std::int64_t rows, std::int64_t seq, std::uint64_t seed = 3)
 template <class TrainerT>
 std::vector<float> all_weights(TrainerT& t) {
   std::vector<float> w;
-  t.for_each_param([&](const ParamSpec& p, float* v, float*) { w.insert(w.end(), v, v + p.numel()); });
+  t.for_each_param(
+      [&](const ParamSpec& p, float* v, float*) { w.insert(w.end(), v, v + p.numel()); });
   return w;
 }
 
 std::filesystem::path temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() / ("seqpar_test_" + std::to_string(::getpid()) + "_" + name);
+  return std::filesystem::temp_directory_path() /
+         ("seqpar_test_" + std::to_string(::getpid()) + "_" + name);
 }
 }  // namespace
 
@@ -46,11 +49,13 @@ TEST_CASE("parameter counts are compile-time constants") {
   static_assert(Trainer<Tiny, Replicated<1>>::world_size == 1);
   std::int64_t n = 0;
   for (const auto& u : bloom_units<Tiny>())
-    for (const auto& p : u.params) n += p.name == "word_embeddings.weight" ? Tiny::vocab_size * p.cols : p.numel();
+    for (const auto& p : u.params)
+      n += p.name == "word_embeddings.weight" ? Tiny::vocab_size * p.cols : p.numel();
   CHECK(n == Tiny::parameter_count);
 }
 
-TEST_CASE("gradient accumulation over micro-batches equals one big batch (loss is a global token mean)") {
+TEST_CASE(
+    "gradient accumulation over micro-batches equals one big batch (loss is a global token mean)") {
   const Batch b = pattern_batch(4, 9);
   TrainOptions whole, parts;
   parts.micro_batch_rows = 1;
@@ -58,14 +63,18 @@ TEST_CASE("gradient accumulation over micro-batches equals one big batch (loss i
   const double l1 = t1.compute_gradients(b), l2 = t2.compute_gradients(b);
   CHECK(l1 == doctest::Approx(l2).epsilon(1e-6));
   std::vector<float> g1, g2;
-  t1.for_each_param([&](const ParamSpec& p, float*, float* g) { g1.insert(g1.end(), g, g + p.numel()); });
-  t2.for_each_param([&](const ParamSpec& p, float*, float* g) { g2.insert(g2.end(), g, g + p.numel()); });
+  t1.for_each_param(
+      [&](const ParamSpec& p, float*, float* g) { g1.insert(g1.end(), g, g + p.numel()); });
+  t2.for_each_param(
+      [&](const ParamSpec& p, float*, float* g) { g2.insert(g2.end(), g, g + p.numel()); });
   CHECK(test::rel_norm_err(g2, g1) < 1e-5);
 }
 
 TEST_CASE("the arena counts parameters, gradients and optimizer state exactly") {
   Trainer<Tiny, Replicated<1>> t;
-  const std::int64_t padded = (Tiny::parameter_count + (padded_vocab(Tiny::vocab_size, 1) - Tiny::vocab_size) * Tiny::hidden);
+  const std::int64_t padded =
+      (Tiny::parameter_count +
+       (padded_vocab(Tiny::vocab_size, 1) - Tiny::vocab_size) * Tiny::hidden);
   CHECK(t.memory().current_of(Memory::parameters) == padded * 4);
   CHECK(t.memory().current_of(Memory::gradients) == padded * 4);
   CHECK(t.memory().current_of(Memory::optimizer) == 2 * padded * 4);
@@ -74,7 +83,8 @@ TEST_CASE("the arena counts parameters, gradients and optimizer state exactly") 
   CHECK(st.memory.total_peak >= st.memory.total_current);
 }
 
-TEST_CASE("the LM head's logits budget trades the head's buffer against recomputing, same training") {
+TEST_CASE(
+    "the LM head's logits budget trades the head's buffer against recomputing, same training") {
   // vocab 1000: whole logits (the default budget) against chunks of 128 columns (a budget
   // of 1 byte rounds up to the smallest chunk): eight chunks, the last of 104.
   using Wide = Bloom<BloomConfig{.vocab_size = 1000, .hidden = 32, .layers = 1, .heads = 4}>;
@@ -94,12 +104,13 @@ TEST_CASE("the LM head's logits budget trades the head's buffer against recomput
   CHECK(test::rel_norm_err(all_weights(t2), all_weights(t1)) < 1e-6);
   TrainOptions bad;
   bad.logits_bytes = -1;
-  CHECK_THROWS_WITH_AS((Trainer<Wide, Replicated<1>>(bad)), doctest::Contains("TrainOptions::logits_bytes is -1"),
-                       Error);
+  CHECK_THROWS_WITH_AS((Trainer<Wide, Replicated<1>>(bad)),
+                       doctest::Contains("TrainOptions::logits_bytes is -1"), Error);
 }
 
-TEST_CASE("recomputed attention probabilities: the same bits, a layer's probabilities less per record; "
-          "an evaluation keeps none") {
+TEST_CASE(
+    "recomputed attention probabilities: the same bits, a layer's probabilities less per record; "
+    "an evaluation keeps none") {
   TrainOptions kept, remade;
   remade.recompute_attention = true;
   Trainer<Tiny, Replicated<1>> t1(kept), t2(remade);
@@ -113,7 +124,8 @@ TEST_CASE("recomputed attention probabilities: the same bits, a layer's probabil
     // Each block's record keeps its probabilities, or one scratch holds them for all.
     train_peak = s1.memory.peak_of(Memory::activations);
     CHECK(train_peak - s2.memory.peak_of(Memory::activations) == Tiny::layers * probs_bytes);
-    CHECK(t2.memory().current_of(Memory::buffers) - t1.memory().current_of(Memory::buffers) == probs_bytes);
+    CHECK(t2.memory().current_of(Memory::buffers) - t1.memory().current_of(Memory::buffers) ==
+          probs_bytes);
   }
   CHECK(all_weights(t2) == all_weights(t1));
   // An evaluation keeps no probabilities in either mode: no backward follows it.
@@ -142,7 +154,8 @@ TEST_CASE("training learns a repeated pattern") {
   CHECK(last < 0.5 * first);
 }
 
-TEST_CASE("weights round-trip through safetensors in F32 and BF16, and reload into a fresh trainer") {
+TEST_CASE(
+    "weights round-trip through safetensors in F32 and BF16, and reload into a fresh trainer") {
   TrainOptions o;
   o.seed = 11;
   Trainer<Tiny, Replicated<1>> a(o);
@@ -157,7 +170,8 @@ TEST_CASE("weights round-trip through safetensors in F32 and BF16, and reload in
   CHECK(c.evaluate(b) == doctest::Approx(a.evaluate(b)).epsilon(1e-7));
   const SafetensorsFile f(path);
   CHECK(f.find("transformer.h.1.mlp.dense_4h_to_h.bias") != nullptr);
-  CHECK(f.at("transformer.word_embeddings.weight").shape == std::vector<std::int64_t>{Tiny::vocab_size, Tiny::hidden});
+  CHECK(f.at("transformer.word_embeddings.weight").shape ==
+        std::vector<std::int64_t>{Tiny::vocab_size, Tiny::hidden});
   CHECK(f.find("lm_head.weight") == nullptr);
   a.save_weights(path, DType::bf16);
   c.load_weights(path);
@@ -174,8 +188,10 @@ TEST_CASE("weights without the transformer. prefix and with only lm_head.weight 
     const std::int64_t rows = p.name == "word_embeddings.weight" ? Tiny::vocab_size : p.rows;
     auto& d = data.emplace_back(v, v + rows * p.cols);
     const std::string name = p.name == "word_embeddings.weight" ? "lm_head.weight" : p.name;
-    tensors.push_back({name, DType::f32, p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols},
-                       std::as_bytes(std::span(d))});
+    tensors.push_back(
+        {name, DType::f32,
+         p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols},
+         std::as_bytes(std::span(d))});
   });
   write_safetensors(path, tensors);
   TrainOptions o;
@@ -207,11 +223,14 @@ TEST_CASE("bad weights and bad batches give errors that name the file, tensor or
   }
   {
     std::vector<float> emb(100 * 32);
-    const std::vector<TensorToWrite> ts = {
-        {"transformer.word_embeddings.weight", DType::f32, {100, 32}, std::as_bytes(std::span(emb))}};
+    const std::vector<TensorToWrite> ts = {{"transformer.word_embeddings.weight",
+                                            DType::f32,
+                                            {100, 32},
+                                            std::as_bytes(std::span(emb))}};
     write_safetensors(path, ts);
   }
-  CHECK_THROWS_WITH_AS(t.load_weights(path), doctest::Contains("word_embeddings_layernorm.weight' (or"), Error);
+  CHECK_THROWS_WITH_AS(t.load_weights(path),
+                       doctest::Contains("word_embeddings_layernorm.weight' (or"), Error);
   std::ofstream(path) << "not a checkpoint";
   CHECK_THROWS_WITH_AS(t.load_weights(path), doctest::Contains("not a safetensors file"), Error);
   std::filesystem::remove(path);

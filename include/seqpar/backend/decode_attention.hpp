@@ -39,7 +39,8 @@ struct SerialTeam {
   // out[d] = inv * sum_j w[j] v[j, d]: key-major, so that v is read row by row and the
   // inner loop over d vectorises.
   template <class T>
-  SEQPAR_HOST_DEVICE void weighted_sum(T* out, const A* w, const T* v, std::int64_t len, std::int64_t hd, A inv) const {
+  SEQPAR_HOST_DEVICE void weighted_sum(T* out, const A* w, const T* v, std::int64_t len,
+                                       std::int64_t hd, A inv) const {
     A acc[256];
     for (std::int64_t d0 = 0; d0 < hd; d0 += 256) {
       const std::int64_t dn = hd - d0 < 256 ? hd - d0 : 256;
@@ -60,8 +61,9 @@ struct SerialTeam {
 /// A query without a valid key attends uniformly to the len keys (never in generation: the
 /// new token itself is valid).
 template <class A, class Team, class T, class P>
-SEQPAR_HOST_DEVICE void decode_attention_head(const Team& team, A* s, T* out, const T* q, const T* k, const T* v,
-                                              const P* pos, const std::uint8_t* valid, A slope, std::int64_t len,
+SEQPAR_HOST_DEVICE void decode_attention_head(const Team& team, A* s, T* out, const T* q,
+                                              const T* k, const T* v, const P* pos,
+                                              const std::uint8_t* valid, A slope, std::int64_t len,
                                               std::int64_t hd) {
   const A scale = A(1) / sqrt_of(A(hd));
   const A masked = -A(INFINITY);

@@ -31,9 +31,10 @@ using DeviceArena = BasicArena<typename D::allocator>;
 /// The op set of a device; specialised in backend/<device>/ops.hpp.
 template <class D>
 struct Ops {
-  static_assert(sizeof(D) == 0,
-                "No backend for this device: include its ops header (backend/cpu/ops.hpp); "
-                "for Cpu link seqpar::cpu (find_package(seqpar COMPONENTS cpu)), which brings Eigen.");
+  static_assert(
+      sizeof(D) == 0,
+      "No backend for this device: include its ops header (backend/cpu/ops.hpp); "
+      "for Cpu link seqpar::cpu (find_package(seqpar COMPONENTS cpu)), which brings Eigen.");
 };
 
 /// The element type device D stores values of dtype `dt` in. float and double are

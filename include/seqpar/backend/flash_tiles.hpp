@@ -35,15 +35,16 @@ SEQPAR_HOST_DEVICE bool attends_uniformly(std::int64_t i, std::int64_t first_val
 }
 
 /// Keys [0, n) that query i attends: its causal prefix, or all T keys when uniform.
-SEQPAR_HOST_DEVICE std::int64_t attended_keys(std::int64_t i, std::int64_t first_valid, std::int64_t Tn) {
+SEQPAR_HOST_DEVICE std::int64_t attended_keys(std::int64_t i, std::int64_t first_valid,
+                                              std::int64_t Tn) {
   return attends_uniformly(i, first_valid) ? Tn : i + 1;
 }
 
 /// The score of key j for query i: qk = q_i . k_j (unscaled). Masked keys (after the
 /// query, or not valid) are -inf; a uniform query scores every key 0.
 template <class T>
-SEQPAR_HOST_DEVICE T flash_score(T qk, T scale, T slope, T pos_j, bool valid_j, std::int64_t i, std::int64_t j,
-                                 bool uniform) {
+SEQPAR_HOST_DEVICE T flash_score(T qk, T scale, T slope, T pos_j, bool valid_j, std::int64_t i,
+                                 std::int64_t j, bool uniform) {
   if (uniform) return T(0);
   return j <= i && valid_j ? alibi_score(qk * scale, slope, pos_j) : minus_infinity<T>();
 }

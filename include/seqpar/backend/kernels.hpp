@@ -96,7 +96,8 @@ SEQPAR_HOST_DEVICE T gelu(T x) {
 template <class T>
 SEQPAR_HOST_DEVICE T gelu_grad(T x) {
   const T t = tanh_of(T(0.79788456) * x * (T(1) + T(0.044715) * x * x));
-  return T(0.5) * x * ((T(1) - t * t) * (T(0.79788456) + T(0.1070322243) * x * x)) + T(0.5) * (T(1) + t);
+  return T(0.5) * x * ((T(1) - t * t) * (T(0.79788456) + T(0.1070322243) * x * x)) +
+         T(0.5) * (T(1) + t);
 }
 
 /// A flat range cut into consecutive segments with a value each (AdamW's decay flag, the
@@ -137,7 +138,7 @@ struct Segments {
 /// Per-step constants of AdamW (torch.optim.AdamW's formulation).
 struct AdamCoeffs {
   float lr, beta1, beta2, eps, weight_decay;
-  float step_size;             // lr / (1 - beta1^t)
+  float step_size;              // lr / (1 - beta1^t)
   float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
 };
 

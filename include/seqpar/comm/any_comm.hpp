@@ -28,8 +28,9 @@ class AnyComm {
   // copy_constructible<C>, which for C = AnyComm would consider this constructor again
   // (clang rejects the recursion; constraints of one conjunction are checked in order).
   template <class C>
-    requires(!std::same_as<std::remove_cvref_t<C>, AnyComm>) && Communicator<C>
-  explicit AnyComm(C comm) : impl_(std::make_shared<Model<C>>(std::move(comm))) {}
+  requires(!std::same_as<std::remove_cvref_t<C>, AnyComm>) &&
+      Communicator<C> explicit AnyComm(C comm)
+      : impl_(std::make_shared<Model<C>>(std::move(comm))) {}
 
   explicit operator bool() const { return impl_ != nullptr; }
   int rank() const { return impl_ ? impl_->rank() : 0; }
@@ -40,7 +41,9 @@ class AnyComm {
   void barrier() {
     if (impl_) impl_->barrier();
   }
-  AnyComm split(int color, int key) { return impl_ ? AnyComm(impl_->split(color, key)) : AnyComm(); }
+  AnyComm split(int color, int key) {
+    return impl_ ? AnyComm(impl_->split(color, key)) : AnyComm();
+  }
 
   template <class T>
   void all_reduce(T* data, std::size_t n, ReduceOp op) {
@@ -75,8 +78,8 @@ class AnyComm {
   /// operation (NCCL: one group), so that two ranks exchanging with each other cannot
   /// deadlock where a send waits for its receive; elsewhere a send, then a receive.
   template <class T>
-  void sendrecv(const T* send, std::size_t send_n, int send_tag, T* recv, std::size_t recv_n, int recv_tag,
-                int peer) {
+  void sendrecv(const T* send, std::size_t send_n, int send_tag, T* recv, std::size_t recv_n,
+                int recv_tag, int peer) {
     SEQPAR_CHECK(impl_, "sendrecv with rank ", peer, " on a one-rank group");
     impl_->sendrecv(wire(send), send_n, send_tag, wire(recv), recv_n, recv_tag, peer);
   }
@@ -126,25 +129,31 @@ class AnyComm {
 // The typed operations, declared (pure) in Concept and forwarded in Model, per element type;
 // the async ones run blocking on a communicator that has no async form, and sendrecv is a
 // send and a receive on one that has no paired form.
-#define SEQPAR_ANYCOMM_OPS(T, SPEC, BODY, ASYNC, PAIRED)                                                 \
-  virtual void all_reduce(T* d, std::size_t n, ReduceOp op) SPEC BODY(all_reduce(d, n, op))      \
-  virtual void reduce_scatter(const T* i, T* o, std::size_t n, ReduceOp op)                      \
-      SPEC BODY(reduce_scatter(i, o, n, op))                                                     \
-  virtual void all_gather(const T* i, T* o, std::size_t n) SPEC BODY(all_gather(i, o, n))        \
-  virtual void broadcast(T* d, std::size_t n, int root) SPEC BODY(broadcast(d, n, root))         \
-  virtual void send(const T* d, std::size_t n, int p, int t) SPEC BODY(send(d, n, p, t))         \
-  virtual void recv(T* d, std::size_t n, int p, int t) SPEC BODY(recv(d, n, p, t))               \
-  virtual CommTicket all_reduce_async(T* d, std::size_t n, ReduceOp op)                          \
-      SPEC ASYNC(all_reduce_async(d, n, op), all_reduce(d, n, op))                               \
-  virtual CommTicket reduce_scatter_async(const T* i, T* o, std::size_t n, ReduceOp op)          \
-      SPEC ASYNC(reduce_scatter_async(i, o, n, op), reduce_scatter(i, o, n, op))                 \
-  virtual CommTicket all_gather_async(const T* i, T* o, std::size_t n)                           \
-      SPEC ASYNC(all_gather_async(i, o, n), all_gather(i, o, n))                                 \
-  virtual void sendrecv(const T* s, std::size_t sn, int st, T* r, std::size_t rn, int rt, int p) \
-      SPEC PAIRED(s, sn, st, r, rn, rt, p)
+#define SEQPAR_ANYCOMM_OPS(T, SPEC, BODY, ASYNC, PAIRED)                                   \
+  virtual void all_reduce(T* d, std::size_t n, ReduceOp op) SPEC BODY(                     \
+      all_reduce(d, n, op)) virtual void                                                   \
+  reduce_scatter(const T* i, T* o, std::size_t n, ReduceOp op) SPEC                        \
+  BODY(reduce_scatter(i, o, n, op)) virtual void                                           \
+  all_gather(const T* i, T* o, std::size_t n) SPEC                                         \
+  BODY(all_gather(i, o, n)) virtual void                                                   \
+  broadcast(T* d, std::size_t n, int root) SPEC                                            \
+  BODY(broadcast(d, n, root)) virtual void                                                 \
+  send(const T* d, std::size_t n, int p, int t) SPEC                                       \
+  BODY(send(d, n, p, t)) virtual void                                                      \
+  recv(T* d, std::size_t n, int p, int t) SPEC                                             \
+  BODY(recv(d, n, p, t)) virtual CommTicket                                                \
+  all_reduce_async(T* d, std::size_t n, ReduceOp op) SPEC                                  \
+  ASYNC(all_reduce_async(d, n, op), all_reduce(d, n, op)) virtual CommTicket               \
+  reduce_scatter_async(const T* i, T* o, std::size_t n, ReduceOp op) SPEC                  \
+  ASYNC(reduce_scatter_async(i, o, n, op), reduce_scatter(i, o, n, op)) virtual CommTicket \
+  all_gather_async(const T* i, T* o, std::size_t n) SPEC                                   \
+  ASYNC(all_gather_async(i, o, n), all_gather(i, o, n)) virtual void                       \
+  sendrecv(const T* s, std::size_t sn, int st, T* r, std::size_t rn, int rt, int p) SPEC   \
+  PAIRED(s, sn, st, r, rn, rt, p)
 #define SEQPAR_ANYCOMM_PURE(call) = 0;
 #define SEQPAR_ANYCOMM_PURE_ASYNC(call, blocking) = 0;
-#define SEQPAR_ANYCOMM_FORWARD(call) { comm.call; }
+#define SEQPAR_ANYCOMM_FORWARD(call) \
+  { comm.call; }
 #define SEQPAR_ANYCOMM_FORWARD_ASYNC(call, blocking) \
   {                                                  \
     if constexpr (AsyncCommunicator<C>) {            \
@@ -155,14 +164,14 @@ class AnyComm {
     }                                                \
   }
 #define SEQPAR_ANYCOMM_PURE_PAIRED(s, sn, st, r, rn, rt, p) = 0;
-#define SEQPAR_ANYCOMM_FORWARD_PAIRED(s, sn, st, r, rn, rt, p)                          \
-  {                                                                                     \
-    if constexpr (requires { comm.sendrecv(s, sn, st, r, rn, rt, p); }) {               \
-      comm.sendrecv(s, sn, st, r, rn, rt, p);                                           \
-    } else {                                                                            \
-      comm.send(s, sn, p, st);                                                          \
-      comm.recv(r, rn, p, rt);                                                          \
-    }                                                                                   \
+#define SEQPAR_ANYCOMM_FORWARD_PAIRED(s, sn, st, r, rn, rt, p)            \
+  {                                                                       \
+    if constexpr (requires { comm.sendrecv(s, sn, st, r, rn, rt, p); }) { \
+      comm.sendrecv(s, sn, st, r, rn, rt, p);                             \
+    } else {                                                              \
+      comm.send(s, sn, p, st);                                            \
+      comm.recv(r, rn, p, rt);                                            \
+    }                                                                     \
   }
 #define SEQPAR_ANYCOMM_ALL_TYPES(SPEC, BODY, ASYNC, PAIRED)   \
   SEQPAR_ANYCOMM_OPS(float, SPEC, BODY, ASYNC, PAIRED)        \
@@ -173,7 +182,8 @@ class AnyComm {
 
   struct Concept {
     virtual ~Concept() = default;
-    SEQPAR_ANYCOMM_ALL_TYPES(, SEQPAR_ANYCOMM_PURE, SEQPAR_ANYCOMM_PURE_ASYNC, SEQPAR_ANYCOMM_PURE_PAIRED)
+    SEQPAR_ANYCOMM_ALL_TYPES(, SEQPAR_ANYCOMM_PURE, SEQPAR_ANYCOMM_PURE_ASYNC,
+                             SEQPAR_ANYCOMM_PURE_PAIRED)
     virtual void join(CommTicket t) = 0;
     virtual void join() = 0;
     virtual bool asynchronous() const = 0;

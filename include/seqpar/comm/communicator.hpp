@@ -54,8 +54,7 @@ constexpr std::string_view reduce_op_name(ReduceOp op) {
 /// reduce 16-bit values in float and round each result once; NCCL reduces them natively.
 template <class T>
 concept CommElement = std::same_as<T, float> || std::same_as<T, double> ||
-                      std::same_as<T, std::int64_t> || std::same_as<T, Bf16Bits> ||
-                      std::same_as<T, F16Bits>;
+    std::same_as<T, std::int64_t> || std::same_as<T, Bf16Bits> || std::same_as<T, F16Bits>;
 
 /// Whether T is one of the 16-bit floats.
 template <class T>
@@ -250,7 +249,8 @@ struct CommTicket {
 /// it), join() after every one queued so far. A plain (blocking) call on it also waits for
 /// what was queued before it.
 template <class C>
-concept AsyncCommunicator = requires(C& c, float* d, const float* in, std::size_t n, ReduceOp op, CommTicket t) {
+concept AsyncCommunicator = requires(C& c, float* d, const float* in, std::size_t n, ReduceOp op,
+                                     CommTicket t) {
   { c.all_reduce_async(d, n, op) } -> std::same_as<CommTicket>;
   { c.reduce_scatter_async(in, d, n, op) } -> std::same_as<CommTicket>;
   { c.all_gather_async(in, d, n) } -> std::same_as<CommTicket>;

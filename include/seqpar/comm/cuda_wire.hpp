@@ -17,8 +17,8 @@
 
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/error.hpp"
-#include "seqpar/core/dtype.hpp"
 #include "seqpar/comm/any_comm.hpp"
+#include "seqpar/core/dtype.hpp"
 
 namespace seqpar::inline v0 {
 

@@ -168,7 +168,8 @@ class MpiComm {
   /// the call (mpi_main then aborts the job). Per handle's communicator: splits start from
   /// comm_timeout() (SEQPAR_COMM_TIMEOUT_S).
   void set_timeout(CommSeconds timeout) {
-    SEQPAR_CHECK(timeout.count() > 0, "MpiComm: the timeout must be above 0 s, got ", timeout.count());
+    SEQPAR_CHECK(timeout.count() > 0, "MpiComm: the timeout must be above 0 s, got ",
+                 timeout.count());
     state_->timeout = timeout;
   }
   CommSeconds timeout() const { return state_->timeout; }
@@ -184,7 +185,8 @@ class MpiComm {
     if (size() > 1 && n) {
       Widened<T> w(data, n);
       MPI_Request req = MPI_REQUEST_NULL;
-      check(MPI_Iallreduce(MPI_IN_PLACE, w.data(), count, w.type(), detail::mpi_op(op), native(), &req),
+      check(MPI_Iallreduce(MPI_IN_PLACE, w.data(), count, w.type(), detail::mpi_op(op), native(),
+                           &req),
             "MPI_Allreduce");
       wait(req, "MPI_Allreduce", "all_reduce (MPI_Iallreduce)");
       w.narrow_into(data, n);
@@ -201,14 +203,15 @@ class MpiComm {
       if (n && out != in) std::memmove(out, in, n * sizeof(T));
     } else {
       std::vector<T> copy;  // a 16-bit input is copied by Widened anyway
-      if (!is_float16<T> && detail::byte_ranges_overlap(in, total * sizeof(T), out, n * sizeof(T))) {
+      if (!is_float16<T> &&
+          detail::byte_ranges_overlap(in, total * sizeof(T), out, n * sizeof(T))) {
         copy.assign(in, in + total);  // MPI forbids aliased buffers
         in = copy.data();
       }
       Widened<T> win(in, total), wout(out, n);
       MPI_Request req = MPI_REQUEST_NULL;
-      check(MPI_Ireduce_scatter_block(win.data(), wout.data(), count, win.type(), detail::mpi_op(op),
-                                      native(), &req),
+      check(MPI_Ireduce_scatter_block(win.data(), wout.data(), count, win.type(),
+                                      detail::mpi_op(op), native(), &req),
             "MPI_Reduce_scatter_block");
       wait(req, "MPI_Reduce_scatter_block", "reduce_scatter (MPI_Ireduce_scatter_block)");
       wout.narrow_into(out, n);
@@ -225,8 +228,8 @@ class MpiComm {
       if (n && out != in) std::memmove(out, in, n * sizeof(T));
     } else if (in == out + static_cast<std::size_t>(rank()) * n) {
       MPI_Request req = MPI_REQUEST_NULL;
-      check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, detail::mpi_datatype<T>(),
-                           native(), &req),
+      check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count,
+                           detail::mpi_datatype<T>(), native(), &req),
             "MPI_Allgather");
       wait(req, "MPI_Allgather", "all_gather (MPI_Iallgather)");
     } else {
@@ -269,7 +272,8 @@ class MpiComm {
     auto& p = state_->pending.emplace_back();
     p.bytes.resize(n * sizeof(T));
     if (n) std::memcpy(p.bytes.data(), data, n * sizeof(T));
-    check(MPI_Isend(p.bytes.data(), count, detail::mpi_datatype<T>(), peer, tag, native(), &p.request),
+    check(MPI_Isend(p.bytes.data(), count, detail::mpi_datatype<T>(), peer, tag, native(),
+                    &p.request),
           "MPI_Isend");
     record(CollectiveKind::send, n, sizeof(T));
   }
@@ -317,8 +321,8 @@ class MpiComm {
   // reported under `call`, the blocking call it stands for. MPI cannot say which rank is
   // missing from a collective; a recv names its peer. The request is left to MPI_Abort
   // (cancelling a collective is not allowed).
-  void wait(MPI_Request& req, const char* call, const char* what, MPI_Status* status = MPI_STATUS_IGNORE,
-            int peer = -1, int tag = 0) const {
+  void wait(MPI_Request& req, const char* call, const char* what,
+            MPI_Status* status = MPI_STATUS_IGNORE, int peer = -1, int tag = 0) const {
     const auto deadline = detail::comm_deadline(state_->timeout);
     detail::PollBackoff backoff;
     for (;;) {
@@ -330,10 +334,12 @@ class MpiComm {
     }
     const std::string limit = detail::seconds_text(state_->timeout);
     if (peer >= 0)
-      detail::fail("MpiComm: rank ", peer, " did not send within ", limit, " s the message (tag ", tag,
-                   ") that rank ", rank(), " waits for in ", what,
-                   "; it is stopped, hung or making other calls (SEQPAR_COMM_TIMEOUT_S sets the limit)");
-    detail::fail("MpiComm: rank ", rank(), " waited more than ", limit, " s in ", what, " of a ", size(),
+      detail::fail(
+          "MpiComm: rank ", peer, " did not send within ", limit, " s the message (tag ", tag,
+          ") that rank ", rank(), " waits for in ", what,
+          "; it is stopped, hung or making other calls (SEQPAR_COMM_TIMEOUT_S sets the limit)");
+    detail::fail("MpiComm: rank ", rank(), " waited more than ", limit, " s in ", what, " of a ",
+                 size(),
                  "-rank communicator: a rank did not come (stopped, hung or making other calls; "
                  "SEQPAR_COMM_TIMEOUT_S sets the limit)");
   }

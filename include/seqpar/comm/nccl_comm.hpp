@@ -41,11 +41,11 @@
 
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/error.hpp"
-#include "seqpar/comm/cuda_thread_comm.hpp"
+#include "seqpar/comm/any_comm.hpp"
 #include "seqpar/comm/communicator.hpp"
+#include "seqpar/comm/cuda_thread_comm.hpp"
 #include "seqpar/comm/timeout.hpp"
 #include "seqpar/core/error.hpp"
-#include "seqpar/comm/any_comm.hpp"
 
 #define SEQPAR_HAS_NCCL_COMM 1
 
@@ -165,7 +165,8 @@ class NcclComm {
   /// How long a blocking call waits for its collectives before the communicator is aborted
   /// and the call throws naming this rank (starts at comm_timeout()).
   void set_timeout(CommSeconds timeout) {
-    SEQPAR_CHECK(timeout.count() > 0, "NcclComm: the timeout must be above 0 s, got ", timeout.count());
+    SEQPAR_CHECK(timeout.count() > 0, "NcclComm: the timeout must be above 0 s, got ",
+                 timeout.count());
     state_->timeout = timeout;
   }
   CommSeconds timeout() const { return state_->timeout; }
@@ -218,8 +219,8 @@ class NcclComm {
     if (t.seq <= st.joined) return;
     SEQPAR_CHECK(t.seq <= st.issued, "NcclComm join: rank ", rank(), " was given ticket ", t.seq,
                  " but has queued ", st.issued, " async collectives");
-    SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(CudaContext::current().stream(),
-                                          st.marks[t.seq % st.marks.size()], 0));
+    SEQPAR_CUDA_CHECK(
+        cudaStreamWaitEvent(CudaContext::current().stream(), st.marks[t.seq % st.marks.size()], 0));
     st.joined = t.seq;
   }
   /// Orders the calling thread's later work after every collective queued so far.
@@ -351,7 +352,8 @@ class NcclComm {
     record(CollectiveKind::all_reduce, n, sizeof(T));
     OnDevice<T> d(data, n, true);
     const CommTicket t = enqueue(async && !d.staged, [&](cudaStream_t s) {
-      return ncclAllReduce(d.ptr, d.ptr, n, detail::nccl_type<T>(), detail::nccl_op(op), native(), s);
+      return ncclAllReduce(d.ptr, d.ptr, n, detail::nccl_type<T>(), detail::nccl_op(op), native(),
+                           s);
     });
     d.finish(*this, data, n);
     return t;
@@ -411,14 +413,15 @@ class NcclComm {
       SEQPAR_NCCL_CHECK(ncclCommGetAsyncError(native(), &async));
       if (async != ncclSuccess)
         detail::fail("NcclComm: rank ", rank(), " of ", size(),
-             ": a queued collective failed: ", ncclGetErrorString(async));
+                     ": a queued collective failed: ", ncclGetErrorString(async));
       if (std::chrono::steady_clock::now() > deadline) {
         (void)ncclCommAbort(state_->comm);
         state_->comm = nullptr;  // aborted: neither destroyed nor aborted again
-        detail::fail("NcclComm: rank ", rank(), " of ", size(), " waited more than ",
-                     detail::seconds_text(state_->timeout),
-                     " s for its queued collectives: a rank did not come (stopped, hung or making "
-                     "other calls); the communicator was aborted (SEQPAR_COMM_TIMEOUT_S sets the limit)");
+        detail::fail(
+            "NcclComm: rank ", rank(), " of ", size(), " waited more than ",
+            detail::seconds_text(state_->timeout),
+            " s for its queued collectives: a rank did not come (stopped, hung or making "
+            "other calls); the communicator was aborted (SEQPAR_COMM_TIMEOUT_S sets the limit)");
       }
       backoff.pause();
     }

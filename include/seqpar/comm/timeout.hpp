@@ -34,7 +34,8 @@ inline CommSeconds comm_timeout() {
   char* end = nullptr;
   const double v = std::strtod(text, &end);
   SEQPAR_CHECK(plain && end != text && *end == '\0' && std::isfinite(v) && v > 0,
-               "SEQPAR_COMM_TIMEOUT_S is '", s, "'; expected a number of seconds above 0 (e.g. 600)");
+               "SEQPAR_COMM_TIMEOUT_S is '", s,
+               "'; expected a number of seconds above 0 (e.g. 600)");
   return CommSeconds(v);
 }
 
@@ -51,7 +52,8 @@ inline std::string seconds_text(CommSeconds t) {
 /// that: steady_clock's nanoseconds overflow at about 9 * 10^9 s.
 inline std::chrono::steady_clock::time_point comm_deadline(CommSeconds timeout) {
   const CommSeconds t = std::min(timeout, CommSeconds(1e8));
-  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(t);
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(t);
 }
 
 /// Pauses between polls of a nonblocking operation: none for the first 200 us (a

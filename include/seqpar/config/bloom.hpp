@@ -50,8 +50,8 @@ concept BloomModel = requires {
 };
 
 /// SeqGPT-560M: BLOOMZ-560M's shape.
-using SeqGPT560M = Bloom<BloomConfig{.vocab_size = 250880, .hidden = 1024, .layers = 24, .heads = 16,
-                                     .layer_norm_eps = 1e-5}>;
+using SeqGPT560M = Bloom<BloomConfig{
+    .vocab_size = 250880, .hidden = 1024, .layers = 24, .heads = 16, .layer_norm_eps = 1e-5}>;
 
 static_assert(SeqGPT560M::parameter_count == 559'214'592);
 static_assert(SeqGPT560M::params_per_layer == 12'596'224);

@@ -21,15 +21,16 @@ enum class Split : std::uint8_t {
 
 /// One parameter tensor as a rank holds it.
 struct ParamSpec {
-  std::string name;                  // Hugging Face name without the "transformer." prefix
-  std::int64_t rows = 0, cols = 1;   // full shape; cols == 1 and vector == true for 1-D tensors
-  std::int64_t real_rows = 0;        // rows that hold values: the vocabulary of the padded embedding table, else rows
+  std::string name;                 // Hugging Face name without the "transformer." prefix
+  std::int64_t rows = 0, cols = 1;  // full shape; cols == 1 and vector == true for 1-D tensors
+  std::int64_t real_rows =
+      0;  // rows that hold values: the vocabulary of the padded embedding table, else rows
   bool vector = false;
   Split split = Split::none;
-  bool decay = false;                // weight decay applies (matrices only, as the HF Trainer does)
+  bool decay = false;  // weight decay applies (matrices only, as the HF Trainer does)
   std::int64_t local_rows = 0, local_cols = 1;
-  std::int64_t row0 = 0, col0 = 0;   // where the local block starts in the full tensor
-  std::int64_t offset = 0;           // in the unit's flat buffer
+  std::int64_t row0 = 0, col0 = 0;  // where the local block starts in the full tensor
+  std::int64_t offset = 0;          // in the unit's flat buffer
   std::int64_t numel() const { return local_rows * local_cols; }
 };
 
@@ -54,10 +55,15 @@ constexpr std::int64_t padded_vocab(std::int64_t vocab, int tp) {
 }
 
 namespace detail {
-inline void add_param(UnitTable& u, std::string name, std::int64_t rows, std::int64_t cols, bool vector,
-                      Split split, bool decay, int tp, int tp_rank) {
-  ParamSpec p{.name = std::move(name), .rows = rows, .cols = cols, .real_rows = rows, .vector = vector,
-              .split = split, .decay = decay};
+inline void add_param(UnitTable& u, std::string name, std::int64_t rows, std::int64_t cols,
+                      bool vector, Split split, bool decay, int tp, int tp_rank) {
+  ParamSpec p{.name = std::move(name),
+              .rows = rows,
+              .cols = cols,
+              .real_rows = rows,
+              .vector = vector,
+              .split = split,
+              .decay = decay};
   p.local_rows = split == Split::rows ? rows / tp : rows;
   p.local_cols = split == Split::columns ? cols / tp : cols;
   p.row0 = split == Split::rows ? p.local_rows * tp_rank : 0;
@@ -75,21 +81,26 @@ std::vector<UnitTable> bloom_units(int tp = 1, int tp_rank = 0) {
   constexpr std::int64_t H = M::hidden, F = M::ffn_hidden;
   std::vector<UnitTable> units(M::layers + 2);
   using detail::add_param;
-  add_param(units[0], "word_embeddings.weight", padded_vocab(M::vocab_size, tp), H, false, Split::rows, true,
-            tp, tp_rank);
+  add_param(units[0], "word_embeddings.weight", padded_vocab(M::vocab_size, tp), H, false,
+            Split::rows, true, tp, tp_rank);
   units[0].params[0].real_rows = M::vocab_size;  // the padding rows stay 0 and are never saved
-  add_param(units[0], "word_embeddings_layernorm.weight", H, 1, true, Split::none, false, tp, tp_rank);
-  add_param(units[0], "word_embeddings_layernorm.bias", H, 1, true, Split::none, false, tp, tp_rank);
+  add_param(units[0], "word_embeddings_layernorm.weight", H, 1, true, Split::none, false, tp,
+            tp_rank);
+  add_param(units[0], "word_embeddings_layernorm.bias", H, 1, true, Split::none, false, tp,
+            tp_rank);
   for (std::int64_t l = 0; l < M::layers; ++l) {
     auto& u = units[static_cast<std::size_t>(l + 1)];
     const std::string h = "h." + std::to_string(l) + ".";
     add_param(u, h + "input_layernorm.weight", H, 1, true, Split::none, false, tp, tp_rank);
     add_param(u, h + "input_layernorm.bias", H, 1, true, Split::none, false, tp, tp_rank);
-    add_param(u, h + "self_attention.query_key_value.weight", 3 * H, H, false, Split::rows, true, tp, tp_rank);
-    add_param(u, h + "self_attention.query_key_value.bias", 3 * H, 1, true, Split::rows, false, tp, tp_rank);
+    add_param(u, h + "self_attention.query_key_value.weight", 3 * H, H, false, Split::rows, true,
+              tp, tp_rank);
+    add_param(u, h + "self_attention.query_key_value.bias", 3 * H, 1, true, Split::rows, false, tp,
+              tp_rank);
     add_param(u, h + "self_attention.dense.weight", H, H, false, Split::columns, true, tp, tp_rank);
     add_param(u, h + "self_attention.dense.bias", H, 1, true, Split::none, false, tp, tp_rank);
-    add_param(u, h + "post_attention_layernorm.weight", H, 1, true, Split::none, false, tp, tp_rank);
+    add_param(u, h + "post_attention_layernorm.weight", H, 1, true, Split::none, false, tp,
+              tp_rank);
     add_param(u, h + "post_attention_layernorm.bias", H, 1, true, Split::none, false, tp, tp_rank);
     add_param(u, h + "mlp.dense_h_to_4h.weight", F, H, false, Split::rows, true, tp, tp_rank);
     add_param(u, h + "mlp.dense_h_to_4h.bias", F, 1, true, Split::rows, false, tp, tp_rank);

@@ -37,9 +37,11 @@ struct HostAllocator {
   static constexpr std::size_t alignment = 64;
   static constexpr bool arena_caches = true;
   static void* allocate(std::size_t bytes) {
-    return ::operator new(bytes, std::align_val_t{alignment});
+    return ::operator new (bytes, std::align_val_t{alignment});
   }
-  static void deallocate(void* p, std::size_t) { ::operator delete(p, std::align_val_t{alignment}); }
+  static void deallocate(void* p, std::size_t) {
+    ::operator delete (p, std::align_val_t{alignment});
+  }
   /// Sets every byte to `byte`; large blocks by all threads (when built with OpenMP), in
   /// 1 MiB pieces.
   static void fill(void* p, unsigned char byte, std::size_t bytes) {
@@ -155,8 +157,7 @@ class Buffer {
   Buffer(ArenaT& arena, std::size_t n, Memory kind) : arena_(&arena), n_(n), kind_(kind) {
     data_ = static_cast<T*>(arena.allocate(n * sizeof(T), kind));
     if (n == 0) return;
-    if (kind != Memory::activations)
-      ArenaT::allocator::fill(data_, 0, n * sizeof(T));
+    if (kind != Memory::activations) ArenaT::allocator::fill(data_, 0, n * sizeof(T));
 #if defined(SEQPAR_POISON_ACTIVATIONS)
     else
       ArenaT::allocator::fill(data_, 0xFF, n * sizeof(T));

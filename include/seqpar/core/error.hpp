@@ -27,7 +27,7 @@ template <class... Parts>
 }  // namespace seqpar::inline v0
 
 /// Throws seqpar::Error built from the streamed parts when `cond` is false.
-#define SEQPAR_CHECK(cond, ...)                                  \
-  do {                                                           \
-    if (!(cond)) ::seqpar::detail::fail(__VA_ARGS__);            \
+#define SEQPAR_CHECK(cond, ...)                       \
+  do {                                                \
+    if (!(cond)) ::seqpar::detail::fail(__VA_ARGS__); \
   } while (0)

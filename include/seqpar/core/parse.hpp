@@ -20,8 +20,7 @@ namespace seqpar::inline v0::detail {
 /// sign other than '-', floating point in plain or exponent notation and finite.
 /// Hexadecimal, "inf", "nan", blanks, a '+' and values out of T's range give nullopt.
 template <class T>
-  requires std::is_arithmetic_v<T>
-std::optional<T> parse_number(std::string_view text) {
+requires std::is_arithmetic_v<T> std::optional<T> parse_number(std::string_view text) {
   T v{};
   if (text.empty()) return std::nullopt;
   const char* end = text.data() + text.size();

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "seqpar/core/batch.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/core/parse.hpp"
 #include "seqpar/core/rng.hpp"
 #include "seqpar/data/examples.hpp"
-#include "seqpar/core/batch.hpp"
 
 namespace seqpar::inline v0 {
 

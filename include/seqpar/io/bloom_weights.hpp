@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "seqpar/config/units.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/io/tensor_source.hpp"
-#include "seqpar/config/units.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -34,9 +34,9 @@ inline const TensorEntry& find_bloom_tensor(const TensorLookup& lookup, const st
 
 /// Checks a weights file against model M from its header alone, before anything is
 /// allocated or read: every parameter is there with M's shape, and the file holds no
-/// tensor M does not have (a seqpar checkpoint's AdamW moments of M's tensors count as M's; a file for another
-/// model would otherwise load in part, silently). `names` are all the file's tensor names. Throws naming `file` and the
-/// tensors at fault.
+/// tensor M does not have (a seqpar checkpoint's AdamW moments of M's tensors count as M's; a file
+/// for another model would otherwise load in part, silently). `names` are all the file's tensor
+/// names. Throws naming `file` and the tensors at fault.
 template <BloomModel M>
 void check_bloom_weights(const std::vector<std::string>& names, const TensorLookup& lookup,
                          const std::string& file) {
@@ -44,12 +44,14 @@ void check_bloom_weights(const std::vector<std::string>& names, const TensorLook
   for (const auto& u : bloom_units<M>(1, 0))
     for (const auto& p : u.params) {
       known.push_back(p.name);
-      const std::vector<std::int64_t> want =
-          p.vector ? std::vector<std::int64_t>{p.real_rows} : std::vector<std::int64_t>{p.real_rows, p.cols};
+      const std::vector<std::int64_t> want = p.vector
+                                                 ? std::vector<std::int64_t>{p.real_rows}
+                                                 : std::vector<std::int64_t>{p.real_rows, p.cols};
       const TensorEntry& e = find_bloom_tensor(lookup, p.name, file);
-      SEQPAR_CHECK(e.shape == want, file, ": tensor '", e.name, "' has shape ", detail::shape_string(e.shape),
-                   "; this model (vocab ", M::vocab_size, ", hidden ", M::hidden, ", ", M::layers,
-                   " layers) expects ", detail::shape_string(want));
+      SEQPAR_CHECK(e.shape == want, file, ": tensor '", e.name, "' has shape ",
+                   detail::shape_string(e.shape), "; this model (vocab ", M::vocab_size,
+                   ", hidden ", M::hidden, ", ", M::layers, " layers) expects ",
+                   detail::shape_string(want));
     }
   std::sort(known.begin(), known.end());
   std::vector<std::string> unknown;
@@ -62,10 +64,11 @@ void check_bloom_weights(const std::vector<std::string>& names, const TensorLook
   }
   if (unknown.empty()) return;
   std::string list;
-  for (std::size_t i = 0; i < unknown.size() && i < 8; ++i) list += (i ? ", '" : "'") + unknown[i] + "'";
+  for (std::size_t i = 0; i < unknown.size() && i < 8; ++i)
+    list += (i ? ", '" : "'") + unknown[i] + "'";
   if (unknown.size() > 8) list += ", ... (" + std::to_string(unknown.size() - 8) + " more)";
-  detail::fail(file, ": ", unknown.size(), " tensor(s) that this model (vocab ", M::vocab_size, ", hidden ",
-               M::hidden, ", ", M::layers, " layers) does not have: ", list,
+  detail::fail(file, ": ", unknown.size(), " tensor(s) that this model (vocab ", M::vocab_size,
+               ", hidden ", M::hidden, ", ", M::layers, " layers) does not have: ", list,
                "; expected the weights of this model and nothing else");
 }
 
@@ -74,24 +77,28 @@ void check_bloom_weights(const std::vector<std::string>& names, const TensorLook
 template <class T>
 void load_param_block(const TensorEntry& e, const ParamSpec& p, T* dst) {
   const std::int64_t real_rows = p.real_rows;
-  const std::vector<std::int64_t> want =
-      p.vector ? std::vector<std::int64_t>{real_rows} : std::vector<std::int64_t>{real_rows, p.cols};
-  SEQPAR_CHECK(e.shape == want, e.file, ": tensor '", e.name, "' has shape ", detail::shape_string(e.shape),
-               "; expected ", detail::shape_string(want));
+  const std::vector<std::int64_t> want = p.vector ? std::vector<std::int64_t>{real_rows}
+                                                  : std::vector<std::int64_t>{real_rows, p.cols};
+  SEQPAR_CHECK(e.shape == want, e.file, ": tensor '", e.name, "' has shape ",
+               detail::shape_string(e.shape), "; expected ", detail::shape_string(want));
   const std::int64_t rows = std::clamp<std::int64_t>(real_rows - p.row0, 0, p.local_rows);
   std::fill(dst, dst + p.numel(), T(0));
   if (rows == 0) return;
   TensorEntry block = e;
   const std::int64_t first = p.row0 * e.strides[0] + (p.vector ? 0 : p.col0 * e.strides[1]);
   block.bytes = e.bytes.subspan(static_cast<std::size_t>(first) * dtype_size(e.dtype));
-  block.shape = p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.local_cols};
+  block.shape =
+      p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.local_cols};
   read_tensor<T>(block, std::span<T>(dst, static_cast<std::size_t>(rows * p.local_cols)));
   // A NaN or an infinity in the weights poisons every step after it: refuse it here, where
   // every load of weights or a checkpoint passes.
-  const T* bad = std::find_if(dst, dst + rows * p.local_cols, [](T x) { return !std::isfinite(static_cast<double>(x)); });
-  SEQPAR_CHECK(bad == dst + rows * p.local_cols, e.file, ": tensor '", e.name, "' holds ", std::isnan(static_cast<double>(*bad)) ? "nan" : std::to_string(static_cast<double>(*bad)),
-               " (row ", p.row0 + (bad - dst) / p.local_cols, ", column ", p.col0 + (bad - dst) % p.local_cols,
-               "); expected finite values");
+  const T* bad = std::find_if(dst, dst + rows * p.local_cols,
+                              [](T x) { return !std::isfinite(static_cast<double>(x)); });
+  SEQPAR_CHECK(
+      bad == dst + rows * p.local_cols, e.file, ": tensor '", e.name, "' holds ",
+      std::isnan(static_cast<double>(*bad)) ? "nan" : std::to_string(static_cast<double>(*bad)),
+      " (row ", p.row0 + (bad - dst) / p.local_cols, ", column ",
+      p.col0 + (bad - dst) % p.local_cols, "); expected finite values");
 }
 
 }  // namespace seqpar::inline v0

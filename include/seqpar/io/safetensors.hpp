@@ -111,18 +111,12 @@ inline const char* json_type_name(const nlohmann::json& v) {
   if (v.is_number_float()) return "a floating-point number";
   if (v.is_number_integer()) return "an integer";
   switch (v.type()) {
-    case nlohmann::json::value_t::null:
-      return "null";
-    case nlohmann::json::value_t::object:
-      return "an object";
-    case nlohmann::json::value_t::array:
-      return "an array";
-    case nlohmann::json::value_t::string:
-      return "a string";
-    case nlohmann::json::value_t::boolean:
-      return "a boolean";
-    default:
-      return "an unexpected JSON value";
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::object: return "an object";
+    case nlohmann::json::value_t::array: return "an array";
+    case nlohmann::json::value_t::string: return "a string";
+    case nlohmann::json::value_t::boolean: return "a boolean";
+    default: return "an unexpected JSON value";
   }
 }
 

@@ -69,13 +69,42 @@ T load_element(const std::byte* p, DType dtype) {
 template <class T>
 void convert_row(T* out, const std::byte* p, std::int64_t count, DType dtype) {
   const auto each = [&](auto load, std::size_t size) {
-    for (std::int64_t j = 0; j < count; ++j) out[j] = static_cast<T>(load(p + j * static_cast<std::int64_t>(size)));
+    for (std::int64_t j = 0; j < count; ++j)
+      out[j] = static_cast<T>(load(p + j * static_cast<std::int64_t>(size)));
   };
   switch (dtype) {
-    case DType::f32: return each([](const std::byte* q) { float f; std::memcpy(&f, q, 4); return f; }, 4);
-    case DType::f64: return each([](const std::byte* q) { double d; std::memcpy(&d, q, 8); return d; }, 8);
-    case DType::f16: return each([](const std::byte* q) { std::uint16_t h; std::memcpy(&h, q, 2); return f16_to_float(h); }, 2);
-    case DType::bf16: return each([](const std::byte* q) { std::uint16_t h; std::memcpy(&h, q, 2); return bf16_to_float(h); }, 2);
+    case DType::f32:
+      return each(
+          [](const std::byte* q) {
+            float f;
+            std::memcpy(&f, q, 4);
+            return f;
+          },
+          4);
+    case DType::f64:
+      return each(
+          [](const std::byte* q) {
+            double d;
+            std::memcpy(&d, q, 8);
+            return d;
+          },
+          8);
+    case DType::f16:
+      return each(
+          [](const std::byte* q) {
+            std::uint16_t h;
+            std::memcpy(&h, q, 2);
+            return f16_to_float(h);
+          },
+          2);
+    case DType::bf16:
+      return each(
+          [](const std::byte* q) {
+            std::uint16_t h;
+            std::memcpy(&h, q, 2);
+            return bf16_to_float(h);
+          },
+          2);
     default: return each([](const std::byte*) { return 0.0f; }, 1);
   }
 }
@@ -91,8 +120,8 @@ void read_tensor(const TensorEntry& e, std::span<T> dst) {
                e.file, ": tensor '", e.name, "' has dtype ", dtype_name(e.dtype),
                "; expected F32, F16, BF16 or F64");
   const auto n = e.numel();
-  SEQPAR_CHECK(static_cast<std::int64_t>(dst.size()) == n, e.file, ": tensor '", e.name, "' has ", n,
-               " elements; expected ", dst.size());
+  SEQPAR_CHECK(static_cast<std::int64_t>(dst.size()) == n, e.file, ": tensor '", e.name, "' has ",
+               n, " elements; expected ", dst.size());
   const std::size_t esize = dtype_size(e.dtype);
   const std::size_t rank = e.shape.size();
   // Largest element offset the strides reach must lie inside the bytes.
@@ -124,7 +153,8 @@ void read_tensor(const TensorEntry& e, std::span<T> dst) {
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t off = 0;
     for (std::size_t d = 0; d < rank; ++d) off += idx[d] * e.strides[d];
-    dst[static_cast<std::size_t>(i)] = detail::load_element<T>(base + off * static_cast<std::int64_t>(esize), e.dtype);
+    dst[static_cast<std::size_t>(i)] =
+        detail::load_element<T>(base + off * static_cast<std::int64_t>(esize), e.dtype);
     for (std::size_t d = rank; d-- > 0;) {
       if (++idx[d] < e.shape[d]) break;
       idx[d] = 0;

@@ -469,8 +469,9 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
   // small file ask for gigabytes. Real files number their tokens densely (BLOOM: 250680
   // entries, ids 0..250679); a gap of up to the entry count plus 1024 is accepted.
   const auto entries = static_cast<std::int64_t>(raw.vocab.size() + added_tokens.size());
-  SEQPAR_CHECK(max_id < 2 * entries + 1024, file, ": the largest token id is ", max_id, " but the file has only ",
-               entries, " entries (model.vocab and added_tokens); expected ids below ", 2 * entries + 1024,
+  SEQPAR_CHECK(max_id < 2 * entries + 1024, file, ": the largest token id is ", max_id,
+               " but the file has only ", entries,
+               " entries (model.vocab and added_tokens); expected ids below ", 2 * entries + 1024,
                " (twice the entries plus 1024)");
   m->id_count = static_cast<std::size_t>(max_id + 1);
 

@@ -51,12 +51,12 @@ struct NextTokenLogits {
   using T = typename Stack::Scalar;
   using Arena = typename Stack::Arena;
   std::int64_t rows, vocab, cols, real, row0;
-  Buffer<T, Arena> device;      // [rows, cols] this rank's vocab rows (padding included)
-  std::vector<T> raw;           // its host copy, for storage types other than float
-  std::vector<float> local;     // [rows, cols]
-  std::vector<float> full;      // [rows, vocab] all ranks' real columns
-  std::vector<float> best;      // [rows] the best logit over the whole vocabulary
-  std::vector<std::int64_t> id; // [rows] its token (the first of equal ones)
+  Buffer<T, Arena> device;       // [rows, cols] this rank's vocab rows (padding included)
+  std::vector<T> raw;            // its host copy, for storage types other than float
+  std::vector<float> local;      // [rows, cols]
+  std::vector<float> full;       // [rows, vocab] all ranks' real columns
+  std::vector<float> best;       // [rows] the best logit over the whole vocabulary
+  std::vector<std::int64_t> id;  // [rows] its token (the first of equal ones)
 
   NextTokenLogits(Stack& s, std::int64_t r, std::int64_t v)
       : rows(r),
@@ -99,7 +99,8 @@ struct NextTokenLogits {
       id[i] = best[i] == top[i] ? -id[i] : -none;
     }
     s.axis().max(id.data(), rows);
-    for (std::int64_t r = 0; r < rows; ++r) id[static_cast<std::size_t>(r)] = -id[static_cast<std::size_t>(r)];
+    for (std::int64_t r = 0; r < rows; ++r)
+      id[static_cast<std::size_t>(r)] = -id[static_cast<std::size_t>(r)];
     best = top;
     if (!gather) return;
     // Each rank writes its real columns into zeros; the sum over the ranks is every column.
@@ -120,8 +121,9 @@ template <BloomModel M, Device D, class T, class Axis>
 Generated greedy_generate(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
                           const GenerateOptions& o = {}) {
   constexpr std::int64_t V = M::vocab_size, L = M::layers;
-  SEQPAR_CHECK(model.whole(), "greedy_generate: the model holds layers [", model.stage().first, ", ",
-               model.stage().last, ") of ", L, "; generation needs the whole model on one rank");
+  SEQPAR_CHECK(model.whole(), "greedy_generate: the model holds layers [", model.stage().first,
+               ", ", model.stage().last, ") of ", L,
+               "; generation needs the whole model on one rank");
   const std::int64_t B = prompts.rows, P = prompts.seq;
   SEQPAR_CHECK(B > 0 && P > 0 && o.max_new_tokens >= 0, "greedy_generate: ", B, " rows of ", P,
                " tokens and max_new_tokens ", o.max_new_tokens, "; expected positive sizes");
@@ -155,7 +157,8 @@ Generated greedy_generate(BloomStack<M, D, T, Axis>& model, const BatchView& pro
   {
     Batch pb(B, P);
     std::copy(prompts.input_ids.begin(), prompts.input_ids.end(), pb.input_ids.begin());
-    std::copy(prompts.attention_mask.begin(), prompts.attention_mask.end(), pb.attention_mask.begin());
+    std::copy(prompts.attention_mask.begin(), prompts.attention_mask.end(),
+              pb.attention_mask.begin());
     model.prefill(pb.view(), cache);
   }
   detail::NextTokenLogits<BloomStack<M, D, T, Axis>> next_logits(model, B, V);

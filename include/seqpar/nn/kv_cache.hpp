@@ -26,14 +26,14 @@ struct BlockKv {
 template <class T, class ArenaT>
 struct DecodeScratch {
   using S = StatScalar<T>;
-  Buffer<T, ArenaT> x[2];             // [rows, H] the residual stream, in and out of a block
-  Buffer<T, ArenaT> emb, ln, mid;     // [rows, H]
-  Buffer<T, ArenaT> qkv;              // [rows, 3 Hl]
-  Buffer<T, ArenaT> ctx;              // [rows, Hl]
-  Buffer<T, ArenaT> fc, act;          // [rows, Fl]
-  Buffer<S, ArenaT> mean, rstd;       // [rows]
-  Buffer<S, ArenaT> scores;           // [rows, heads_local, capacity]
-  Buffer<std::int32_t, ArenaT> ids;   // [rows] the step's tokens
+  Buffer<T, ArenaT> x[2];            // [rows, H] the residual stream, in and out of a block
+  Buffer<T, ArenaT> emb, ln, mid;    // [rows, H]
+  Buffer<T, ArenaT> qkv;             // [rows, 3 Hl]
+  Buffer<T, ArenaT> ctx;             // [rows, Hl]
+  Buffer<T, ArenaT> fc, act;         // [rows, Fl]
+  Buffer<S, ArenaT> mean, rstd;      // [rows]
+  Buffer<S, ArenaT> scores;          // [rows, heads_local, capacity]
+  Buffer<std::int32_t, ArenaT> ids;  // [rows] the step's tokens
 };
 
 /// A stack's decoding state for `rows` sequences of up to `capacity` positions, of which
@@ -55,7 +55,8 @@ struct KvCache {
   KvCache(ArenaT& arena, std::int64_t layers, std::int64_t r, std::int64_t cap, std::int64_t heads,
           std::int64_t head_dim, std::int64_t H, std::int64_t Fl)
       : rows(r), capacity(cap) {
-    SEQPAR_CHECK(r > 0 && cap > 0, "KvCache: ", r, " rows of ", cap, " positions; expected positive sizes");
+    SEQPAR_CHECK(r > 0 && cap > 0, "KvCache: ", r, " rows of ", cap,
+                 " positions; expected positive sizes");
     constexpr Memory kind = Memory::activations;
     const std::int64_t Hl = heads * head_dim, kv = r * heads * cap * head_dim;
     blocks.resize(static_cast<std::size_t>(layers));

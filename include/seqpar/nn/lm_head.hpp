@@ -19,8 +19,8 @@
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/core/arena.hpp"
-#include "seqpar/nn/activations.hpp"
 #include "seqpar/core/batch.hpp"
+#include "seqpar/nn/activations.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -59,7 +59,8 @@ struct HeadScratch {
 };
 
 /// Chunk width: a multiple of 128 columns, at most `budget_bytes` of logits for n tokens.
-inline std::int64_t vocab_chunk(std::int64_t n, std::int64_t rows, std::size_t elem, std::int64_t budget_bytes) {
+inline std::int64_t vocab_chunk(std::int64_t n, std::int64_t rows, std::size_t elem,
+                                std::int64_t budget_bytes) {
   std::int64_t c = budget_bytes / std::max<std::int64_t>(1, n * static_cast<std::int64_t>(elem));
   c = std::max<std::int64_t>(128, c / 128 * 128);
   return std::min(c, std::max<std::int64_t>(rows, 1));
@@ -70,9 +71,11 @@ inline std::int64_t vocab_chunk(std::int64_t n, std::int64_t rows, std::size_t e
 /// hf[N, H] is the output of ln_f; W[rows, H] the local vocab rows of the tied table;
 /// targets (host) the shifted labels. Every pointer but `targets` is device memory.
 template <Device D, class T, class ArenaT, class Axis>
-LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W, const std::vector<std::int32_t>& targets,
-                     std::int64_t hidden, const VocabShard& vs, StatScalar<T> grad_scale, HeadScratch<T, ArenaT>& sc,
-                     ArenaT& arena, Axis& axis, std::int64_t chunk_budget_bytes = Ops<D>::logits_chunk_bytes) {
+LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W,
+                     const std::vector<std::int32_t>& targets, std::int64_t hidden,
+                     const VocabShard& vs, StatScalar<T> grad_scale, HeadScratch<T, ArenaT>& sc,
+                     ArenaT& arena, Axis& axis,
+                     std::int64_t chunk_budget_bytes = Ops<D>::logits_chunk_bytes) {
   using O = Ops<D>;
   using S = StatScalar<T>;
   const std::int64_t N = static_cast<std::int64_t>(targets.size()), H = hidden;
@@ -140,7 +143,7 @@ LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W, const std::vector<st
     if (!one_chunk) O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);
     O::cross_entropy_grad(L, lse, tgt, Nv, cw, c0, grad_scale);
     O::gemm(false, false, Nv, H, cw, T(1.0f), L, cw, W + c0 * H, H, T(1.0f), dh_acc, H);  // [Nv, H]
-    O::gemm(true, false, cw, H, Nv, T(1.0f), L, cw, hv, H, T(1.0f), dW + c0 * H, H);  // [cw, H]
+    O::gemm(true, false, cw, H, Nv, T(1.0f), L, cw, hv, H, T(1.0f), dW + c0 * H, H);      // [cw, H]
   }
   axis.sum(dh_acc, Nv * H);  // every vocab shard contributed to each token's dh
   if constexpr (sum_in_s) O::convert(dhv, dh_acc, Nv * H);
@@ -150,7 +153,8 @@ LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W, const std::vector<st
 
 /// logits[N, rows] = hf[N, H] W[rows, H]^T for the local vocab rows (evaluation, tests).
 template <Device D, class T>
-void lm_head_logits(T* logits, const T* hf, const T* W, std::int64_t n, std::int64_t hidden, std::int64_t rows) {
+void lm_head_logits(T* logits, const T* hf, const T* W, std::int64_t n, std::int64_t hidden,
+                    std::int64_t rows) {
   Ops<D>::gemm(false, true, n, rows, hidden, T(1.0f), hf, hidden, W, hidden, T(0.0f), logits, rows);
 }
 

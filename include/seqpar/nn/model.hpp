@@ -39,9 +39,11 @@ struct StackOptions {
 
 /// Initial value of element `i` (local, row-major) of a parameter, independent of the plan:
 /// keyed by the seed, the parameter's name and the element's index in the full tensor.
-inline double initial_value(const ParamSpec& p, std::int64_t i, std::uint64_t seed, double std_dev) {
+inline double initial_value(const ParamSpec& p, std::int64_t i, std::uint64_t seed,
+                            double std_dev) {
   const bool layernorm_or_bias = p.vector;
-  if (layernorm_or_bias) return p.name.ends_with("layernorm.weight") || p.name == "ln_f.weight" ? 1.0 : 0.0;
+  if (layernorm_or_bias)
+    return p.name.ends_with("layernorm.weight") || p.name == "ln_f.weight" ? 1.0 : 0.0;
   const std::int64_t r = p.row0 + i / p.local_cols, c = p.col0 + i % p.local_cols;
   if (r >= p.real_rows) return 0.0;  // vocab padding
   return std_dev * CounterRng(seed, p.name).normal(static_cast<std::uint64_t>(r * p.cols + c));
@@ -55,20 +57,24 @@ void fill_initial_values(T* dst, const ParamSpec& p, std::uint64_t seed, double 
   const std::int64_t n = p.numel();
   const auto range = [&](std::int64_t lo, std::int64_t hi) {
     if (p.vector) {
-      for (std::int64_t i = lo; i < hi; ++i) dst[i] = static_cast<T>(initial_value(p, i, seed, std_dev));
+      for (std::int64_t i = lo; i < hi; ++i)
+        dst[i] = static_cast<T>(initial_value(p, i, seed, std_dev));
       return;
     }
     const CounterRng rng(seed, p.name);
     for (std::int64_t i = lo; i < hi; ++i) {
       const std::int64_t r = p.row0 + i / p.local_cols, c = p.col0 + i % p.local_cols;
-      dst[i] = static_cast<T>(r >= p.real_rows ? 0.0 : std_dev * rng.normal(static_cast<std::uint64_t>(r * p.cols + c)));
+      dst[i] = static_cast<T>(
+          r >= p.real_rows ? 0.0
+                           : std_dev * rng.normal(static_cast<std::uint64_t>(r * p.cols + c)));
     }
   };
-  const std::int64_t threads =
-      std::clamp<std::int64_t>(n / (std::int64_t{1} << 20), 1, std::max(1u, std::thread::hardware_concurrency()));
+  const std::int64_t threads = std::clamp<std::int64_t>(
+      n / (std::int64_t{1} << 20), 1, std::max(1u, std::thread::hardware_concurrency()));
   if (threads == 1) return range(0, n);
   std::vector<std::thread> pool;
-  for (std::int64_t t = 0; t < threads; ++t) pool.emplace_back(range, n * t / threads, n * (t + 1) / threads);
+  for (std::int64_t t = 0; t < threads; ++t)
+    pool.emplace_back(range, n * t / threads, n * (t + 1) / threads);
   for (auto& th : pool) th.join();
 }
 }  // namespace detail
@@ -88,12 +94,22 @@ class BloomStack {
   /// so that they cut into equal shards).
   BloomStack(const BloomStack&) = delete;
   BloomStack& operator=(const BloomStack&) = delete;
-  BloomStack(Arena& arena, Axis axis = {}, StageLayers stage = {0, M::layers, true, true}, std::int64_t pad = 1)
-      : arena_(&arena), axis_(axis), stage_(stage), units_(bloom_units<M>(axis.size(), axis.rank())), pad_(pad) {
-    SEQPAR_CHECK(M::heads % axis_.size() == 0, "tensor degree ", axis_.size(), " does not divide ", M::heads,
-                 " heads");
-    shape_ = BlockShape{H, M::heads / axis_.size(), M::head_dim, M::ffn_hidden / axis_.size(),
-                        (M::heads / axis_.size()) * axis_.rank(), M::heads, M::layer_norm_eps};
+  BloomStack(Arena& arena, Axis axis = {}, StageLayers stage = {0, M::layers, true, true},
+             std::int64_t pad = 1)
+      : arena_(&arena),
+        axis_(axis),
+        stage_(stage),
+        units_(bloom_units<M>(axis.size(), axis.rank())),
+        pad_(pad) {
+    SEQPAR_CHECK(M::heads % axis_.size() == 0, "tensor degree ", axis_.size(), " does not divide ",
+                 M::heads, " heads");
+    shape_ = BlockShape{H,
+                        M::heads / axis_.size(),
+                        M::head_dim,
+                        M::ffn_hidden / axis_.size(),
+                        (M::heads / axis_.size()) * axis_.rank(),
+                        M::heads,
+                        M::layer_norm_eps};
     std::vector<Stat> slopes(static_cast<std::size_t>(M::heads));
     for (std::int64_t h = 0; h < M::heads; ++h)
       slopes[static_cast<std::size_t>(h)] = static_cast<Stat>(kernels::alibi_slope(h, M::heads));
@@ -106,8 +122,10 @@ class BloomStack {
     grads_.resize(units_.size());
     for (std::size_t u = 0; u < units_.size(); ++u) {
       if (!holds(u)) continue;
-      params_[u] = Buffer<T, Arena>(arena, static_cast<std::size_t>(padded_numel(u)), Memory::parameters);
-      grads_[u] = Buffer<T, Arena>(arena, static_cast<std::size_t>(padded_numel(u)), Memory::gradients);
+      params_[u] =
+          Buffer<T, Arena>(arena, static_cast<std::size_t>(padded_numel(u)), Memory::parameters);
+      grads_[u] =
+          Buffer<T, Arena>(arena, static_cast<std::size_t>(padded_numel(u)), Memory::gradients);
     }
   }
 
@@ -119,7 +137,9 @@ class BloomStack {
   /// (StageLayers::unit_order); a backward uses them in reverse.
   std::vector<std::size_t> unit_order() const { return stage_.unit_order(M::layers); }
   /// Unit u's element count rounded up to the padding multiple.
-  std::int64_t padded_numel(std::size_t u) const { return (units_[u].numel + pad_ - 1) / pad_ * pad_; }
+  std::int64_t padded_numel(std::size_t u) const {
+    return (units_[u].numel + pad_ - 1) / pad_ * pad_;
+  }
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks ? hooks : &no_hooks_; }
   T* params(std::size_t u) { return params_[u].data(); }
   const T* params(std::size_t u) const { return params_[u].data(); }
@@ -138,14 +158,16 @@ class BloomStack {
     for (std::size_t u = 0; u < units_.size(); ++u) {
       if (!holds(u)) continue;
       host.assign(static_cast<std::size_t>(padded_numel(u)), T(0.0f));
-      for (const auto& p : units_[u].params) detail::fill_initial_values(host.data() + p.offset, p, seed, std_dev);
+      for (const auto& p : units_[u].params)
+        detail::fill_initial_values(host.data() + p.offset, p, seed, std_dev);
       Ops<D>::upload(params_[u].data(), host.data(), padded_numel(u));
     }
   }
 
   void zero_grads() {
     for (std::size_t u = 0; u < units_.size(); ++u)
-      if (!grads_[u].empty()) Ops<D>::fill(grads_[u].data(), T(0.0f), static_cast<std::int64_t>(grads_[u].size()));
+      if (!grads_[u].empty())
+        Ops<D>::fill(grads_[u].data(), T(0.0f), static_cast<std::int64_t>(grads_[u].size()));
   }
 
   // --- forward and backward of one micro-batch ------------------------------------
@@ -167,14 +189,15 @@ class BloomStack {
     // backward, a scratch freed on return (an evaluation leaves nothing behind); under
     // recompute_attention, the one the backward recomputes them in.
     BlockScratch<T, Arena> transient;
-    BlockScratch<T, Arena>* probs_scratch =
-        !for_backward ? &transient : options_.recompute_attention ? &block_scratch_ : nullptr;
+    BlockScratch<T, Arena>* probs_scratch = !for_backward                  ? &transient
+                                            : options_.recompute_attention ? &block_scratch_
+                                                                           : nullptr;
     for (std::int64_t l = 0; l < stage_.count(); ++l) {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
       hooks_->acquire(u, UnitUse::forward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
-      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_, probs_scratch,
-                       options_.attention, ar, axis_);
+      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_,
+                       probs_scratch, options_.attention, ar, axis_);
       hooks_->release(u);
     }
     if (stage_.head) {
@@ -207,16 +230,17 @@ class BloomStack {
     const bool backward = gs != Stat(0) && d_out;
     grow(*arena_, head_dh_, N * H);
     hooks_->acquire(0, backward ? UnitUse::head_backward : UnitUse::head);
-    LossSum s = lm_head_loss<D>(head_dh_.data(), backward ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
-                                vocab_, backward ? gs : Stat(0), head_scratch_, *arena_, axis_,
-                                options_.logits_bytes > 0 ? options_.logits_bytes : Ops<D>::logits_chunk_bytes);
+    LossSum s = lm_head_loss<D>(
+        head_dh_.data(), backward ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
+        vocab_, backward ? gs : Stat(0), head_scratch_, *arena_, axis_,
+        options_.logits_bytes > 0 ? options_.logits_bytes : Ops<D>::logits_chunk_bytes);
     if (backward) {
       hooks_->acquire(last_unit(), UnitUse::backward);
       const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
       const auto g = FinalTensors<T>::bind(grads(last_unit()), units_.back());
       Ops<D>::fill(d_out, T(0.0f), N * H);
-      Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(), a.hf_mean.data(),
-                                 a.hf_rstd.data(), f.ln_w, N, H);
+      Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(),
+                                 a.hf_mean.data(), a.hf_rstd.data(), f.ln_w, N, H);
       hooks_->grads_ready(last_unit());
       hooks_->release(last_unit());
     }
@@ -238,7 +262,8 @@ class BloomStack {
       hooks_->acquire(u, UnitUse::backward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       const auto g = BlockTensors<T>::bind(grads(u), units_[u]);
-      block_backward<D>(d, a.x[l].data(), a.blocks[l], w, g, a, slopes_.data(), shape_, block_scratch_, *arena_, axis_);
+      block_backward<D>(d, a.x[l].data(), a.blocks[l], w, g, a, slopes_.data(), shape_,
+                        block_scratch_, *arena_, axis_);
       hooks_->grads_ready(u);
       hooks_->release(u);
     }
@@ -250,7 +275,8 @@ class BloomStack {
       Ops<D>::fill(emb_d_.data(), T(0.0f), N * H);
       Ops<D>::layernorm_backward(emb_d_.data(), g.ln_w, g.ln_b, d, a.emb.data(), a.emb_mean.data(),
                                  a.emb_rstd.data(), e.ln_w, N, H);
-      Ops<D>::embedding_backward(g.table, a.ids.data(), emb_d_.data(), N, H, vocab_.row0, vocab_.rows);
+      Ops<D>::embedding_backward(g.table, a.ids.data(), emb_d_.data(), N, H, vocab_.row0,
+                                 vocab_.rows);
       hooks_->grads_ready(0);
       hooks_->release(0);
     }
@@ -271,13 +297,15 @@ class BloomStack {
 
   // --- decoding: the same layers with a KV cache (nn/kv_cache.hpp) ---------------------
   /// Whether this rank holds every layer (decoding needs them; a tensor split is fine).
-  bool whole() const { return stage_.embedding && stage_.head && stage_.first == 0 && stage_.last == M::layers; }
+  bool whole() const {
+    return stage_.embedding && stage_.head && stage_.first == 0 && stage_.last == M::layers;
+  }
   const BlockShape& block_shape() const { return shape_; }
 
   /// An empty cache for `rows` sequences of up to `capacity` positions, this rank's heads.
   KvCache<T, Arena> kv_cache(std::int64_t rows, std::int64_t capacity) {
-    return KvCache<T, Arena>(*arena_, stage_.count(), rows, capacity, shape_.heads_local, shape_.head_dim, H,
-                             shape_.ffn_local);
+    return KvCache<T, Arena>(*arena_, stage_.count(), rows, capacity, shape_.heads_local,
+                             shape_.head_dim, H, shape_.ffn_local);
   }
 
   /// Runs left-padded prompts b [rows, seq] through the stack once (the forward, one block
@@ -286,15 +314,17 @@ class BloomStack {
   /// ln_f of each row's last position. c.length becomes seq.
   void prefill(const BatchView& b, KvCache<T, Arena>& c) {
     using O = Ops<D>;
-    SEQPAR_CHECK(whole(), "prefill: this rank holds layers [", stage_.first, ", ", stage_.last, ") of ", M::layers,
-                 "; decoding needs every layer on each rank");
-    SEQPAR_CHECK(b.rows == c.rows && b.seq <= c.capacity, "prefill: prompts of ", b.rows, " rows x ", b.seq,
-                 " tokens for a cache of ", c.rows, " rows x ", c.capacity, " positions");
+    SEQPAR_CHECK(whole(), "prefill: this rank holds layers [", stage_.first, ", ", stage_.last,
+                 ") of ", M::layers, "; decoding needs every layer on each rank");
+    SEQPAR_CHECK(b.rows == c.rows && b.seq <= c.capacity, "prefill: prompts of ", b.rows,
+                 " rows x ", b.seq, " tokens for a cache of ", c.rows, " rows x ", c.capacity,
+                 " positions");
     Arena& ar = *arena_;
     const std::int64_t B = b.rows, P = b.seq, N = b.tokens(), L = stage_.count();
     Acts a;  // freed on return: the cache keeps what decoding needs
     a.template set_batch<D>(b, ar);
-    for (int i = 0; i < 2; ++i) a.x.emplace_back(ar, static_cast<std::size_t>(N * H), Memory::activations);
+    for (int i = 0; i < 2; ++i)
+      a.x.emplace_back(ar, static_cast<std::size_t>(N * H), Memory::activations);
     a.blocks.resize(1);
     fit(a.emb, ar, N * H, Memory::activations);
     fit(a.emb_mean, ar, N, Memory::activations);
@@ -305,8 +335,9 @@ class BloomStack {
       const auto u = static_cast<std::size_t>(l + 1);
       hooks_->acquire(u, UnitUse::forward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
-      block_prefill<D>(a.x[(l + 1) % 2].data(), a.x[l % 2].data(), c.blocks[static_cast<std::size_t>(l)], c.capacity,
-                       a.blocks[0], w, a, slopes_.data(), shape_, &probs, options_.attention, ar, axis_);
+      block_prefill<D>(a.x[(l + 1) % 2].data(), a.x[l % 2].data(),
+                       c.blocks[static_cast<std::size_t>(l)], c.capacity, a.blocks[0], w, a,
+                       slopes_.data(), shape_, &probs, options_.attention, ar, axis_);
       hooks_->release(u);
     }
     fit(a.hf, ar, N * H, Memory::activations);
@@ -314,7 +345,8 @@ class BloomStack {
     fit(a.hf_rstd, ar, N, Memory::activations);
     final_norm(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x[L % 2].data(), N);
     std::vector<std::int32_t> last(static_cast<std::size_t>(B));
-    for (std::int64_t r = 0; r < B; ++r) last[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r * P + P - 1);
+    for (std::int64_t r = 0; r < B; ++r)
+      last[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r * P + P - 1);
     Buffer<std::int32_t, Arena> index(ar, last.size(), Memory::buffers);
     O::upload(index.data(), last.data(), B);
     O::gather_rows(c.hidden.data(), a.hf.data(), index.data(), B, H);  // [B, H]
@@ -326,7 +358,8 @@ class BloomStack {
     for (std::int64_t r = 0; r < B; ++r) {
       std::int64_t seen = 0;
       for (std::int64_t t = 0; t < P; ++t) {
-        const auto i = static_cast<std::size_t>(r * P + t), j = static_cast<std::size_t>(r * c.capacity + t);
+        const auto i = static_cast<std::size_t>(r * P + t),
+                   j = static_cast<std::size_t>(r * c.capacity + t);
         c.host_pos[j] = pos[i];
         c.host_valid[j] = valid[i];
         seen += valid[i];
@@ -343,11 +376,12 @@ class BloomStack {
   /// of them and c.length grows by one.
   void decode(std::span<const std::int32_t> ids, KvCache<T, Arena>& c) {
     using O = Ops<D>;
-    SEQPAR_CHECK(whole(), "decode: this rank holds layers [", stage_.first, ", ", stage_.last, ") of ", M::layers,
-                 "; decoding needs every layer on each rank");
-    SEQPAR_CHECK(static_cast<std::int64_t>(ids.size()) == c.rows, "decode: ", ids.size(), " tokens for a cache of ",
-                 c.rows, " rows; expected one a row");
-    SEQPAR_CHECK(c.length < c.capacity, "decode: the cache's ", c.capacity, " positions are all filled");
+    SEQPAR_CHECK(whole(), "decode: this rank holds layers [", stage_.first, ", ", stage_.last,
+                 ") of ", M::layers, "; decoding needs every layer on each rank");
+    SEQPAR_CHECK(static_cast<std::int64_t>(ids.size()) == c.rows, "decode: ", ids.size(),
+                 " tokens for a cache of ", c.rows, " rows; expected one a row");
+    SEQPAR_CHECK(c.length < c.capacity, "decode: the cache's ", c.capacity,
+                 " positions are all filled");
     auto& sc = c.step;
     const std::int64_t B = c.rows, t = c.length, L = stage_.count();
     for (std::int64_t r = 0; r < B; ++r) {
@@ -358,13 +392,14 @@ class BloomStack {
     O::upload(c.pos.data(), c.host_pos.data(), B * c.capacity);
     O::upload(c.valid.data(), c.host_valid.data(), B * c.capacity);
     O::upload(sc.ids.data(), ids.data(), B);
-    embed(sc.x[0].data(), sc.emb.data(), sc.mean.data(), sc.rstd.data(), sc.ids.data(), B);  // [B, H]
+    embed(sc.x[0].data(), sc.emb.data(), sc.mean.data(), sc.rstd.data(), sc.ids.data(),
+          B);  // [B, H]
     for (std::int64_t l = 0; l < L; ++l) {
       const auto u = static_cast<std::size_t>(l + 1);
       hooks_->acquire(u, UnitUse::forward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
-      block_decode<D>(sc.x[(l + 1) % 2].data(), sc.x[l % 2].data(), c.blocks[static_cast<std::size_t>(l)], c, w,
-                      slopes_.data(), shape_, axis_);
+      block_decode<D>(sc.x[(l + 1) % 2].data(), sc.x[l % 2].data(),
+                      c.blocks[static_cast<std::size_t>(l)], c, w, slopes_.data(), shape_, axis_);
       hooks_->release(u);
     }
     final_norm(c.hidden.data(), sc.mean.data(), sc.rstd.data(), sc.x[L % 2].data(), B);

@@ -12,9 +12,9 @@
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/config/units.hpp"
 #include "seqpar/core/arena.hpp"
 #include "seqpar/core/error.hpp"
-#include "seqpar/config/units.hpp"
 #include "seqpar/optim/segments.hpp"
 
 namespace seqpar::inline v0 {
@@ -84,8 +84,8 @@ void adamw_update(T* p, const T* g, AdamState<T, ArenaT>& s, const UnitTable& u,
       u, s.begin, s.end, [](const ParamSpec& spec) { return spec.decay; },
       [&](std::int64_t k, const kernels::Segments<bool>& decay) {
         if constexpr (AdamState<T, ArenaT>::mixed)
-          Ops<D>::adamw_mixed(s.master.data() + k, p + k, g + k, s.m.data() + k, s.v.data() + k, decay,
-                              c, static_cast<M>(grad_factor));
+          Ops<D>::adamw_mixed(s.master.data() + k, p + k, g + k, s.m.data() + k, s.v.data() + k,
+                              decay, c, static_cast<M>(grad_factor));
         else
           Ops<D>::adamw(p + k, g + k, s.m.data() + k, s.v.data() + k, decay, c);
       });

@@ -21,11 +21,14 @@ struct LrSchedule {
   double min_ratio = 0.0;
 
   double at(std::int64_t step) const {
-    if (step < warmup) return peak * static_cast<double>(step) / static_cast<double>(std::max<std::int64_t>(1, warmup));
+    if (step < warmup)
+      return peak * static_cast<double>(step) /
+             static_cast<double>(std::max<std::int64_t>(1, warmup));
     if (decay == LrDecay::constant || total <= warmup) return peak;
-    const double progress =
-        std::clamp(static_cast<double>(step - warmup) / static_cast<double>(total - warmup), 0.0, 1.0);
-    const double f = decay == LrDecay::linear ? 1.0 - progress : 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+    const double progress = std::clamp(
+        static_cast<double>(step - warmup) / static_cast<double>(total - warmup), 0.0, 1.0);
+    const double f = decay == LrDecay::linear ? 1.0 - progress
+                                              : 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
     return peak * (min_ratio + (1.0 - min_ratio) * f);
   }
 };

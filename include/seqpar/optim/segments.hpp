@@ -21,7 +21,8 @@ void for_each_segments(const UnitTable& u, std::int64_t begin, std::int64_t end,
   kernels::Segments<V> segs;
   std::int64_t start = 0;  // segs' first element, from begin
   for (const auto& spec : u.params) {
-    const std::int64_t lo = std::max(begin, spec.offset), hi = std::min(end, spec.offset + spec.numel());
+    const std::int64_t lo = std::max(begin, spec.offset),
+                       hi = std::min(end, spec.offset + spec.numel());
     if (lo >= hi) continue;
     const V v = value_of(spec);
     if (segs.count > 0 && (lo - begin != start + segs.size() || !segs.can_append(v))) {

@@ -49,9 +49,10 @@ namespace seqpar::inline v0 {
 /// exist; the primary template is what any other policy gets.
 template <class Policy, class Stack, Device D, class T>
 class DataAxis {
-  static_assert(sizeof(Policy) == 0,
-                "DataAxis<Policy, ...>: no data axis for this policy; a plan's data axis is Replicated<N>, "
-                "Sharded<Zero1, N>, Sharded<Zero2, N> or Sharded<Zero3, N>.");
+  static_assert(
+      sizeof(Policy) == 0,
+      "DataAxis<Policy, ...>: no data axis for this policy; a plan's data axis is Replicated<N>, "
+      "Sharded<Zero1, N>, Sharded<Zero2, N> or Sharded<Zero3, N>.");
 };
 
 namespace detail {
@@ -85,7 +86,8 @@ class DataAxisBase : public UnitHooks {
   /// The sum is taken on the device, a unit a call, and read once.
   template <class Weight>
   double grad_square_sum(Weight&& weight) {
-    if (square_sum_.empty()) square_sum_ = Buffer<double, Arena>(model_->arena(), 1, Memory::buffers);
+    if (square_sum_.empty())
+      square_sum_ = Buffer<double, Arena>(model_->arena(), 1, Memory::buffers);
     double s = 0;
     Ops<D>::upload(square_sum_.data(), &s, 1);
     for (std::size_t u = 0; u < shards_.size(); ++u) {
@@ -93,7 +95,8 @@ class DataAxisBase : public UnitHooks {
       const std::int64_t b = own_offset(u);
       const T* g = grad_of(u);
       for_each_segments<double>(
-          model_->units()[u], b, b + shards_[u].size, [&](const ParamSpec& spec) { return weight(u, spec); },
+          model_->units()[u], b, b + shards_[u].size,
+          [&](const ParamSpec& spec) { return weight(u, spec); },
           [&](std::int64_t k, const kernels::Segments<double>& w) {
             // A run of weight 0 (the last pipeline stage's copy of the tied table) is not read.
             if (std::any_of(w.value, w.value + w.count, [](double x) { return x != 0; }))
@@ -152,9 +155,12 @@ class DataAxisBase : public UnitHooks {
       const std::int64_t s = model.padded_numel(u) / n_, numel = model.units()[u].numel;
       // Replicated ranks keep the whole unit's optimizer state; ZeRO ranks one shard.
       auto& sh = shards_[u];
-      sh = Sharded ? Range{r_ * s, std::min((r_ + 1) * s, numel), s} : Range{0, numel, model.padded_numel(u)};
-      adam_init<D>(adam_[u], ar, sh.begin, std::max(sh.begin, sh.end), sh.size, model.params(u) + own_offset(u));
-      if constexpr (Sharded) grad_shard_[u] = Buffer<T, Arena>(ar, static_cast<std::size_t>(s), shard_memory);
+      sh = Sharded ? Range{r_ * s, std::min((r_ + 1) * s, numel), s}
+                   : Range{0, numel, model.padded_numel(u)};
+      adam_init<D>(adam_[u], ar, sh.begin, std::max(sh.begin, sh.end), sh.size,
+                   model.params(u) + own_offset(u));
+      if constexpr (Sharded)
+        grad_shard_[u] = Buffer<T, Arena>(ar, static_cast<std::size_t>(s), shard_memory);
     }
     model.set_hooks(this);
   }
@@ -201,8 +207,8 @@ class DataAxisBase : public UnitHooks {
   // a use that writes gradients.
   void provide_grad_buffer(std::size_t u, UnitUse use) {
     if (writes_grads(use) && model_->grad_buffer(u).empty())
-      model_->grad_buffer(u) =
-          Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
+      model_->grad_buffer(u) = Buffer<T, Arena>(
+          model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
   }
   // Unit u's gradients of one micro-batch reduce-scattered and added into its shard: on an
   // asynchronous communicator left in flight until the next unit's, else finished now.
@@ -216,7 +222,8 @@ class DataAxisBase : public UnitHooks {
     }
     in_flight_.unit = u;
     in_flight_.grads = std::move(model_->grad_buffer(u));  // the model allocates anew when needed
-    in_flight_.part = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s), Memory::buffers);
+    in_flight_.part =
+        Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s), Memory::buffers);
     in_flight_.ticket = comm_.reduce_scatter_async(in_flight_.grads.data(), in_flight_.part.data(),
                                                    static_cast<std::size_t>(s), ReduceOp::sum);
     if (!comm_.asynchronous()) finish_in_flight();  // it has run: free its buffers now
@@ -254,7 +261,7 @@ class DataAxisBase : public UnitHooks {
   std::vector<Buffer<T, Arena>> grad_shard_;  // sharded: [size] per unit, the reduced gradients
   Buffer<double, Arena> square_sum_;          // [1] the gradient norm's sum, on the device
   std::int64_t micro_batches_ = 1;            // in this step
-  std::vector<std::int64_t> ready_count_;     // per unit: micro-batches whose gradients are complete
+  std::vector<std::int64_t> ready_count_;  // per unit: micro-batches whose gradients are complete
   struct {
     std::size_t unit = 0;
     Buffer<T, Arena> grads, part;  // the unit's full gradients and this rank's reduced block
@@ -278,11 +285,12 @@ class WholeParamsAxis : public DataAxisBase<Stack, D, T, Sharded> {
     for (std::size_t u = 0; u < this->shards_.size(); ++u) {
       if (!m.holds(u)) continue;
       const std::int64_t size = this->shards_[u].size;
-      adamw_update<D>(m.params(u) + this->own_offset(u), this->grad_of(u), this->adam_[u], m.units()[u], c,
-                      grad_factor);
+      adamw_update<D>(m.params(u) + this->own_offset(u), this->grad_of(u), this->adam_[u],
+                      m.units()[u], c, grad_factor);
       if constexpr (Sharded) {
         if (this->n_ == 1) continue;  // one rank updated the whole unit in place
-        Buffer<T, typename Base::Arena> mine(m.arena(), static_cast<std::size_t>(size), Memory::buffers);
+        Buffer<T, typename Base::Arena> mine(m.arena(), static_cast<std::size_t>(size),
+                                             Memory::buffers);
         Ops<D>::copy(mine.data(), m.params(u) + this->r_ * size, size);
         this->comm_.all_gather(mine.data(), m.params(u), static_cast<std::size_t>(size));
       }
@@ -312,7 +320,8 @@ class WholeParamsAxis : public DataAxisBase<Stack, D, T, Sharded> {
 /// Replicated<N>: whole gradients all-reduced in place once per step; every rank updates
 /// every unit.
 template <int N, class Stack, Device D, class T>
-class DataAxis<Replicated<N>, Stack, D, T> final : public detail::WholeParamsAxis<Stack, D, T, false> {
+class DataAxis<Replicated<N>, Stack, D, T> final
+    : public detail::WholeParamsAxis<Stack, D, T, false> {
   using Base = detail::WholeParamsAxis<Stack, D, T, false>;
 
  public:
@@ -341,7 +350,8 @@ class DataAxis<Replicated<N>, Stack, D, T> final : public detail::WholeParamsAxi
  private:
   // Unit u's whole gradients summed over the ranks in place, queued behind the backward.
   void start_reduction(std::size_t u) {
-    this->comm_.all_reduce_async(this->model_->grads(u), static_cast<std::size_t>(this->model_->padded_numel(u)),
+    this->comm_.all_reduce_async(this->model_->grads(u),
+                                 static_cast<std::size_t>(this->model_->padded_numel(u)),
                                  ReduceOp::sum);
   }
 };
@@ -351,8 +361,8 @@ class DataAxis<Replicated<N>, Stack, D, T> final : public detail::WholeParamsAxi
 /// reduce-scatters them once per step; ZeRO-2 keeps only the shard, into which each
 /// micro-batch's gradients of a unit are reduced as soon as they are complete.
 template <class Z, int N, class Stack, Device D, class T>
-  requires(Z::stage == 1 || Z::stage == 2)
-class DataAxis<Sharded<Z, N>, Stack, D, T> final : public detail::WholeParamsAxis<Stack, D, T, true> {
+requires(Z::stage == 1 || Z::stage == 2) class DataAxis<Sharded<Z, N>, Stack, D, T> final
+    : public detail::WholeParamsAxis<Stack, D, T, true> {
   using Base = detail::WholeParamsAxis<Stack, D, T, true>;
 
  public:
@@ -389,7 +399,8 @@ class DataAxis<Sharded<Z, N>, Stack, D, T> final : public detail::WholeParamsAxi
   /// After the last micro-batch: every unit's gradients summed over the data ranks into
   /// this rank's shard, every reduction joined.
   void reduce_gradients() {
-    if constexpr (zero_stage == 1) this->start_remaining([this](std::size_t u) { start_reduction(u); });
+    if constexpr (zero_stage == 1)
+      this->start_remaining([this](std::size_t u) { start_reduction(u); });
     this->comm_.join();
     this->finish_in_flight();
   }
@@ -401,8 +412,8 @@ class DataAxis<Sharded<Z, N>, Stack, D, T> final : public detail::WholeParamsAxi
     Stack& m = *this->model_;
     const std::int64_t s = this->shards_[u].size;
     if (this->n_ == 1) return Ops<D>::copy(this->grad_shard_[u].data(), m.grads(u), s);
-    this->comm_.reduce_scatter_async(m.grads(u), this->grad_shard_[u].data(), static_cast<std::size_t>(s),
-                                     ReduceOp::sum);
+    this->comm_.reduce_scatter_async(m.grads(u), this->grad_shard_[u].data(),
+                                     static_cast<std::size_t>(s), ReduceOp::sum);
   }
 };
 
@@ -410,7 +421,8 @@ class DataAxis<Sharded<Z, N>, Stack, D, T> final : public detail::WholeParamsAxi
 /// use of a unit gathers its parameters (or takes the gather started ahead of it) and
 /// frees them after; the optimizer updates the shard.
 template <int N, class Stack, Device D, class T>
-class DataAxis<Sharded<Zero3, N>, Stack, D, T> final : public detail::DataAxisBase<Stack, D, T, true> {
+class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
+    : public detail::DataAxisBase<Stack, D, T, true> {
   using Base = detail::DataAxisBase<Stack, D, T, true>;
   using Arena = typename Base::Arena;
 
@@ -427,7 +439,8 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final : public detail::DataAxisBa
       if (!model.holds(u)) continue;
       const std::int64_t s = this->shards_[u].size;
       model.grad_buffer(u).reset();
-      param_shard_[u] = Buffer<T, Arena>(model.arena(), static_cast<std::size_t>(s), Memory::parameters);
+      param_shard_[u] =
+          Buffer<T, Arena>(model.arena(), static_cast<std::size_t>(s), Memory::parameters);
       Ops<D>::copy(param_shard_[u].data(), model.params(u) + this->r_ * s, s);
       model.param_buffer(u).reset();
     }
@@ -465,8 +478,8 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final : public detail::DataAxisBa
   void optimizer_step(const kernels::AdamCoeffs& c, double grad_factor = 1.0) {
     for (std::size_t u = 0; u < param_shard_.size(); ++u)
       if (this->model_->holds(u))
-        adamw_update<D>(param_shard_[u].data(), this->grad_of(u), this->adam_[u], this->model_->units()[u], c,
-                        grad_factor);
+        adamw_update<D>(param_shard_[u].data(), this->grad_of(u), this->adam_[u],
+                        this->model_->units()[u], c, grad_factor);
   }
 
   /// Unit u's full parameters (padded_numel(u) values), gathered, copied into host memory.
@@ -482,7 +495,8 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final : public detail::DataAxisBa
   void write_params(std::size_t u, const Master* host) {
     const auto full = this->upload_full(u, host);
     drop_gathered_ahead();
-    Ops<D>::convert(param_shard_[u].data(), full.data() + this->r_ * this->shards_[u].size, this->shards_[u].size);
+    Ops<D>::convert(param_shard_[u].data(), full.data() + this->r_ * this->shards_[u].size,
+                    this->shards_[u].size);
     this->set_master(u, full.data());
   }
 
@@ -521,10 +535,11 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final : public detail::DataAxisBa
     if (!this->comm_.asynchronous() || u >= held_.size() || !this->model_->holds(u) || held_[u] ||
         !ahead_.params.empty())
       return;
-    Buffer<T, Arena> params(this->model_->arena(), static_cast<std::size_t>(this->model_->padded_numel(u)),
+    Buffer<T, Arena> params(this->model_->arena(),
+                            static_cast<std::size_t>(this->model_->padded_numel(u)),
                             Memory::buffers);
-    const CommTicket t = this->comm_.all_gather_async(param_shard_[u].data(), params.data(),
-                                                      static_cast<std::size_t>(this->shards_[u].size));
+    const CommTicket t = this->comm_.all_gather_async(
+        param_shard_[u].data(), params.data(), static_cast<std::size_t>(this->shards_[u].size));
     ahead_.unit = u;
     ahead_.params = std::move(params);
     ahead_.ticket = t;
@@ -541,13 +556,15 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final : public detail::DataAxisBa
   // host communicator's copy).
   void gather_params(std::size_t u, Buffer<T, Arena>& full) {
     const std::int64_t s = this->shards_[u].size;
-    full = Buffer<T, Arena>(this->model_->arena(), static_cast<std::size_t>(this->model_->padded_numel(u)),
-                            Memory::buffers);
+    full =
+        Buffer<T, Arena>(this->model_->arena(),
+                         static_cast<std::size_t>(this->model_->padded_numel(u)), Memory::buffers);
     if (this->n_ == 1) return Ops<D>::copy(full.data(), param_shard_[u].data(), s);
     this->comm_.all_gather(param_shard_[u].data(), full.data(), static_cast<std::size_t>(s));
   }
 
-  std::vector<std::size_t> order_;  // the stack's units in forward order, the tied table last for the head
+  std::vector<std::size_t>
+      order_;  // the stack's units in forward order, the tied table last for the head
   std::vector<Buffer<T, Arena>> param_shard_;  // [size] per unit, this rank's parameters
   std::vector<bool> held_;                     // per unit: its full parameters are in the model
   struct {

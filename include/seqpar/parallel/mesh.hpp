@@ -3,8 +3,8 @@
 // innermost so that a tensor group is made of neighbouring ranks, and the three
 // sub-communicators split from the world.
 
-#include "seqpar/core/error.hpp"
 #include "seqpar/comm/any_comm.hpp"
+#include "seqpar/core/error.hpp"
 #include "seqpar/parallel/plan.hpp"
 
 namespace seqpar::inline v0 {
@@ -34,14 +34,16 @@ struct Mesh {
     const int others = P::tensor_degree * P::pipeline_degree;
     if constexpr (P::data_degree == dynamic) {
       SEQPAR_CHECK(n % others == 0, "rank ", world.rank(), ": the world has ", n,
-                   " ranks, not a multiple of tensor x pipeline = ", others, " for the dynamic data degree");
+                   " ranks, not a multiple of tensor x pipeline = ", others,
+                   " for the dynamic data degree");
       m.data_degree = n / others;
     } else {
       m.data_degree = P::data_degree;
     }
-    SEQPAR_CHECK(n == m.data_degree * others, "rank ", world.rank(), ": the plan needs ", m.data_degree * others,
-                 " ranks (data ", m.data_degree, " x tensor ", m.tensor_degree, " x pipeline ", m.pipeline_degree,
-                 ") but the communicator has ", n);
+    SEQPAR_CHECK(n == m.data_degree * others, "rank ", world.rank(), ": the plan needs ",
+                 m.data_degree * others, " ranks (data ", m.data_degree, " x tensor ",
+                 m.tensor_degree, " x pipeline ", m.pipeline_degree, ") but the communicator has ",
+                 n);
     const int r = world.rank();
     m.tensor_rank = r % m.tensor_degree;
     m.data_rank = (r / m.tensor_degree) % m.data_degree;

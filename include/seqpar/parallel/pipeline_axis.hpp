@@ -77,7 +77,9 @@ class PipelineAxis {
 
   /// Whether stage p contributes unit u to a saved state: every unit it holds, the tied
   /// table only from the first stage (the last stage's copy is the same values).
-  bool sends(int p, std::size_t u) const { return layers_of(p).holds(u, layers_) && (u != 0 || p == 0); }
+  bool sends(int p, std::size_t u) const {
+    return layers_of(p).holds(u, layers_) && (u != 0 || p == 0);
+  }
 
   /// Whether this stage holds the second copy of the tied table (the last of several stages).
   bool tied_copy() const { return stages() > 1 && last(); }

@@ -37,8 +37,9 @@ struct PlanTraits;
 
 template <class... Axes>
 struct PlanTraits<Hybrid<Axes...>> {
-  static_assert((detail::AxisPolicy<Axes> && ...),
-                "Hybrid<...>: every axis must be a policy: Replicated, Sharded, TensorSplit or Pipeline.");
+  static_assert(
+      (detail::AxisPolicy<Axes> && ...),
+      "Hybrid<...>: every axis must be a policy: Replicated, Sharded, TensorSplit or Pipeline.");
   static_assert((detail::count_axis<Axes, DataAxisTag> + ... + 0) <= 1,
                 "Hybrid<...>: the data axis is given twice (at most one Replicated or Sharded).");
   static_assert((detail::count_axis<Axes, TensorAxisTag> + ... + 0) <= 1,
@@ -46,7 +47,8 @@ struct PlanTraits<Hybrid<Axes...>> {
   static_assert((detail::count_axis<Axes, PipelineAxisTag> + ... + 0) <= 1,
                 "Hybrid<...>: the pipeline axis is given twice (at most one Pipeline).");
   static_assert(((Axes::degree == dynamic ? 1 : 0) + ... + 0) <= 1,
-                "Hybrid<...>: more than one degree is dynamic; at most one axis may take its size at run time.");
+                "Hybrid<...>: more than one degree is dynamic; at most one axis may take its size "
+                "at run time.");
 
   using data = typename detail::axis_of<DataAxisTag, Replicated<1>, Axes...>::type;
   using tensor = typename detail::axis_of<TensorAxisTag, TensorSplit<1>, Axes...>::type;
@@ -55,38 +57,46 @@ struct PlanTraits<Hybrid<Axes...>> {
   static constexpr int tensor_degree = tensor::degree;
   static constexpr int pipeline_degree = pipeline::degree;
   static constexpr int zero_stage = data::zero_stage;
-  static constexpr bool dynamic_degree = data_degree == dynamic || tensor_degree == dynamic || pipeline_degree == dynamic;
+  static constexpr bool dynamic_degree =
+      data_degree == dynamic || tensor_degree == dynamic || pipeline_degree == dynamic;
   /// The product of the degrees; 0 when one of them is dynamic.
-  static constexpr int world_size = dynamic_degree ? 0 : data_degree * tensor_degree * pipeline_degree;
+  static constexpr int world_size =
+      dynamic_degree ? 0 : data_degree * tensor_degree * pipeline_degree;
 };
 
 template <class Plan>
-  requires detail::AxisPolicy<Plan>
-struct PlanTraits<Plan> : PlanTraits<Hybrid<Plan>> {};
+requires detail::AxisPolicy<Plan>
+struct PlanTraits<Plan> : PlanTraits<Hybrid<Plan>> {
+};
 
 /// Anything PlanTraits understands.
 template <class Plan>
-concept ParallelPlan = requires { PlanTraits<Plan>::world_size; };
+concept ParallelPlan = requires {
+  PlanTraits<Plan>::world_size;
+};
 
 /// The rules between a model and a plan. Each rule is a class template whose arguments
 /// are the numbers involved, so the compiler's "in instantiation of" line shows them.
 namespace rule {
 template <std::int64_t Heads, int TensorDegree>
 struct TensorDegreeDividesHeads {
-  static_assert(Heads % TensorDegree == 0,
-                "TensorSplit<N>: N must divide the number of attention heads (rule<heads, N> above).");
+  static_assert(
+      Heads % TensorDegree == 0,
+      "TensorSplit<N>: N must divide the number of attention heads (rule<heads, N> above).");
   static constexpr bool value = true;
 };
 template <int TensorDegree>
 struct TensorDegreeIsStatic {
-  static_assert(TensorDegree != dynamic,
-                "TensorSplit: a Trainer needs a static tensor degree; it fixes every tensor's shape.");
+  static_assert(
+      TensorDegree != dynamic,
+      "TensorSplit: a Trainer needs a static tensor degree; it fixes every tensor's shape.");
   static constexpr bool value = true;
 };
 template <int Stages>
 struct StagesAreStatic {
-  static_assert(Stages != dynamic,
-                "Pipeline: a Trainer needs a static number of stages; it fixes which layers a rank holds.");
+  static_assert(
+      Stages != dynamic,
+      "Pipeline: a Trainer needs a static number of stages; it fixes which layers a rank holds.");
   static constexpr bool value = true;
 };
 template <std::int64_t Layers, int Stages>
@@ -101,9 +111,12 @@ template <BloomModel M, ParallelPlan Plan>
 struct CheckPlan {
   using P = PlanTraits<Plan>;
   static constexpr bool ok =
-      rule::TensorDegreeIsStatic<P::tensor_degree>::value && rule::StagesAreStatic<P::pipeline_degree>::value &&
-      rule::TensorDegreeDividesHeads<M::heads, (P::tensor_degree == dynamic ? 1 : P::tensor_degree)>::value &&
-      rule::StagesDivideLayers<M::layers, (P::pipeline_degree == dynamic ? 1 : P::pipeline_degree)>::value;
+      rule::TensorDegreeIsStatic<P::tensor_degree>::value &&
+      rule::StagesAreStatic<P::pipeline_degree>::value &&
+      rule::TensorDegreeDividesHeads<M::heads,
+                                     (P::tensor_degree == dynamic ? 1 : P::tensor_degree)>::value &&
+      rule::StagesDivideLayers<M::layers,
+                               (P::pipeline_degree == dynamic ? 1 : P::pipeline_degree)>::value;
 };
 
 }  // namespace seqpar::inline v0

@@ -37,7 +37,8 @@ struct Replicated {
 /// Data parallel with ZeRO sharding (Zero1, Zero2 or Zero3) over N ranks.
 template <class Zero, int N = dynamic>
 struct Sharded {
-  static_assert(Zero::stage >= 1 && Zero::stage <= 3, "Sharded<Z, N>: Z must be Zero1, Zero2 or Zero3.");
+  static_assert(Zero::stage >= 1 && Zero::stage <= 3,
+                "Sharded<Z, N>: Z must be Zero1, Zero2 or Zero3.");
   static_assert(N >= 0, "Sharded<Z, N>: the degree must be positive (or dynamic).");
   using axis = DataAxisTag;
   using zero = Zero;

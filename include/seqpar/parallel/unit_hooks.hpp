@@ -14,7 +14,9 @@ namespace seqpar::inline v0 {
 enum class UnitUse : std::uint8_t { forward, head, head_backward, backward };
 
 /// Whether a use writes the unit's gradients (a gradient buffer must be present).
-constexpr bool writes_grads(UnitUse use) { return use == UnitUse::head_backward || use == UnitUse::backward; }
+constexpr bool writes_grads(UnitUse use) {
+  return use == UnitUse::head_backward || use == UnitUse::backward;
+}
 
 /// Called around each use of a unit's buffers, so that a data axis can gather sharded
 /// parameters just in time (ZeRO-3) and reduce a unit's gradients as soon as they are

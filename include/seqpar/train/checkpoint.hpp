@@ -40,7 +40,8 @@ namespace seqpar::inline v0 {
 enum class StateKind : std::uint8_t { weights, adam_m, adam_v };
 
 inline std::string state_name(StateKind k, const std::string& param) {
-  constexpr const char* prefix[] = {"transformer.", "optimizer.m.transformer.", "optimizer.v.transformer."};
+  constexpr const char* prefix[] = {"transformer.", "optimizer.m.transformer.",
+                                    "optimizer.v.transformer."};
   return prefix[static_cast<int>(k)] + param;
 }
 
@@ -59,7 +60,8 @@ constexpr bool contains(StateKinds set, StateKinds k) {
 inline std::vector<StateKind> state_kinds(StateKinds set) {
   std::vector<StateKind> kinds;
   if (contains(set, StateKinds::weights)) kinds.push_back(StateKind::weights);
-  if (contains(set, StateKinds::moments)) kinds.insert(kinds.end(), {StateKind::adam_m, StateKind::adam_v});
+  if (contains(set, StateKinds::moments))
+    kinds.insert(kinds.end(), {StateKind::adam_m, StateKind::adam_v});
   return kinds;
 }
 
@@ -73,7 +75,8 @@ class StateAssembler {
         const std::int64_t rows = p.real_rows;
         for (const StateKind k : kinds_)
           full_[static_cast<int>(k)][p.name].assign(static_cast<std::size_t>(rows * p.cols), 0.0f);
-        shapes_[p.name] = p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols};
+        shapes_[p.name] =
+            p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols};
       }
   }
 
@@ -84,7 +87,8 @@ class StateAssembler {
       auto& dst = full_[static_cast<int>(k)].at(p.name);
       const std::int64_t rows = std::min(p.local_rows, p.real_rows - p.row0);
       for (std::int64_t r = 0; r < rows; ++r)
-        std::memcpy(dst.data() + (p.row0 + r) * p.cols + p.col0, values + p.offset + r * p.local_cols,
+        std::memcpy(dst.data() + (p.row0 + r) * p.cols + p.col0,
+                    values + p.offset + r * p.local_cols,
                     static_cast<std::size_t>(p.local_cols) * sizeof(float));
     }
   }
@@ -97,9 +101,15 @@ class StateAssembler {
              DType weights_dtype = DType::f32) const {
     for (const StateKind kind : kinds_)
       for (const auto& [name, values] : full_[static_cast<int>(kind)]) {
-        const auto bad = std::find_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
-        SEQPAR_CHECK(bad == values.end(), path.string(), ": not written: tensor '", state_name(kind, name), "' holds ", std::isnan(*bad) ? "nan" : *bad > 0 ? "inf" : "-inf", " at element ",
-                     bad - values.begin(), "; a state with non-finite values is never saved (the file "
+        const auto bad =
+            std::find_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
+        SEQPAR_CHECK(bad == values.end(), path.string(), ": not written: tensor '",
+                     state_name(kind, name), "' holds ",
+                     std::isnan(*bad) ? "nan"
+                     : *bad > 0       ? "inf"
+                                      : "-inf",
+                     " at element ", bad - values.begin(),
+                     "; a state with non-finite values is never saved (the file "
                      "already there, if any, is left as it was)");
       }
     std::vector<TensorToWrite> tensors;
@@ -109,10 +119,13 @@ class StateAssembler {
         if (kind == StateKind::weights && weights_dtype != DType::f32) {
           auto& h = halves.emplace_back(values.size());
           for (std::size_t i = 0; i < values.size(); ++i)
-            h[i] = weights_dtype == DType::bf16 ? float_to_bf16(values[i]) : float_to_f16(values[i]);
-          tensors.push_back({state_name(kind, name), weights_dtype, shapes_.at(name), std::as_bytes(std::span(h))});
+            h[i] =
+                weights_dtype == DType::bf16 ? float_to_bf16(values[i]) : float_to_f16(values[i]);
+          tensors.push_back({state_name(kind, name), weights_dtype, shapes_.at(name),
+                             std::as_bytes(std::span(h))});
         } else {
-          tensors.push_back({state_name(kind, name), DType::f32, shapes_.at(name), std::as_bytes(std::span(values))});
+          tensors.push_back({state_name(kind, name), DType::f32, shapes_.at(name),
+                             std::as_bytes(std::span(values))});
         }
       }
     metadata["format"] = "pt";
@@ -139,9 +152,10 @@ template <BloomModel M>
 void check_model_metadata(const std::map<std::string, std::string>& meta, const std::string& file) {
   for (const auto& [k, want] : model_metadata<M>()) {
     const auto it = meta.find(k);
-    SEQPAR_CHECK(it != meta.end(), file, ": not a seqpar checkpoint (metadata '", k, "' is missing)");
-    SEQPAR_CHECK(it->second == want, file, ": checkpoint of a model with ", k.substr(7), " = ", it->second,
-                 "; this trainer's model has ", want);
+    SEQPAR_CHECK(it != meta.end(), file, ": not a seqpar checkpoint (metadata '", k,
+                 "' is missing)");
+    SEQPAR_CHECK(it->second == want, file, ": checkpoint of a model with ", k.substr(7), " = ",
+                 it->second, "; this trainer's model has ", want);
   }
 }
 
@@ -159,9 +173,9 @@ struct TrainingPosition {
 
 /// The metadata of a training checkpoint: the caller's `metadata` with the step, the seed
 /// and, when given, the loss scale (its value to the last bit).
-inline std::map<std::string, std::string> checkpoint_metadata(std::map<std::string, std::string> metadata,
-                                                              std::int64_t step, std::uint64_t seed,
-                                                              std::optional<SavedLossScale> loss_scale = {}) {
+inline std::map<std::string, std::string> checkpoint_metadata(
+    std::map<std::string, std::string> metadata, std::int64_t step, std::uint64_t seed,
+    std::optional<SavedLossScale> loss_scale = {}) {
   metadata["seqpar.step"] = std::to_string(step);
   metadata["seqpar.seed"] = std::to_string(seed);
   if (loss_scale) {
@@ -176,20 +190,27 @@ inline std::map<std::string, std::string> checkpoint_metadata(std::map<std::stri
 /// Checks that `meta` (of `file`) is a training checkpoint of model M and reads its step
 /// and, with `loss_scaling`, its loss scale when it has one.
 template <BloomModel M>
-TrainingPosition read_training_position(const std::map<std::string, std::string>& meta, const std::string& file,
-                                        bool loss_scaling) {
+TrainingPosition read_training_position(const std::map<std::string, std::string>& meta,
+                                        const std::string& file, bool loss_scaling) {
   check_model_metadata<M>(meta, file);
   const auto it = meta.find("seqpar.step");
-  SEQPAR_CHECK(it != meta.end(), file, ": not a training checkpoint (metadata 'seqpar.step' is missing)");
-  TrainingPosition at{detail::parse_field<std::int64_t>(it->second, file, "metadata seqpar.step"), std::nullopt};
-  SEQPAR_CHECK(at.step >= 0, file, ": metadata seqpar.step is ", at.step, "; expected a step count from 0");
+  SEQPAR_CHECK(it != meta.end(), file,
+               ": not a training checkpoint (metadata 'seqpar.step' is missing)");
+  TrainingPosition at{detail::parse_field<std::int64_t>(it->second, file, "metadata seqpar.step"),
+                      std::nullopt};
+  SEQPAR_CHECK(at.step >= 0, file, ": metadata seqpar.step is ", at.step,
+               "; expected a step count from 0");
   if (loss_scaling) {
-    const auto scale = meta.find("seqpar.loss_scale"), clean = meta.find("seqpar.loss_scale_clean_steps");
+    const auto scale = meta.find("seqpar.loss_scale"),
+               clean = meta.find("seqpar.loss_scale_clean_steps");
     if (scale != meta.end() && clean != meta.end()) {
-      const double v = detail::parse_field<double>(scale->second, file, "metadata seqpar.loss_scale");
-      const auto c = detail::parse_field<std::int64_t>(clean->second, file, "metadata seqpar.loss_scale_clean_steps");
-      SEQPAR_CHECK(std::isfinite(v) && v > 0 && c >= 0, file, ": metadata seqpar.loss_scale = ", scale->second,
-                   " after ", clean->second, " clean steps is not a loss scale to resume");
+      const double v =
+          detail::parse_field<double>(scale->second, file, "metadata seqpar.loss_scale");
+      const auto c = detail::parse_field<std::int64_t>(clean->second, file,
+                                                       "metadata seqpar.loss_scale_clean_steps");
+      SEQPAR_CHECK(std::isfinite(v) && v > 0 && c >= 0, file,
+                   ": metadata seqpar.loss_scale = ", scale->second, " after ", clean->second,
+                   " clean steps is not a loss scale to resume");
       at.loss_scale = SavedLossScale{v, c};
     }
   }
@@ -214,8 +235,8 @@ class RankState {
   /// and the model metadata, the weights as `dtype`. Each (pipeline stage, tensor rank)
   /// position has its data rank 0 send its units; the last stage's copy of the tied table
   /// stays home.
-  void write(const std::filesystem::path& path, StateKinds kinds, std::map<std::string, std::string> meta,
-             DType dtype) {
+  void write(const std::filesystem::path& path, StateKinds kinds,
+             std::map<std::string, std::string> meta, DType dtype) {
     const auto each = state_kinds(kinds);
     std::vector<std::vector<float>> mine;  // per sent unit and kind, in (unit, kind) order
     for (std::size_t u = 0; u < model_->units().size(); ++u) {
@@ -263,7 +284,8 @@ class RankState {
       const auto& unit = model_->units()[u];
       auto& st = data_->adam_state(u);
       const std::int64_t begin = data_->range_begin(u), size = data_->range_size(u);
-      std::vector<Master> whole(static_cast<std::size_t>(unit.numel)), range(static_cast<std::size_t>(size));
+      std::vector<Master> whole(static_cast<std::size_t>(unit.numel)),
+          range(static_cast<std::size_t>(size));
       for (const StateKind k : {StateKind::adam_m, StateKind::adam_v}) {
         for (const auto& p : unit.params) {
           const auto* e = f.find(state_name(k, p.name));
@@ -271,7 +293,8 @@ class RankState {
           load_param_block(*e, p, whole.data() + p.offset);
         }
         for (std::int64_t i = 0; i < size; ++i)
-          range[static_cast<std::size_t>(i)] = begin + i < unit.numel ? whole[static_cast<std::size_t>(begin + i)] : Master(0);
+          range[static_cast<std::size_t>(i)] =
+              begin + i < unit.numel ? whole[static_cast<std::size_t>(begin + i)] : Master(0);
         Ops<Dev>::upload((k == StateKind::adam_m ? st.m : st.v).data(), range.data(), size);
       }
     }

@@ -15,8 +15,8 @@
 #include <span>
 #include <vector>
 
-#include "seqpar/nn/model.hpp"
 #include "seqpar/comm/any_comm.hpp"
+#include "seqpar/nn/model.hpp"
 #include "seqpar/parallel/policies.hpp"
 
 namespace seqpar::inline v0 {
@@ -66,8 +66,8 @@ class StageRunner {
         forward(mbs, i, true);
         if (!last()) {
           alloc_grad(mbs, k);
-          pipe_.sendrecv(output(i), hidden_elems(mbs, i), fwd_tag(i), grads_[k].data(), hidden_elems(mbs, k),
-                         bwd_tag(k), stage() + 1);
+          pipe_.sendrecv(output(i), hidden_elems(mbs, i), fwd_tag(i), grads_[k].data(),
+                         hidden_elems(mbs, k), bwd_tag(k), stage() + 1);
         }
         backward(k);
         if (i + 1 == m) {
@@ -145,18 +145,23 @@ class StageRunner {
     }
   }
   void alloc_grad(std::span<const BatchView> mbs, std::int64_t i) {
-    grads_[static_cast<std::size_t>(i)] = Buffer<T, Arena>(model_->arena(), hidden_elems(mbs, i), Memory::activations);
+    grads_[static_cast<std::size_t>(i)] =
+        Buffer<T, Arena>(model_->arena(), hidden_elems(mbs, i), Memory::activations);
   }
   void receive_grad(std::span<const BatchView> mbs, std::int64_t i) {
     if (last()) return;  // made by the loss
     alloc_grad(mbs, i);
-    pipe_.recv(grads_[static_cast<std::size_t>(i)].data(), hidden_elems(mbs, i), stage() + 1, bwd_tag(i));
+    pipe_.recv(grads_[static_cast<std::size_t>(i)].data(), hidden_elems(mbs, i), stage() + 1,
+               bwd_tag(i));
   }
   void backward(std::int64_t i) {
-    model_->backward(records_[static_cast<std::size_t>(i)], grads_[static_cast<std::size_t>(i)].data());
+    model_->backward(records_[static_cast<std::size_t>(i)],
+                     grads_[static_cast<std::size_t>(i)].data());
   }
   void send_grad(std::span<const BatchView> mbs, std::int64_t i) {
-    if (!first()) pipe_.send(grads_[static_cast<std::size_t>(i)].data(), hidden_elems(mbs, i), stage() - 1, bwd_tag(i));
+    if (!first())
+      pipe_.send(grads_[static_cast<std::size_t>(i)].data(), hidden_elems(mbs, i), stage() - 1,
+                 bwd_tag(i));
   }
   // A record and a gradient slot per micro-batch, none allocated yet.
   void reset(std::size_t micro_batches) {

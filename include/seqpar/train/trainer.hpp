@@ -2,19 +2,21 @@
 // Trainer<Model, Plan, Device, Precision>: the whole training stack of one rank.
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <type_traits>
-#include <cmath>
-#include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
+#include "seqpar/comm/any_comm.hpp"
 #include "seqpar/config/bloom.hpp"
+#include "seqpar/core/batch.hpp"
 #include "seqpar/core/parse.hpp"
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/safetensors.hpp"
@@ -22,14 +24,12 @@
 #include "seqpar/nn/model.hpp"
 #include "seqpar/optim/adamw.hpp"
 #include "seqpar/optim/schedule.hpp"
-#include "seqpar/comm/any_comm.hpp"
 #include "seqpar/parallel/data_axis.hpp"
 #include "seqpar/parallel/mesh.hpp"
 #include "seqpar/parallel/pipeline_axis.hpp"
 #include "seqpar/parallel/plan.hpp"
 #include "seqpar/parallel/policies.hpp"
 #include "seqpar/parallel/tensor_axis.hpp"
-#include "seqpar/core/batch.hpp"
 #include "seqpar/train/checkpoint.hpp"
 #include "seqpar/train/pipeline.hpp"
 #include "seqpar/train/precision.hpp"
@@ -38,15 +38,15 @@ namespace seqpar::inline v0 {
 
 /// What a training run is asked to do (Hugging Face Trainer names in comments).
 struct TrainOptions {
-  double lr = 2e-5;                 // learning_rate (the peak)
+  double lr = 2e-5;  // learning_rate (the peak)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0.0;        // on matrices only
+  double weight_decay = 0.0;  // on matrices only
   std::int64_t warmup_steps = 0;
-  std::int64_t total_steps = 0;     // for the decay; 0 keeps the lr constant after warmup
+  std::int64_t total_steps = 0;  // for the decay; 0 keeps the lr constant after warmup
   LrDecay decay = LrDecay::linear;
-  double max_grad_norm = 1.0;       // <= 0: no clipping
+  double max_grad_norm = 1.0;         // <= 0: no clipping
   std::int64_t micro_batch_rows = 0;  // rows per micro-batch; 0: the whole local batch at once
-  std::uint64_t seed = 42;          // initialisation and data order
+  std::uint64_t seed = 42;            // initialisation and data order
   double init_std = 0.02;
   // The most bytes of logits the LM head holds at once; 0: the device's default
   // (Ops<D>::logits_chunk_bytes: 32 MiB on Cpu, 256 MiB on Cuda). When the logits of a
@@ -69,19 +69,20 @@ struct TrainOptions {
 
 /// What one optimizer step did.
 struct StepStats {
-  std::int64_t step = 0;        // 1-based count of optimizer steps taken
-  double loss = 0;              // token mean over the global batch
-  double grad_norm = 0;         // before clipping
-  double lr = 0;                // the rate this step used
-  std::int64_t tokens = 0;      // rows * seq of the global batch
-  std::int64_t targets = 0;     // tokens that entered the loss
+  std::int64_t step = 0;     // 1-based count of optimizer steps taken
+  double loss = 0;           // token mean over the global batch
+  double grad_norm = 0;      // before clipping
+  double lr = 0;             // the rate this step used
+  std::int64_t tokens = 0;   // rows * seq of the global batch
+  std::int64_t targets = 0;  // tokens that entered the loss
   double seconds = 0;
   double tokens_per_s = 0;
-  MemoryStats memory;           // this rank's arena
-  bool skipped = false;         // no update was made: the loss or gradient norm was not finite
-  double loss_scale = 1;        // the loss scale this step used (1 without loss scaling)
-  std::int64_t skipped_steps = 0;       // steps skipped so far by this trainer, this one included
-  std::int64_t nonfinite_in_a_row = 0;  // faults in a row (non-finite values no loss scale explains)
+  MemoryStats memory;              // this rank's arena
+  bool skipped = false;            // no update was made: the loss or gradient norm was not finite
+  double loss_scale = 1;           // the loss scale this step used (1 without loss scaling)
+  std::int64_t skipped_steps = 0;  // steps skipped so far by this trainer, this one included
+  std::int64_t nonfinite_in_a_row =
+      0;  // faults in a row (non-finite values no loss scale explains)
 };
 
 /// The training stack of one rank for model `Model` under plan `Plan` (Replicated<N>,
@@ -109,15 +110,14 @@ class Trainer {
   static constexpr std::int64_t parameter_count = Model::parameter_count;
 
   /// A single-rank trainer (plans whose every degree is 1).
-  explicit Trainer(TrainOptions opts = {})
-    requires(world_size == 1)
-      : Trainer(AnyComm(), opts) {}
+  explicit Trainer(TrainOptions opts = {}) requires(world_size == 1) : Trainer(AnyComm(), opts) {}
 
   /// One rank of a multi-rank trainer; `world` is this rank's handle of the world.
   /// (AnyComm is tested first: nvcc's front end rejects the recursive Communicator<AnyComm>.)
   template <class C>
-    requires(!std::same_as<std::remove_cvref_t<C>, AnyComm> && Communicator<C>)
-  Trainer(C world, TrainOptions opts) : Trainer(AnyComm(std::move(world)), opts) {}
+  requires(!std::same_as<std::remove_cvref_t<C>, AnyComm> && Communicator<C>)
+      Trainer(C world, TrainOptions opts)
+      : Trainer(AnyComm(std::move(world)), opts) {}
 
   Trainer(AnyComm world, TrainOptions opts)
       : opts_(opts),
@@ -127,7 +127,8 @@ class Trainer {
         schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay},
         runner_(model_, mesh_.pipeline) {
     SEQPAR_CHECK(opts_.max_nonfinite_steps > 0, "TrainOptions::max_nonfinite_steps is ",
-                 opts_.max_nonfinite_steps, "; expected at least 1 (the faulty steps in a row that stop a run)");
+                 opts_.max_nonfinite_steps,
+                 "; expected at least 1 (the faulty steps in a row that stop a run)");
     SEQPAR_CHECK(opts_.logits_bytes >= 0, "TrainOptions::logits_bytes is ", opts_.logits_bytes,
                  "; expected a byte count, or 0 for the device's default");
     model_.set_options({opts_.logits_bytes, opts_.recompute_attention, opts_.attention});
@@ -147,25 +148,31 @@ class Trainer {
     arena_.reset_peaks();
     const std::int64_t targets = batch.target_count();
     const double loss_scale = loss_scale_.value();
-    const T scale = mixed ? static_cast<T>(targets > 0 ? loss_scale / static_cast<double>(targets) : 0.0)
-                          : inverse_count(targets);
+    const T scale =
+        mixed ? static_cast<T>(targets > 0 ? loss_scale / static_cast<double>(targets) : 0.0)
+              : inverse_count(targets);
     double loss_sum = accumulate(local_slice(batch), scale);
     // The model's gradients are `unscale` times those of the token-mean loss.
-    const double unscale = mixed && targets > 0 ? 1.0 / (static_cast<double>(scale) * static_cast<double>(targets)) : 1.0;
+    const double unscale = mixed && targets > 0
+                               ? 1.0 / (static_cast<double>(scale) * static_cast<double>(targets))
+                               : 1.0;
     const double norm = mixed ? grad_norm() * unscale : grad_norm();
     const double lr = schedule_.at(step_);
     const double loss = targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0;
     const bool take = loss_scale_.update(loss, norm) == StepVerdict::take;
     // (A NaN's sign bit means nothing; printed without it.)
-    SEQPAR_CHECK(loss_scale_.faults_in_a_row() < opts_.max_nonfinite_steps, "step ", step_ + 1, ": the loss (",
-                 std::isnan(loss) ? std::fabs(loss) : loss, ") or the gradient norm (",
-                 std::isnan(norm) ? std::fabs(norm) : norm, ") was not finite in ", loss_scale_.faults_in_a_row(),
-                 " steps in a row (TrainOptions::max_nonfinite_steps = ", opts_.max_nonfinite_steps,
-                 "); no update was made in them. Training stops: lower the learning rate or check the data "
-                 "and the weights");
+    SEQPAR_CHECK(
+        loss_scale_.faults_in_a_row() < opts_.max_nonfinite_steps, "step ", step_ + 1,
+        ": the loss (", std::isnan(loss) ? std::fabs(loss) : loss, ") or the gradient norm (",
+        std::isnan(norm) ? std::fabs(norm) : norm, ") was not finite in ",
+        loss_scale_.faults_in_a_row(),
+        " steps in a row (TrainOptions::max_nonfinite_steps = ", opts_.max_nonfinite_steps,
+        "); no update was made in them. Training stops: lower the learning rate or check the data "
+        "and the weights");
     double grad_factor = unscale;
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
-    if (const double coef = opts_.max_grad_norm / (norm + 1e-6); take && opts_.max_grad_norm > 0 && coef < 1.0) {
+    if (const double coef = opts_.max_grad_norm / (norm + 1e-6);
+        take && opts_.max_grad_norm > 0 && coef < 1.0) {
       if constexpr (mixed)
         grad_factor *= coef;
       else
@@ -173,16 +180,19 @@ class Trainer {
     }
     if (take) {
       ++step_;
-      const auto coeffs = adam_coeffs({opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay}, lr, step_);
+      const auto coeffs =
+          adam_coeffs({opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay}, lr, step_);
       if constexpr (mixed)
         data_->optimizer_step(coeffs, grad_factor);
       else
         data_->optimizer_step(coeffs);
     }
     Ops<Dev>::synchronize();
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    StepStats st{step_, loss, norm, lr, batch.tokens(), targets,
-                 secs, static_cast<double>(batch.tokens()) / secs, arena_.stats()};
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    StepStats st{step_,          loss,    norm, lr,
+                 batch.tokens(), targets, secs, static_cast<double>(batch.tokens()) / secs,
+                 arena_.stats()};
     st.skipped = !take;
     st.loss_scale = loss_scale;
     st.skipped_steps = loss_scale_.skipped_steps();
@@ -205,9 +215,11 @@ class Trainer {
   std::vector<T> logits(const BatchView& batch) {
     batch.validate(Model::vocab_size);
     auto& acts = runner_.forward_only(batch);
-    const std::int64_t rows = model_.vocab_shard().rows, n = batch.tokens(), tp = mesh_.tensor_degree;
+    const std::int64_t rows = model_.vocab_shard().rows, n = batch.tokens(),
+                       tp = mesh_.tensor_degree;
     // Made in device memory, exchanged between ranks as Master values on the host.
-    std::vector<Master> local(static_cast<std::size_t>(n * rows)), all(static_cast<std::size_t>(n * rows * tp));
+    std::vector<Master> local(static_cast<std::size_t>(n * rows)),
+        all(static_cast<std::size_t>(n * rows * tp));
     if (runner_.last()) {
       Buffer<T, Arena> dev(arena_, local.size(), Memory::buffers);
       model_.logits(acts, dev.data());
@@ -267,9 +279,11 @@ class Trainer {
   /// clean-step count (Fp16Mixed), and `metadata` (e.g. the data position) — as one
   /// safetensors file written atomically by world rank 0. It loads under any plan, on any
   /// device, under any precision policy (load_checkpoint).
-  void save_checkpoint(const std::filesystem::path& path, const std::map<std::string, std::string>& metadata = {}) {
+  void save_checkpoint(const std::filesystem::path& path,
+                       const std::map<std::string, std::string>& metadata = {}) {
     std::optional<SavedLossScale> scale;
-    if constexpr (Prec::loss_scaling) scale = SavedLossScale{loss_scale_.value(), loss_scale_.clean_steps()};
+    if constexpr (Prec::loss_scaling)
+      scale = SavedLossScale{loss_scale_.value(), loss_scale_.clean_steps()};
     state().write(path, StateKinds::weights | StateKinds::moments,
                   checkpoint_metadata(metadata, step_, opts_.seed, scale), DType::f32);
   }
@@ -280,7 +294,8 @@ class Trainer {
   std::map<std::string, std::string> load_checkpoint(const std::filesystem::path& path) {
     const SafetensorsFile f(path);
     const std::string file = path.string();
-    const TrainingPosition at = read_training_position<Model>(f.metadata(), file, Prec::loss_scaling);
+    const TrainingPosition at =
+        read_training_position<Model>(f.metadata(), file, Prec::loss_scaling);
     load_weights([&f](std::string_view n) { return f.find(n); }, file);
     state().load_moments(f, file);
     step_ = at.step;
@@ -323,7 +338,8 @@ class Trainer {
           data_->write_params(u, wide.data());
         }
       }
-      if (with_grads && changed(grads, grads_before)) Ops<Dev>::upload(model_.grads(u), grads.data(), n);
+      if (with_grads && changed(grads, grads_before))
+        Ops<Dev>::upload(model_.grads(u), grads.data(), n);
     }
   }
 
@@ -367,7 +383,8 @@ class Trainer {
   std::vector<BatchView> micro_batches(const BatchView& b) const {
     const std::int64_t mb = opts_.micro_batch_rows > 0 ? opts_.micro_batch_rows : b.rows;
     std::vector<BatchView> out;
-    for (std::int64_t r = 0; r < b.rows; r += mb) out.push_back(b.slice(r, std::min(mb, b.rows - r)));
+    for (std::int64_t r = 0; r < b.rows; r += mb)
+      out.push_back(b.slice(r, std::min(mb, b.rows - r)));
     return out;
   }
 

@@ -26,7 +26,8 @@ namespace seqpar::inline v0::detail::cpu {
 
 // One score row of query i: add alibi, mask keys j > i and invalid ones, softmax in place.
 template <class T>
-void alibi_softmax_row(T* s, const T* pos, const std::uint8_t* valid, T slope, std::int64_t i, std::int64_t Tn) {
+void alibi_softmax_row(T* s, const T* pos, const std::uint8_t* valid, T slope, std::int64_t i,
+                       std::int64_t Tn) {
   constexpr T masked = -std::numeric_limits<T>::infinity();
   T mx = masked;
   for (std::int64_t j = 0; j <= i; ++j) {
@@ -45,8 +46,8 @@ void alibi_softmax_row(T* s, const T* pos, const std::uint8_t* valid, T slope, s
 // Head (b, h) of attention_probs: P[T, T] = scale q k^T, then + alibi, masked, softmax
 // per row; returns P.
 template <class T>
-T* head_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, const T* slopes, std::int64_t b,
-              std::int64_t h, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+T* head_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, const T* slopes,
+              std::int64_t b, std::int64_t h, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
   const std::int64_t ld = 3 * nh * hd;
   const T scale = T(1) / std::sqrt(T(hd));
   const T* q = qkv + b * Tn * ld + h * 3 * hd;
@@ -59,32 +60,37 @@ T* head_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, c
 }
 
 template <class T>
-void attention_forward(T* ctx, T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, const T* slopes,
-                       std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+void attention_forward(T* ctx, T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
+                       const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                       std::int64_t hd) {
   const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
 #pragma omp parallel for collapse(2) schedule(static)
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < nh; ++h) {
       const T* P = head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd);
       // ctx[T, hd] = P v (while P is still in cache)
-      gemm<T>(false, false, Tn, hd, Tn, T(1), P, Tn, qkv + b * Tn * ld + h * 3 * hd + 2 * hd, ld, T(0),
-              ctx + b * Tn * Hl + h * hd, Hl);
+      gemm<T>(false, false, Tn, hd, Tn, T(1), P, Tn, qkv + b * Tn * ld + h * 3 * hd + 2 * hd, ld,
+              T(0), ctx + b * Tn * Hl + h * hd, Hl);
     }
 }
 
 // The probabilities of attention_forward alone: the same values bit for bit.
 template <class T>
-void attention_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, const T* slopes,
-                     std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+void attention_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
+                     const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                     std::int64_t hd) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t h = 0; h < nh; ++h) head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd);
+    for (std::int64_t h = 0; h < nh; ++h)
+      head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd);
 }
 
-// dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements (dS per head)
+// dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements (dS per
+// head)
 template <class T>
-void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs, const std::uint8_t* valid,
-                        T* scratch, std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
+                        const std::uint8_t* valid, T* scratch, std::int64_t B, std::int64_t Tn,
+                        std::int64_t nh, std::int64_t hd) {
   const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
   const T scale = T(1) / std::sqrt(T(hd));
 #pragma omp parallel for collapse(2) schedule(static)

@@ -8,7 +8,8 @@
 // Ops<Cpu>.
 
 #ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
-#error "backend/cpu/cross_entropy.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
+#error \
+    "backend/cpu/cross_entropy.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
 #endif
 
 #include <algorithm>
@@ -22,8 +23,8 @@ namespace seqpar::inline v0::detail::cpu {
 // mx[r] = max(mx[r], max_j L[r, j]); sum[r] = sum[r] exp(old mx - mx) + sum_j exp(L - mx);
 // picked[r] = L[r, target[r] - col0] when that column is in the chunk.
 template <class T, class Id>
-void softmax_stats(T* mx, T* sum, T* picked, const T* L, const Id* target, std::int64_t n, std::int64_t cw,
-                   std::int64_t col0) {
+void softmax_stats(T* mx, T* sum, T* picked, const T* L, const Id* target, std::int64_t n,
+                   std::int64_t cw, std::int64_t col0) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < n; ++r) {
     const T* l = L + r * cw;
@@ -43,7 +44,8 @@ void softmax_stats_rescale(T* sum, const T* mx, const T* global_mx, std::int64_t
 
 // lse[r] = global_mx[r] + log(sum[r]); returns sum_r (lse[r] - picked[r])
 template <class T>
-double cross_entropy_loss(T* lse, const T* global_mx, const T* sum, const T* picked, std::int64_t n) {
+double cross_entropy_loss(T* lse, const T* global_mx, const T* sum, const T* picked,
+                          std::int64_t n) {
   double out = 0;
   for (std::int64_t r = 0; r < n; ++r) {
     lse[r] = kernels::log_sum_exp(global_mx[r], sum[r]);
@@ -54,13 +56,14 @@ double cross_entropy_loss(T* lse, const T* global_mx, const T* sum, const T* pic
 
 // In place on a chunk: L[r, j] = (exp(L[r, j] - lse[r]) - [j == target[r] - col0]) grad_scale
 template <class T, class Id>
-void cross_entropy_grad(T* L, const T* lse, const Id* target, std::int64_t n, std::int64_t cw, std::int64_t col0,
-                        T grad_scale) {
+void cross_entropy_grad(T* L, const T* lse, const Id* target, std::int64_t n, std::int64_t cw,
+                        std::int64_t col0, T grad_scale) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < n; ++r) {
     T* l = L + r * cw;
     exp_shifted(l, l, cw, lse[r], grad_scale);
-    if (const std::int64_t t = kernels::local_index(target[r], col0, cw); t >= 0) l[t] -= grad_scale;
+    if (const std::int64_t t = kernels::local_index(target[r], col0, cw); t >= 0)
+      l[t] -= grad_scale;
   }
 }
 

@@ -4,7 +4,8 @@
 // (row, head) with the body of backend/decode_attention.hpp, the body the CUDA kernel runs.
 
 #ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
-#error "backend/cpu/decode_attention.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
+#error \
+    "backend/cpu/decode_attention.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
 #endif
 
 #include <algorithm>
@@ -17,8 +18,8 @@ namespace seqpar::inline v0::detail {
 // k, v[B, nh, cap, hd] at positions [t0, t0 + S) = the key and value thirds of
 // qkv[B*S, 3*nh*hd] (laid out per head as (head, {q,k,v}, hd)).
 template <class T>
-void cpu_kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int64_t nh, std::int64_t hd,
-                  std::int64_t cap, std::int64_t t0) {
+void cpu_kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int64_t nh,
+                  std::int64_t hd, std::int64_t cap, std::int64_t t0) {
   const std::int64_t ld = 3 * nh * hd;
 #pragma omp parallel for collapse(2) schedule(static) if (B * S * nh * hd > (std::int64_t{1} << 16))
   for (std::int64_t b = 0; b < B; ++b)
@@ -36,15 +37,16 @@ void cpu_kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std:
 // [B, nh, cap] scratch.
 template <class T>
 void cpu_decode_attention(T* ctx, T* scores, const T* qkv, const T* k, const T* v, const T* pos,
-                          const std::uint8_t* valid, const T* slopes, std::int64_t B, std::int64_t nh,
-                          std::int64_t hd, std::int64_t cap, std::int64_t len) {
+                          const std::uint8_t* valid, const T* slopes, std::int64_t B,
+                          std::int64_t nh, std::int64_t hd, std::int64_t cap, std::int64_t len) {
   const std::int64_t Hl = nh * hd;
 #pragma omp parallel for collapse(2) schedule(static)
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < nh; ++h) {
       const std::int64_t head = (b * nh + h) * cap;
-      kernels::decode_attention_head<T>(kernels::SerialTeam<T>{}, scores + head, ctx + b * Hl + h * hd,
-                                        qkv + b * 3 * Hl + h * 3 * hd, k + head * hd, v + head * hd, pos + b * cap,
+      kernels::decode_attention_head<T>(kernels::SerialTeam<T>{}, scores + head,
+                                        ctx + b * Hl + h * hd, qkv + b * 3 * Hl + h * 3 * hd,
+                                        k + head * hd, v + head * hd, pos + b * cap,
                                         valid + b * cap, slopes[h], len, hd);
     }
 }

@@ -4,7 +4,8 @@
 // whole-row moves. Part of Ops<Cpu>.
 
 #ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
-#error "backend/cpu/elementwise.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
+#error \
+    "backend/cpu/elementwise.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
 #endif
 
 #include <algorithm>
@@ -82,13 +83,15 @@ void convert(To* y, const From* x, std::int64_t n) {
 // dst[r, :] = src[index[r], :] for r < n
 template <class T, std::integral Id>
 void gather_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d) {
-  for (std::int64_t r = 0; r < n; ++r) std::copy_n(src + static_cast<std::int64_t>(index[r]) * d, d, dst + r * d);
+  for (std::int64_t r = 0; r < n; ++r)
+    std::copy_n(src + static_cast<std::int64_t>(index[r]) * d, d, dst + r * d);
 }
 
 // dst[index[r], :] = src[r, :] for r < n (indices distinct)
 template <class T, std::integral Id>
 void scatter_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d) {
-  for (std::int64_t r = 0; r < n; ++r) std::copy_n(src + r * d, d, dst + static_cast<std::int64_t>(index[r]) * d);
+  for (std::int64_t r = 0; r < n; ++r)
+    std::copy_n(src + r * d, d, dst + static_cast<std::int64_t>(index[r]) * d);
 }
 
 }  // namespace seqpar::inline v0::detail::cpu

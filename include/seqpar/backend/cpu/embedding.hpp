@@ -18,8 +18,8 @@ namespace seqpar::inline v0::detail::cpu {
 
 // y[n, d] = table[ids[n] - row0, :] for ids inside [row0, row0 + rows), else 0
 template <class T, class Id>
-void embedding_forward(T* y, const Id* ids, const T* table, std::int64_t n, std::int64_t d, std::int64_t row0,
-                       std::int64_t rows) {
+void embedding_forward(T* y, const Id* ids, const T* table, std::int64_t n, std::int64_t d,
+                       std::int64_t row0, std::int64_t rows) {
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t r = kernels::local_index(ids[i], row0, rows);
     T* yi = y + i * d;
@@ -32,8 +32,8 @@ void embedding_forward(T* y, const Id* ids, const T* table, std::int64_t n, std:
 
 // dtable[ids[n] - row0, :] += dy[n, :] (in token order: reproducible)
 template <class T, class Id>
-void embedding_backward(T* dtable, const Id* ids, const T* dy, std::int64_t n, std::int64_t d, std::int64_t row0,
-                        std::int64_t rows) {
+void embedding_backward(T* dtable, const Id* ids, const T* dy, std::int64_t n, std::int64_t d,
+                        std::int64_t row0, std::int64_t rows) {
   for_columns(d, n * d, [&](std::int64_t j0, std::int64_t j1) {
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t r = kernels::local_index(ids[i], row0, rows);

@@ -5,12 +5,13 @@
 // softmax and keeps one log-sum-exp per (row, head, query); the backward makes each
 // tile's probabilities again from q, k and that log-sum-exp. Per thread it holds a few
 // tiles (for hd = 64 in float: 32 KB forward, 80 KB backward), never a [T, T] matrix. For
-// float under AVX2 the tile products keep a row of 64 results in eight registers. The arithmetic is that of
-// backend/flash_tiles.hpp, shared with the CUDA kernels; Ops<Cpu>::flash_attention_*
-// call these launchers.
+// float under AVX2 the tile products keep a row of 64 results in eight registers. The arithmetic is
+// that of backend/flash_tiles.hpp, shared with the CUDA kernels; Ops<Cpu>::flash_attention_* call
+// these launchers.
 
 #ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
-#error "backend/cpu/flash_attention.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
+#error \
+    "backend/cpu/flash_attention.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
 #endif
 
 #include <algorithm>
@@ -97,7 +98,8 @@ void flash_qk_row(T* s, const T* q, const T* kT, std::int64_t cols, std::int64_t
 // skipped: masked keys, queries that do not see a key). For float, blocks of 64 columns of
 // acc stay in registers across the rows.
 template <class T>
-void flash_add_rows(T* acc, const T* w, const T* x, std::int64_t ldx, std::int64_t n, std::int64_t hd) {
+void flash_add_rows(T* acc, const T* w, const T* x, std::int64_t ldx, std::int64_t n,
+                    std::int64_t hd) {
   std::int64_t d0 = 0;
 #if SEQPAR_CPU_SIMD
   if constexpr (std::is_same_v<T, float>) {
@@ -153,7 +155,8 @@ void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos, const s
   const std::int64_t ld = 3 * nh * hd, Hl = nh * hd, tiles = (Tn + Bq - 1) / Bq;
   const T scale = T(1) / std::sqrt(T(hd));
   std::vector<std::int64_t> first(static_cast<std::size_t>(B));
-  for (std::int64_t b = 0; b < B; ++b) first[static_cast<std::size_t>(b)] = first_valid_key(valid + b * Tn, Tn);
+  for (std::int64_t b = 0; b < B; ++b)
+    first[static_cast<std::size_t>(b)] = first_valid_key(valid + b * Tn, Tn);
 #pragma omp parallel
   {
     // kT [hd, Bk]; S [Bq, Bk] scores, then weights; acc [Bq, hd]; m, l [Bq]
@@ -168,11 +171,13 @@ void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos, const s
           const T* v = q + 2 * hd;
           const T* pb = pos + b * Tn;
           const std::uint8_t* vb = valid + b * Tn;
-          const std::int64_t f = first[static_cast<std::size_t>(b)], i0 = t * Bq, i1 = std::min(i0 + Bq, Tn);
+          const std::int64_t f = first[static_cast<std::size_t>(b)], i0 = t * Bq,
+                             i1 = std::min(i0 + Bq, Tn);
           // Keys the tile's queries attend: the causal prefix, from the tile holding the
           // first valid key, or all T keys when one of them attends uniformly.
           const bool any_uniform = kernels::attends_uniformly(i0, f);
-          const std::int64_t key_begin = any_uniform ? 0 : f / Bk * Bk, key_end = any_uniform ? Tn : i1;
+          const std::int64_t key_begin = any_uniform ? 0 : f / Bk * Bk,
+                             key_end = any_uniform ? Tn : i1;
           std::fill(m.begin(), m.end(), kernels::minus_infinity<T>());
           std::fill(l.begin(), l.end(), T(0));
           std::fill(acc.begin(), acc.end(), T(0));
@@ -187,7 +192,8 @@ void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos, const s
               T tile_max = kernels::minus_infinity<T>();
               for (std::int64_t c = 0; c < cols; ++c) {
                 const std::int64_t j = j0 + c;
-                s[c] = kernels::flash_score(s[c], scale, slopes[h], pb[j], vb[j] != 0, i, j, uniform);
+                s[c] =
+                    kernels::flash_score(s[c], scale, slopes[h], pb[j], vb[j] != 0, i, j, uniform);
                 tile_max = std::max(tile_max, s[c]);
               }
               const T corr = kernels::online_rescale(m[r], tile_max);
@@ -214,9 +220,9 @@ void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos, const s
 /// it walks the key tiles, and for each the query tiles that attend it, keeping that key
 /// tile's dk and dv and adding into dq, so no two threads write the same element.
 template <class T>
-void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv, const T* lse, const T* pos,
-                              const std::uint8_t* valid, const T* slopes, T* delta, std::int64_t B,
-                              std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv, const T* lse,
+                              const T* pos, const std::uint8_t* valid, const T* slopes, T* delta,
+                              std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
   constexpr std::int64_t Bq = FlashCpuTiles::queries, Bk = FlashCpuTiles::keys;
   if (B <= 0 || Tn <= 0 || nh <= 0) return;
   const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
@@ -225,9 +231,10 @@ void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv
   {
     // kT, vT [hd, Bk]; p, dp, g [Bk] one query's row; pT, gT [Bk, Bq] the tile's p and
     // scale ds by key; dk, dv [Bk, hd]
-    std::vector<T> kT(static_cast<std::size_t>(hd * Bk)), vT(static_cast<std::size_t>(hd * Bk)), p(Bk), dp(Bk),
-        g(Bk), pT(static_cast<std::size_t>(Bk * Bq)), gT(static_cast<std::size_t>(Bk * Bq)),
-        dk(static_cast<std::size_t>(Bk * hd)), dv(static_cast<std::size_t>(Bk * hd));
+    std::vector<T> kT(static_cast<std::size_t>(hd * Bk)), vT(static_cast<std::size_t>(hd * Bk)),
+        p(Bk), dp(Bk), g(Bk), pT(static_cast<std::size_t>(Bk * Bq)),
+        gT(static_cast<std::size_t>(Bk * Bq)), dk(static_cast<std::size_t>(Bk * hd)),
+        dv(static_cast<std::size_t>(Bk * hd));
 #pragma omp for collapse(2) schedule(dynamic)
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < nh; ++h) {
@@ -267,7 +274,8 @@ void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv
               flash_qk_row(p.data(), q + i * ld, kT.data(), cols, hd);
               for (std::int64_t c = 0; c < cols; ++c) {
                 const std::int64_t j = j0 + c;
-                p[c] = kernels::flash_score(p[c], scale, slopes[h], pb[j], vb[j] != 0, i, j, uniform);
+                p[c] =
+                    kernels::flash_score(p[c], scale, slopes[h], pb[j], vb[j] != 0, i, j, uniform);
               }
               flash_exp_row(p.data(), p.data(), cols, L[i]);
               flash_qk_row(dp.data(), dO + i * Hl, vT.data(), cols, hd);
@@ -277,7 +285,8 @@ void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv
                 pT[c * Bq + r] = p[c];
                 gT[c * Bq + r] = g[c];
               }
-              flash_add_rows(dq + i * ld, g.data(), k + j0 * ld, ld, cols, hd);  // dq_i += sum_c g_c k_c
+              flash_add_rows(dq + i * ld, g.data(), k + j0 * ld, ld, cols,
+                             hd);  // dq_i += sum_c g_c k_c
             }
             // dv_c += sum_r p_rc dctx_r;  dk_c += sum_r g_rc q_r
             for (std::int64_t c = 0; c < cols; ++c) {

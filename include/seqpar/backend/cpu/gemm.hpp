@@ -11,8 +11,8 @@
 #include <type_traits>
 
 #include "seqpar/backend/cpu/elementwise.hpp"
-#include "seqpar/backend/cpu/reduce.hpp"
 #include "seqpar/backend/cpu/loops.hpp"
+#include "seqpar/backend/cpu/reduce.hpp"
 #if SEQPAR_CPU_AVX2
 #include "seqpar/backend/cpu/sgemm_avx2.hpp"
 #endif
@@ -22,11 +22,12 @@ namespace seqpar::inline v0::detail::cpu {
 // C[M,N] = alpha * op(A) op(B) + beta * C, with op(A) [M,K] and op(B) [K,N];
 // A is [M,K] (or [K,M] when ta), B is [K,N] (or [N,K] when tb); ld* are row strides.
 template <class T>
-void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* A, std::int64_t lda,
-          const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
+void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* A,
+          std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
 #if SEQPAR_CPU_AVX2
   if constexpr (std::is_same_v<T, float>) {
-    if (M > 0 && N > 0 && K > 0) return sgemm::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (M > 0 && N > 0 && K > 0)
+      return sgemm::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
 #endif
   MatMap<T> c(C, M, N, Eigen::OuterStride<>(ldc));
@@ -36,10 +37,10 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T al
     c *= beta;
   }
   if (M == 0 || N == 0 || K == 0) return;
-  const auto a =
-      ta ? ConstMatMap<T>(A, K, M, Eigen::OuterStride<>(lda)) : ConstMatMap<T>(A, M, K, Eigen::OuterStride<>(lda));
-  const auto b =
-      tb ? ConstMatMap<T>(B, N, K, Eigen::OuterStride<>(ldb)) : ConstMatMap<T>(B, K, N, Eigen::OuterStride<>(ldb));
+  const auto a = ta ? ConstMatMap<T>(A, K, M, Eigen::OuterStride<>(lda))
+                    : ConstMatMap<T>(A, M, K, Eigen::OuterStride<>(lda));
+  const auto b = tb ? ConstMatMap<T>(B, N, K, Eigen::OuterStride<>(ldb))
+                    : ConstMatMap<T>(B, K, N, Eigen::OuterStride<>(ldb));
   if (!ta && !tb) c.noalias() += alpha * (a * b);
   if (!ta && tb) c.noalias() += alpha * (a * b.transpose());
   if (ta && !tb) c.noalias() += alpha * (a.transpose() * b);
@@ -48,16 +49,18 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T al
 
 // y[N, out] = x[N, in] W[out, in]^T (+ b[out])
 template <class T>
-void linear_forward(T* y, const T* x, const T* w, const T* b, std::int64_t n, std::int64_t in, std::int64_t out) {
+void linear_forward(T* y, const T* x, const T* w, const T* b, std::int64_t n, std::int64_t in,
+                    std::int64_t out) {
   gemm<T>(false, true, n, out, in, T(1), x, in, w, in, T(0), y, out);
   if (b) add_bias(y, b, n, out);
 }
 
 // dx[N, in] (=|+=) dy[N, out] W[out, in];  dW[out, in] += dy^T x;  db[out] += colsum(dy)
 template <class T>
-void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, std::int64_t n, std::int64_t in,
-                     std::int64_t out, bool accumulate_dx) {
-  if (dx) gemm<T>(false, false, n, in, out, T(1), dy, out, w, in, accumulate_dx ? T(1) : T(0), dx, in);
+void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, std::int64_t n,
+                     std::int64_t in, std::int64_t out, bool accumulate_dx) {
+  if (dx)
+    gemm<T>(false, false, n, in, out, T(1), dy, out, w, in, accumulate_dx ? T(1) : T(0), dx, in);
   gemm<T>(true, false, out, in, n, T(1), dy, out, x, in, T(1), dw, in);
   if (db) column_sum(db, dy, n, out);
 }

@@ -16,8 +16,8 @@ namespace seqpar::inline v0::detail::cpu {
 
 // y[n, d] = layernorm(x) * w + b; keeps mean[n] and rstd[n] for the backward
 template <class T>
-void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, std::int64_t n, std::int64_t d,
-                       double eps) {
+void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, std::int64_t n,
+                       std::int64_t d, double eps) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
     const T* xi = x + i * d;
@@ -37,8 +37,8 @@ void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* 
 
 // dx[n, d] += layernorm'(dy); dw[d] += sum dy * xhat; db[d] += sum dy
 template <class T>
-void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd, const T* w,
-                        std::int64_t n, std::int64_t d) {
+void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd,
+                        const T* w, std::int64_t n, std::int64_t d) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
     const T* dyi = dy + i * d;
@@ -53,8 +53,9 @@ void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* m
     mean_g_xhat /= T(d);
     T* dxi = dx + i * d;
     for (std::int64_t j = 0; j < d; ++j)
-      dxi[j] += kernels::layernorm_dx(dyi[j] * w[j], kernels::layernorm_xhat(xi[j], mean[i], rstd[i]), mean_g,
-                                      mean_g_xhat, rstd[i]);
+      dxi[j] +=
+          kernels::layernorm_dx(dyi[j] * w[j], kernels::layernorm_xhat(xi[j], mean[i], rstd[i]),
+                                mean_g, mean_g_xhat, rstd[i]);
   }
   // Parameter gradients: each column summed in row order by one thread (reproducible).
   for_columns(d, n * d, [&](std::int64_t j0, std::int64_t j1) {

@@ -62,7 +62,8 @@ void for_columns(std::int64_t d, std::int64_t work, Body&& body) {
     me = omp_get_thread_num();
 #endif
     const std::int64_t lines = (d + 15) / 16;  // 16 floats to a cache line
-    const std::int64_t j0 = std::min(d, lines * me / threads * 16), j1 = std::min(d, lines * (me + 1) / threads * 16);
+    const std::int64_t j0 = std::min(d, lines * me / threads * 16),
+                       j1 = std::min(d, lines * (me + 1) / threads * 16);
     if (j0 < j1) body(j0, j1);
   }
 }
@@ -85,13 +86,17 @@ void for_lanes(std::int64_t n, Body&& body) {
 }
 template <class V, class T>
 V load_lanes(const T* p) {
-  if constexpr (std::is_same_v<V, T>) return *p;
-  else return V::load(p);
+  if constexpr (std::is_same_v<V, T>)
+    return *p;
+  else
+    return V::load(p);
 }
 template <class V, class T>
 void store_lanes(T* p, V v) {
-  if constexpr (std::is_same_v<V, T>) *p = v;
-  else v.store(p);
+  if constexpr (std::is_same_v<V, T>)
+    *p = v;
+  else
+    v.store(p);
 }
 
 // max of x[0, n), -inf when n == 0

@@ -58,20 +58,22 @@ struct Ops<Cpu> {
   /// C[M,N] = alpha * op(A) op(B) + beta * C, with op(A) [M,K] and op(B) [K,N];
   /// A is [M,K] (or [K,M] when ta), B is [K,N] (or [N,K] when tb); ld* are row strides.
   template <class T>
-  static void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* A,
-                   std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
+  static void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+                   const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
+                   std::int64_t ldc) {
     detail::cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   // y[N, out] = x[N, in] W[out, in]^T (+ b[out])
   template <class T>
-  static void linear_forward(T* y, const T* x, const T* w, const T* b, std::int64_t n, std::int64_t in,
-                             std::int64_t out) {
+  static void linear_forward(T* y, const T* x, const T* w, const T* b, std::int64_t n,
+                             std::int64_t in, std::int64_t out) {
     detail::cpu::linear_forward(y, x, w, b, n, in, out);
   }
   // dx[N, in] (=|+=) dy[N, out] W[out, in];  dW[out, in] += dy^T x;  db[out] += colsum(dy)
   template <class T>
-  static void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, std::int64_t n,
-                              std::int64_t in, std::int64_t out, bool accumulate_dx = false) {
+  static void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w,
+                              std::int64_t n, std::int64_t in, std::int64_t out,
+                              bool accumulate_dx = false) {
     detail::cpu::linear_backward(dx, dw, db, dy, x, w, n, in, out, accumulate_dx);
   }
 
@@ -126,7 +128,8 @@ struct Ops<Cpu> {
   /// acc[0] += the sum over the segments of weight.value[k] x the sum of squares of x over
   /// segment k; acc is device memory (a gradient norm summed over many tensors, read once).
   template <class T>
-  static void sum_squares_accumulate(double* acc, const T* x, const kernels::Segments<double>& weight) {
+  static void sum_squares_accumulate(double* acc, const T* x,
+                                     const kernels::Segments<double>& weight) {
     detail::cpu::sum_squares_accumulate(acc, x, weight);
   }
   /// y[i] = x[i] converted to To.
@@ -149,14 +152,14 @@ struct Ops<Cpu> {
 
   // y[n, d] = layernorm(x) * w + b; keeps mean[n] and rstd[n] for the backward
   template <class T>
-  static void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, std::int64_t n,
-                                std::int64_t d, double eps) {
+  static void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b,
+                                std::int64_t n, std::int64_t d, double eps) {
     detail::cpu::layernorm_forward(y, mean, rstd, x, w, b, n, d, eps);
   }
   // dx[n, d] += layernorm'(dy); dw[d] += sum dy * xhat; db[d] += sum dy
   template <class T>
-  static void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd,
-                                 const T* w, std::int64_t n, std::int64_t d) {
+  static void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* mean,
+                                 const T* rstd, const T* w, std::int64_t n, std::int64_t d) {
     detail::cpu::layernorm_backward(dx, dw, db, dy, x, mean, rstd, w, n, d);
   }
   // y[n, d] = table[ids[n] - row0, :] for ids inside [row0, row0 + rows), else 0
@@ -167,8 +170,8 @@ struct Ops<Cpu> {
   }
   // dtable[ids[n] - row0, :] += dy[n, :] (in token order: reproducible)
   template <class T, class Id>
-  static void embedding_backward(T* dtable, const Id* ids, const T* dy, std::int64_t n, std::int64_t d,
-                                 std::int64_t row0, std::int64_t rows) {
+  static void embedding_backward(T* dtable, const Id* ids, const T* dy, std::int64_t n,
+                                 std::int64_t d, std::int64_t row0, std::int64_t rows) {
     detail::cpu::embedding_backward(dtable, ids, dy, n, d, row0, rows);
   }
 
@@ -199,13 +202,14 @@ struct Ops<Cpu> {
   }
   /// lse[r] = global_mx[r] + log(sum[r]); returns sum_r (lse[r] - picked[r]).
   template <class S>
-  static double cross_entropy_loss(S* lse, const S* global_mx, const S* sum, const S* picked, std::int64_t n) {
+  static double cross_entropy_loss(S* lse, const S* global_mx, const S* sum, const S* picked,
+                                   std::int64_t n) {
     return detail::cpu::cross_entropy_loss(lse, global_mx, sum, picked, n);
   }
   /// In place on a chunk: L[r, j] = (exp(L[r, j] - lse[r]) - [j == target[r] - col0]) grad_scale.
   template <class T, class S, std::integral Id>
-  static void cross_entropy_grad(T* L, const S* lse, const Id* target, std::int64_t n, std::int64_t cw,
-                                 std::int64_t col0, S grad_scale) {
+  static void cross_entropy_grad(T* L, const S* lse, const Id* target, std::int64_t n,
+                                 std::int64_t cw, std::int64_t col0, S grad_scale) {
     static_assert(std::is_same_v<T, S>, "the CPU keeps logits and their statistics in one type");
     detail::cpu::cross_entropy_grad(L, lse, target, n, cw, col0, grad_scale);
   }
@@ -218,22 +222,25 @@ struct Ops<Cpu> {
   /// no valid key (left padding) attends uniformly to every key, as the fully masked softmax
   /// row of an additive-mask implementation does.
   template <class T>
-  static void attention_forward(T* ctx, T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
-                                const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
-                                std::int64_t hd) {
+  static void attention_forward(T* ctx, T* probs, const T* qkv, const T* pos,
+                                const std::uint8_t* valid, const T* slopes, std::int64_t B,
+                                std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
     detail::cpu::attention_forward(ctx, probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
   }
   /// The probabilities of attention_forward alone: the same values bit for bit, so that a
   /// backward can recompute them instead of keeping them.
   template <class T>
-  static void attention_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, const T* slopes,
-                              std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+  static void attention_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
+                              const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+                              std::int64_t hd) {
     detail::cpu::attention_probs(probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
   }
-  // dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements (dS per head)
+  // dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements (dS per
+  // head)
   template <class T>
-  static void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs, const std::uint8_t* valid,
-                                 T* scratch, std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+  static void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
+                                 const std::uint8_t* valid, T* scratch, std::int64_t B,
+                                 std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
     detail::cpu::attention_backward(dqkv, dctx, qkv, probs, valid, scratch, B, Tn, nh, hd);
   }
 
@@ -242,32 +249,35 @@ struct Ops<Cpu> {
   /// each row's new query (qkv[B, 3*Hl]) to its cached keys [0, len) (pos, valid [B, cap];
   /// scores [B, nh, cap] scratch).
   template <class T>
-  static void kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int64_t nh, std::int64_t hd,
-                       std::int64_t cap, std::int64_t t0) {
+  static void kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int64_t nh,
+                       std::int64_t hd, std::int64_t cap, std::int64_t t0) {
     detail::cpu_kv_store(k, v, qkv, B, S, nh, hd, cap, t0);
   }
   template <class T>
-  static void decode_attention(T* ctx, T* scores, const T* qkv, const T* k, const T* v, const T* pos,
-                               const std::uint8_t* valid, const T* slopes, std::int64_t B, std::int64_t nh,
-                               std::int64_t hd, std::int64_t cap, std::int64_t len) {
+  static void decode_attention(T* ctx, T* scores, const T* qkv, const T* k, const T* v,
+                               const T* pos, const std::uint8_t* valid, const T* slopes,
+                               std::int64_t B, std::int64_t nh, std::int64_t hd, std::int64_t cap,
+                               std::int64_t len) {
     detail::cpu_decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
   }
 
   /// Fused attention (backend/cpu/flash_attention.hpp): attention_forward's ctx without
   /// its probabilities; lse[B, nh, T] keeps each query's log-sum-exp for the backward.
   template <class T>
-  static void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos, const std::uint8_t* valid,
-                                      const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
-                                      std::int64_t hd) {
+  static void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos,
+                                      const std::uint8_t* valid, const T* slopes, std::int64_t B,
+                                      std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
     detail::flash_attention_forward(ctx, lse, qkv, pos, valid, slopes, B, Tn, nh, hd);
   }
   /// attention_backward from the forward's ctx and lse (probabilities made again per tile);
   /// delta[B, nh, T] is scratch.
   template <class T>
-  static void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv, const T* lse,
-                                       const T* pos, const std::uint8_t* valid, const T* slopes, T* delta,
-                                       std::int64_t B, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
-    detail::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn, nh, hd);
+  static void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv,
+                                       const T* lse, const T* pos, const std::uint8_t* valid,
+                                       const T* slopes, T* delta, std::int64_t B, std::int64_t Tn,
+                                       std::int64_t nh, std::int64_t hd) {
+    detail::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn,
+                                     nh, hd);
   }
 };
 

@@ -16,7 +16,8 @@ namespace seqpar::inline v0::detail::cpu {
 
 // AdamW on decay.size() elements, each segment with its decay flag.
 template <class T>
-void adamw(T* p, const T* g, T* m, T* v, const kernels::Segments<bool>& decay, const kernels::AdamCoeffs& c) {
+void adamw(T* p, const T* g, T* m, T* v, const kernels::Segments<bool>& decay,
+           const kernels::AdamCoeffs& c) {
   for (int k = 0; k < decay.count; ++k) {
     const std::int64_t b = decay.begin(k);
     T *pk = p + b, *mk = m + b, *vk = v + b;

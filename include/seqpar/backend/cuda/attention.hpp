@@ -50,7 +50,9 @@ __global__ void alibi_softmax_kernel(T* probs, const S* pos, const std::uint8_t*
     if (vb[j]) sum += expf(kernels::alibi_score(to_float(s[j]), slope, to_float(pb[j])) - mx);
   const float inv = 1.0f / warp_sum(sum);
   for (std::int64_t j = lane; j < Tn; j += warp_size) {
-    const float e = j <= i && vb[j] ? expf(kernels::alibi_score(to_float(s[j]), slope, to_float(pb[j])) - mx) : 0.0f;
+    const float e = j <= i && vb[j]
+                        ? expf(kernels::alibi_score(to_float(s[j]), slope, to_float(pb[j])) - mx)
+                        : 0.0f;
     s[j] = from_float<T>(e * inv);
   }
 }

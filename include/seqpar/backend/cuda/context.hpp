@@ -312,7 +312,8 @@ class CudaContext {
   std::size_t scratch_bytes_ = 0;
   void* host_ = nullptr;
   std::size_t host_bytes_ = 0;
-  mutable std::mutex cache_mutex_;  // cache_, cached_bytes_ and live_ (another thread may take the cache)
+  mutable std::mutex
+      cache_mutex_;  // cache_, cached_bytes_ and live_ (another thread may take the cache)
   std::map<std::size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
   std::size_t cached_bytes_ = 0;
   std::unordered_set<void*> live_;  // blocks handed out and not yet freed

@@ -51,8 +51,8 @@ struct BlockTeam {
     return from_float<U>(x);
   }
   template <class U>
-  __device__ void weighted_sum(U* out, const float* w, const U* v, std::int64_t len, std::int64_t hd,
-                               float inv) const {
+  __device__ void weighted_sum(U* out, const float* w, const U* v, std::int64_t len,
+                               std::int64_t hd, float inv) const {
     for (std::int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
       float acc = 0;
       for (std::int64_t j = 0; j < len; ++j)
@@ -70,10 +70,9 @@ __global__ void decode_attention_kernel(T* ctx, float* scores, const T* qkv, con
                                         std::int64_t len) {
   __shared__ float shared[warp_size];
   const std::int64_t bh = blockIdx.x, b = bh / nh, h = bh % nh, Hl = nh * hd, head = bh * cap;
-  kernels::decode_attention_head<float>(BlockTeam{shared}, scores + head, ctx + b * Hl + h * hd,
-                                        qkv + b * 3 * Hl + h * 3 * hd, k + head * hd, v + head * hd,
-                                        pos + b * cap, valid + b * cap, to_float(slopes[h]), len,
-                                        hd);
+  kernels::decode_attention_head<float>(
+      BlockTeam{shared}, scores + head, ctx + b * Hl + h * hd, qkv + b * 3 * Hl + h * 3 * hd,
+      k + head * hd, v + head * hd, pos + b * cap, valid + b * cap, to_float(slopes[h]), len, hd);
 }
 
 // Element i of the keys and values [B, S, nh, hd] that go to positions [t0, t0 + S).

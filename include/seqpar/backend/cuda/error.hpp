@@ -49,10 +49,10 @@ namespace seqpar::inline v0::detail {
 /// also waits for the kernel, so that a fault inside one is reported at its own launch
 /// (file and line) rather than at the next call that waits (slow: for debugging).
 #if defined(SEQPAR_CUDA_SYNC_LAUNCHES)
-#define SEQPAR_CUDA_CHECK_LAUNCH()                 \
-  do {                                             \
-    SEQPAR_CUDA_CHECK(cudaGetLastError());         \
-    SEQPAR_CUDA_CHECK(cudaDeviceSynchronize());    \
+#define SEQPAR_CUDA_CHECK_LAUNCH()              \
+  do {                                          \
+    SEQPAR_CUDA_CHECK(cudaGetLastError());      \
+    SEQPAR_CUDA_CHECK(cudaDeviceSynchronize()); \
   } while (0)
 #else
 #define SEQPAR_CUDA_CHECK_LAUNCH() SEQPAR_CUDA_CHECK(cudaGetLastError())

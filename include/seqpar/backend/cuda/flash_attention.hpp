@@ -23,8 +23,8 @@
 
 namespace seqpar::inline v0::detail {
 
-inline constexpr int flash_warps = 4;      // rows a block: 128 threads
-inline constexpr int flash_max_hd = 128;   // head_dim a warp keeps in registers
+inline constexpr int flash_warps = 4;     // rows a block: 128 threads
+inline constexpr int flash_max_hd = 128;  // head_dim a warp keeps in registers
 inline constexpr int flash_dims = flash_max_hd / warp_size;
 
 // Index of the first valid key of a sequence (Tn when none), the same in every lane.
@@ -60,9 +60,11 @@ __device__ __forceinline__ FlashRow flash_row(std::int64_t row, std::int64_t Tn,
 template <class T, class S>
 __global__ void flash_forward_kernel(T* ctx, float* lse, const T* qkv, const S* pos,
                                      const std::uint8_t* valid, const S* slopes, std::int64_t B,
-                                     std::int64_t Tn, std::int64_t nh, std::int64_t hd, float scale) {
+                                     std::int64_t Tn, std::int64_t nh, std::int64_t hd,
+                                     float scale) {
   __shared__ float q_sh[flash_warps][flash_max_hd];
-  const int warp = static_cast<int>(threadIdx.x) / warp_size, lane = static_cast<int>(threadIdx.x) % warp_size;
+  const int warp = static_cast<int>(threadIdx.x) / warp_size,
+            lane = static_cast<int>(threadIdx.x) % warp_size;
   const std::int64_t row = std::int64_t{blockIdx.x} * flash_warps + warp;
   if (row >= B * nh * Tn) return;
   const auto [b, h, i] = flash_row(row, Tn, nh);
@@ -110,11 +112,12 @@ __global__ void flash_forward_kernel(T* ctx, float* lse, const T* qkv, const S* 
 template <class T, class S>
 __global__ void flash_backward_dq_kernel(T* dqkv, float* delta, const T* dctx, const T* ctx,
                                          const T* qkv, const float* lse, const S* pos,
-                                         const std::uint8_t* valid, const S* slopes,
-                                         std::int64_t B, std::int64_t Tn, std::int64_t nh,
-                                         std::int64_t hd, float scale) {
+                                         const std::uint8_t* valid, const S* slopes, std::int64_t B,
+                                         std::int64_t Tn, std::int64_t nh, std::int64_t hd,
+                                         float scale) {
   __shared__ float q_sh[flash_warps][flash_max_hd], do_sh[flash_warps][flash_max_hd];
-  const int warp = static_cast<int>(threadIdx.x) / warp_size, lane = static_cast<int>(threadIdx.x) % warp_size;
+  const int warp = static_cast<int>(threadIdx.x) / warp_size,
+            lane = static_cast<int>(threadIdx.x) % warp_size;
   const std::int64_t row = std::int64_t{blockIdx.x} * flash_warps + warp;
   if (row >= B * nh * Tn) return;
   const auto [b, h, i] = flash_row(row, Tn, nh);
@@ -172,7 +175,8 @@ __global__ void flash_backward_dkv_kernel(T* dqkv, const float* delta, const T* 
                                           const S* slopes, std::int64_t B, std::int64_t Tn,
                                           std::int64_t nh, std::int64_t hd, float scale) {
   __shared__ float k_sh[flash_warps][flash_max_hd], v_sh[flash_warps][flash_max_hd];
-  const int warp = static_cast<int>(threadIdx.x) / warp_size, lane = static_cast<int>(threadIdx.x) % warp_size;
+  const int warp = static_cast<int>(threadIdx.x) / warp_size,
+            lane = static_cast<int>(threadIdx.x) % warp_size;
   const std::int64_t row = std::int64_t{blockIdx.x} * flash_warps + warp;
   if (row >= B * nh * Tn) return;
   const auto [b, h, j] = flash_row(row, Tn, nh);
@@ -196,7 +200,8 @@ __global__ void flash_backward_dkv_kernel(T* dqkv, const float* delta, const T* 
   const std::int64_t first_end = f < Tn ? f : Tn;
   const std::int64_t second_begin = j > f ? j : f, second_end = valid_j ? Tn : second_begin;
   for (int range = 0; range < 2; ++range) {
-    const std::int64_t begin = range == 0 ? 0 : second_begin, end = range == 0 ? first_end : second_end;
+    const std::int64_t begin = range == 0 ? 0 : second_begin,
+                       end = range == 0 ? first_end : second_end;
     for (std::int64_t i0 = begin; i0 < end; i0 += warp_size) {
       const std::int64_t i = i0 + lane;
       float p = 0, g = 0;
@@ -244,15 +249,15 @@ inline void check_flash_head_dim(std::int64_t hd) {
 }
 
 template <class T, class S>
-void flash_attention_forward(T* ctx, float* lse, const T* qkv, const S* pos, const std::uint8_t* valid,
-                             const S* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
-                             std::int64_t hd) {
+void flash_attention_forward(T* ctx, float* lse, const T* qkv, const S* pos,
+                             const std::uint8_t* valid, const S* slopes, std::int64_t B,
+                             std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
   if (B <= 0 || Tn <= 0 || nh <= 0) return;
   check_flash_head_dim(hd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   flash_forward_kernel<<<flash_blocks(B * nh * Tn), flash_warps * warp_size, 0,
-                         CudaContext::current().stream()>>>(ctx, lse, qkv, pos, valid, slopes, B, Tn,
-                                                            nh, hd, scale);
+                         CudaContext::current().stream()>>>(ctx, lse, qkv, pos, valid, slopes, B,
+                                                            Tn, nh, hd, scale);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 

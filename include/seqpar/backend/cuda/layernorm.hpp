@@ -40,7 +40,8 @@ __global__ void layernorm_forward_kernel(T* y, S* mean, S* rstd, const T* x, con
   const float r = kernels::layernorm_rstd(var, eps);
   T* yr = y + row * d;
   for (std::int64_t j = lane; j < d; j += warp_size)
-    yr[j] = from_float<T>(kernels::layernorm_out(to_float(xr[j]), m, r, to_float(w[j]), to_float(b[j])));
+    yr[j] = from_float<T>(
+        kernels::layernorm_out(to_float(xr[j]), m, r, to_float(w[j]), to_float(b[j])));
   if (lane == 0) {
     mean[row] = from_float<S>(m);
     rstd[row] = from_float<S>(r);
@@ -85,7 +86,8 @@ struct LayernormParamTerms {
   std::int64_t d;
   __device__ void operator()(std::int64_t i, std::int64_t j, float* acc) const {
     const float g = to_float(dy[i * d + j]);
-    acc[0] += g * kernels::layernorm_xhat(to_float(x[i * d + j]), to_float(mean[i]), to_float(rstd[i]));
+    acc[0] +=
+        g * kernels::layernorm_xhat(to_float(x[i * d + j]), to_float(mean[i]), to_float(rstd[i]));
     acc[1] += g;
   }
 };

@@ -44,7 +44,8 @@ class MappedFile {
       ::close(fd);
     }
   }
-  MappedFile(MappedFile&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  MappedFile(MappedFile&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   MappedFile& operator=(MappedFile&& o) noexcept {
     if (this != &o) {
       release();
