@@ -168,7 +168,9 @@ TEST_CASE(
   const auto want = standard(cd);
   const auto got = fused(c);
   const auto plain = standard(c);
-  CHECK(max_abs_diff(got.ctx, want.ctx) < 2e-6);
+  // About 32 float ulps at the values' scale of 1: which products the compiler contracts
+  // into FMAs (it differs between -O1 and -O3) moves the error by a few ulps.
+  CHECK(max_abs_diff(got.ctx, want.ctx) < 4e-6);
   CHECK(max_abs_diff(got.dqkv, want.dqkv) < 2e-5);
   // No worse than the float standard ops against the same double reference (x 2 for margin).
   CHECK(max_abs_diff(got.dqkv, want.dqkv) < 2 * max_abs_diff(plain.dqkv, want.dqkv) + 1e-6);
