@@ -124,7 +124,8 @@ Options parse(int argc, char** argv) {
     } else if (a == "--gpu") {
       const std::string& name = value();
       const auto h = hardware_preset(name);
-      if (!h) usage_error("--gpu '" + name + "' is not one of h200 h100 a100-40 a100-80 rtx4090 rtx3090");
+      if (!h)
+        usage_error("--gpu '" + name + "' is not one of h200 h100 a100-40 a100-80 rtx4090 rtx3090");
       o.hw = *h;
     } else if (a == "--gpu-memory-gb") {
       o.hw.memory_gib = number(a, value(), 0.001);
@@ -170,7 +171,8 @@ Options parse(int argc, char** argv) {
       else if (o.offload_name == "optimizer+params")
         o.offload = Offloading::optimizer_and_parameters;
       else
-        usage_error("--offload '" + o.offload_name + "' is not none, optimizer or optimizer+params");
+        usage_error("--offload '" + o.offload_name +
+                    "' is not none, optimizer or optimizer+params");
     } else if (a == "--logits-mb") {
       o.logits_mib = integer(a, value(), 1);
     } else if (a == "--tflops") {
@@ -259,86 +261,89 @@ int main(int argc, char** argv) try {
       }
       const double tokens = static_cast<double>(r.query.micro_batch_rows * r.query.seq *
                                                 r.query.micro_batches * r.plan.data);
-      plans.push_back({{"plan", r.plan.name()},
-                       {"data", r.plan.data},
-                       {"tensor", r.plan.tensor},
-                       {"pipeline", r.plan.pipeline},
-                       {"zero_stage", r.plan.zero_stage},
-                       {"micro_batches", r.query.micro_batches},
-                       {"device_bytes", dev},
-                       {"host_bytes", r.pred.worst_host_bytes()},
-                       {"host_bytes_by_category", host},
-                       {"bytes_sent_per_step", {{"data", data}, {"tensor", tensor}, {"pipeline", pipe}}},
-                       {"fits", r.fits},
-                       {"max_micro_batch", r.max_micro_batch},
-                       {"step_seconds", r.seconds},
-                       {"tokens_per_second", tokens / r.seconds}});
+      plans.push_back(
+          {{"plan", r.plan.name()},
+           {"data", r.plan.data},
+           {"tensor", r.plan.tensor},
+           {"pipeline", r.plan.pipeline},
+           {"zero_stage", r.plan.zero_stage},
+           {"micro_batches", r.query.micro_batches},
+           {"device_bytes", dev},
+           {"host_bytes", r.pred.worst_host_bytes()},
+           {"host_bytes_by_category", host},
+           {"bytes_sent_per_step", {{"data", data}, {"tensor", tensor}, {"pipeline", pipe}}},
+           {"fits", r.fits},
+           {"max_micro_batch", r.max_micro_batch},
+           {"step_seconds", r.seconds},
+           {"tokens_per_second", tokens / r.seconds}});
     }
-    const json out = {
-        {"model",
-         {{"name", o.model_name},
-          {"vocab_size", o.model.vocab_size},
-          {"hidden", o.model.hidden},
-          {"layers", o.model.layers},
-          {"heads", o.model.heads}}},
-        {"gpus", o.gpus},
-        {"gpu",
-         {{"name", o.hw.name},
-          {"memory_gib", o.hw.memory_gib},
-          {"reserve_gib", o.reserve_gib},
-          {"budget_bytes", budget},
-          {"tflops_16", o.hw.tflops_16},
-          {"tflops_32", o.hw.tflops_32},
-          {"efficiency", o.hw.efficiency},
-          {"hbm_gbps", o.hw.hbm_gbps},
-          {"link_gbps", o.hw.link_gbps},
-          {"network_gbps", o.hw.network_gbps},
-          {"pcie_gbps", o.hw.pcie_gbps},
-          {"host_gbps", o.hw.host_gbps},
-          {"gpus_per_node", o.hw.gpus_per_node}}},
-        {"precision", o.precision_name},
-        {"seq", o.seq},
-        {"micro_batch", o.micro_batch},
-        {"recompute", o.recompute_name},
-        {"attention", o.fused ? "fused" : "standard"},
-        {"offload", o.offload_name},
-        {"asynchronous", !o.sync},
-        {"plans", plans}};
+    const json out = {{"model",
+                       {{"name", o.model_name},
+                        {"vocab_size", o.model.vocab_size},
+                        {"hidden", o.model.hidden},
+                        {"layers", o.model.layers},
+                        {"heads", o.model.heads}}},
+                      {"gpus", o.gpus},
+                      {"gpu",
+                       {{"name", o.hw.name},
+                        {"memory_gib", o.hw.memory_gib},
+                        {"reserve_gib", o.reserve_gib},
+                        {"budget_bytes", budget},
+                        {"tflops_16", o.hw.tflops_16},
+                        {"tflops_32", o.hw.tflops_32},
+                        {"efficiency", o.hw.efficiency},
+                        {"hbm_gbps", o.hw.hbm_gbps},
+                        {"link_gbps", o.hw.link_gbps},
+                        {"network_gbps", o.hw.network_gbps},
+                        {"pcie_gbps", o.hw.pcie_gbps},
+                        {"host_gbps", o.hw.host_gbps},
+                        {"gpus_per_node", o.hw.gpus_per_node}}},
+                      {"precision", o.precision_name},
+                      {"seq", o.seq},
+                      {"micro_batch", o.micro_batch},
+                      {"recompute", o.recompute_name},
+                      {"attention", o.fused ? "fused" : "standard"},
+                      {"offload", o.offload_name},
+                      {"asynchronous", !o.sync},
+                      {"plans", plans}};
     std::cout << out.dump(2) << "\n";
     return 0;
   }
 
-  std::printf("%s on %d x %s (%.1f GiB, %.1f GiB usable), %s, %lld tokens a row, micro-batch %lld, "
-              "recompute %s, offload %s\n",
-              o.model_name.c_str(), o.gpus, o.hw.name.c_str(), o.hw.memory_gib,
-              gib(budget), o.precision_name.c_str(), static_cast<long long>(o.seq),
-              static_cast<long long>(o.micro_batch), o.recompute_name.c_str(),
-              o.offload_name.c_str());
-  std::printf("GiB per GPU (the worst rank; categories peak at different moments, total is their "
-              "joint peak)\n\n");
-  std::printf("| plan | m | params | grads | optim | acts | buffers | gathered | unreduced | total "
-              "| host | fits | max B | step s |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :-: | "
-              "---: | ---: |\n");
+  std::printf(
+      "%s on %d x %s (%.1f GiB, %.1f GiB usable), %s, %lld tokens a row, micro-batch %lld, "
+      "recompute %s, offload %s\n",
+      o.model_name.c_str(), o.gpus, o.hw.name.c_str(), o.hw.memory_gib, gib(budget),
+      o.precision_name.c_str(), static_cast<long long>(o.seq),
+      static_cast<long long>(o.micro_batch), o.recompute_name.c_str(), o.offload_name.c_str());
+  std::printf(
+      "GiB per GPU (the worst rank; categories peak at different moments, total is their "
+      "joint peak)\n\n");
+  std::printf(
+      "| plan | m | params | grads | optim | acts | buffers | gathered | unreduced | total "
+      "| host | fits | max B | step s |\n");
+  std::printf(
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :-: | "
+      "---: | ---: |\n");
   for (const Row& r : rows) {
     const auto w = [&](Memory m) { return gib(r.pred.worst(m)); };
-    std::printf("| `%s` | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s "
-                "| %lld | %.3f |\n",
-                r.plan.name().c_str(), static_cast<long long>(r.query.micro_batches),
-                w(Memory::parameters), w(Memory::gradients), w(Memory::optimizer),
-                w(Memory::activations), w(Memory::buffers), w(Memory::gathered_parameters),
-                w(Memory::unreduced_gradients), gib(r.pred.worst_device_peak()),
-                gib(r.pred.worst_host_bytes()), r.fits ? "yes" : "no",
-                static_cast<long long>(r.max_micro_batch), r.seconds);
+    std::printf(
+        "| `%s` | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s "
+        "| %lld | %.3f |\n",
+        r.plan.name().c_str(), static_cast<long long>(r.query.micro_batches), w(Memory::parameters),
+        w(Memory::gradients), w(Memory::optimizer), w(Memory::activations), w(Memory::buffers),
+        w(Memory::gathered_parameters), w(Memory::unreduced_gradients),
+        gib(r.pred.worst_device_peak()), gib(r.pred.worst_host_bytes()), r.fits ? "yes" : "no",
+        static_cast<long long>(r.max_micro_batch), r.seconds);
   }
-  std::printf("\nm: micro-batches per data rank per step. step s: compute at %.0f%% of %.0f "
-              "TFLOP/s, plus each axis's bytes at %.0f GB/s in a node (%.0f between nodes), plus "
-              "AdamW at %.0f GB/s HBM; no overlap.%s%s\n",
-              100 * o.hw.efficiency,
-              o.precision == PlanPrecision::fp32 ? o.hw.tflops_32 : o.hw.tflops_16,
-              o.hw.link_gbps, o.hw.network_gbps, o.hw.hbm_gbps,
-              o.recompute == Recomputation::full ? " Full recomputation: predicted, not yet built." : "",
-              o.offload != Offloading::none ? " Offload: predicted, not yet built." : "");
+  std::printf(
+      "\nm: micro-batches per data rank per step. step s: compute at %.0f%% of %.0f "
+      "TFLOP/s, plus each axis's bytes at %.0f GB/s in a node (%.0f between nodes), plus "
+      "AdamW at %.0f GB/s HBM; no overlap.%s%s\n",
+      100 * o.hw.efficiency, o.precision == PlanPrecision::fp32 ? o.hw.tflops_32 : o.hw.tflops_16,
+      o.hw.link_gbps, o.hw.network_gbps, o.hw.hbm_gbps,
+      o.recompute == Recomputation::full ? " Full recomputation: predicted, not yet built." : "",
+      o.offload != Offloading::none ? " Offload: predicted, not yet built." : "");
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

@@ -28,9 +28,8 @@ inline constexpr std::size_t memory_kinds = 9;
 /// The category's name as reports and the planner's JSON spell it.
 constexpr const char* memory_name(Memory m) {
   constexpr const char* names[memory_kinds] = {
-      "parameters",          "gradients",           "optimizer",
-      "activations",         "buffers",             "gathered_parameters",
-      "unreduced_gradients", "host_optimizer",      "host_parameters"};
+      "parameters",          "gradients",           "optimizer",      "activations",    "buffers",
+      "gathered_parameters", "unreduced_gradients", "host_optimizer", "host_parameters"};
   return names[static_cast<std::size_t>(m)];
 }
 

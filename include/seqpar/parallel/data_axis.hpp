@@ -229,8 +229,8 @@ class DataAxisBase : public UnitHooks {
     }
     in_flight_.unit = u;
     in_flight_.grads = std::move(model_->grad_buffer(u));  // the model allocates anew when needed
-    in_flight_.part = Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s),
-                                       Memory::unreduced_gradients);
+    in_flight_.part =
+        Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s), Memory::unreduced_gradients);
     in_flight_.ticket = comm_.reduce_scatter_async(in_flight_.grads.data(), in_flight_.part.data(),
                                                    static_cast<std::size_t>(s), ReduceOp::sum);
     if (!comm_.asynchronous()) finish_in_flight();  // it has run: free its buffers now

@@ -66,7 +66,8 @@ inline std::string plan_rule_broken(const BloomConfig& m, const PlanDesc& p) {
   if (m.layers % p.pipeline != 0)
     return "Pipeline<S>: S must divide the number of layers (rule<" + std::to_string(m.layers) +
            ", " + std::to_string(p.pipeline) + ">).";
-  if (p.zero_stage < 0 || p.zero_stage > 3) return "Sharded<Z, N>: Z must be Zero1, Zero2 or Zero3.";
+  if (p.zero_stage < 0 || p.zero_stage > 3)
+    return "Sharded<Z, N>: Z must be Zero1, Zero2 or Zero3.";
   return {};
 }
 

@@ -124,8 +124,8 @@ inline std::vector<std::int64_t> unit_numels(const BloomConfig& m, int t) {
 inline void count_call(CommStats& c, CollectiveKind k, std::int64_t count, std::int64_t elem,
                        int size) {
   if (size <= 1) return;  // a one-rank group moves nothing (and may not be a communicator)
-  c.record(k, ring_bytes(k, static_cast<std::size_t>(count), static_cast<std::size_t>(elem), size,
-                         0));
+  c.record(k,
+           ring_bytes(k, static_cast<std::size_t>(count), static_cast<std::size_t>(elem), size, 0));
 }
 
 }  // namespace detail
@@ -182,7 +182,8 @@ inline PlanPrediction predict(const PlanQuery& q) {
       const std::int64_t first = stage * per;
       std::vector<std::size_t> held;
       if (emb || head) held.push_back(0);
-      for (std::int64_t l = first; l < first + per; ++l) held.push_back(static_cast<std::size_t>(l + 1));
+      for (std::int64_t l = first; l < first + per; ++l)
+        held.push_back(static_cast<std::size_t>(l + 1));
       if (head) held.push_back(static_cast<std::size_t>(L + 1));
       const std::size_t u_final = static_cast<std::size_t>(L + 1), u_block = 1;
 
@@ -243,16 +244,17 @@ inline PlanPrediction predict(const PlanQuery& q) {
       set(Memory::gathered_parameters, gathered);
 
       // --- activations (nn/activations.hpp, nn/block.hpp, train/pipeline.hpp) --------
-      const std::int64_t batch_part = N * (4 + st + 1);  // ids, ALiBi positions, validity
+      const std::int64_t batch_part = N * (4 + st + 1);   // ids, ALiBi positions, validity
       const std::int64_t stream = (per + 1) * N * H * t;  // the residual stream x[0..per]
       std::int64_t block_rec = N * H * t * 3 + 4 * N * st + 4 * N * Hl * t + 2 * N * Fl * t;
       if (keeps_probs) block_rec += B * nh * Sq * Sq * t;
       if (!standard) block_rec += B * nh * Sq * st;
-      const std::int64_t ends = (emb ? N * H * t + 2 * N * st : 0) + (head ? N * H * t + 2 * N * st : 0);
+      const std::int64_t ends =
+          (emb ? N * H * t + 2 * N * st : 0) + (head ? N * H * t + 2 * N * st : 0);
       const std::int64_t blocks_kept = full_recompute ? 0 : per * block_rec;
       const std::int64_t full = batch_part + stream + ends + blocks_kept;
       const std::int64_t prepared = batch_part + stream;  // the next record, before its forward
-      const std::int64_t grad_slot = N * H * t;          // d stage output of a micro-batch
+      const std::int64_t grad_slot = N * H * t;           // d stage output of a micro-batch
       std::int64_t records = 1, slots = 1;
       bool next_prepared = false;
       if (p.gpipe && S > 1) {
@@ -267,30 +269,32 @@ inline PlanPrediction predict(const PlanQuery& q) {
       const std::int64_t recomputed =
           full_recompute ? block_rec + (standard ? B * nh * Sq * Sq * t : 0) : 0;
       const std::int64_t act_backward = records * full + slots * grad_slot + recomputed;
-      const std::int64_t act_peak = act_backward + (next_prepared ? prepared : 0) -
-                                    (next_prepared ? recomputed : 0);
+      const std::int64_t act_peak =
+          act_backward + (next_prepared ? prepared : 0) - (next_prepared ? recomputed : 0);
       set(Memory::activations, std::max(act_backward, act_peak));
 
       // --- buffers: scratch kept from step to step, and the transient ones -------------
       std::int64_t buffers = m.heads * st + 8 + z1_shards;  // ALiBi slopes, the norm's sum
       buffers += N * Fl * t + N * H * t + N * Hl * t + 3 * N * Hl * t;  // block backward scratch
-      if (standard) buffers += B * nh * Sq * Sq * t;                   // d probabilities
+      if (standard) buffers += B * nh * Sq * Sq * t;                    // d probabilities
       if (standard && q.recompute == Recomputation::selective)
-        buffers += B * nh * Sq * Sq * t;  // the recomputed ones
-      if (!standard) buffers += B * nh * Sq * st;                      // rowsum(d ctx * ctx)
-      if (emb) buffers += N * H * t;                                   // the embedding's d
-      if (head) buffers += N * H * t;  // d ln_f output
+        buffers += B * nh * Sq * Sq * t;           // the recomputed ones
+      if (!standard) buffers += B * nh * Sq * st;  // rowsum(d ctx * ctx)
+      if (emb) buffers += N * H * t;               // the embedding's d
+      if (head) buffers += N * H * t;              // d ln_f output
       if (head && Nv > 0) {
         const std::int64_t rows = padded_vocab(m.vocab_size, T) / T, row0 = rows * tr;
         const std::int64_t real = std::clamp<std::int64_t>(m.vocab_size - row0, 0, rows);
-        const std::int64_t chunk = vocab_chunk(Nv, real, static_cast<std::size_t>(t), q.logits_bytes);
-        buffers += 2 * Nv * H * t + Nv * chunk * t;     // kept rows, their d, a logits chunk
-        if (q.mixed()) buffers += Nv * H * st;          // d rows summed in fp32
-        buffers += 5 * Nv * st + 2 * Nv * 4;            // softmax statistics, row lists
+        const std::int64_t chunk =
+            vocab_chunk(Nv, real, static_cast<std::size_t>(t), q.logits_bytes);
+        buffers += 2 * Nv * H * t + Nv * chunk * t;  // kept rows, their d, a logits chunk
+        if (q.mixed()) buffers += Nv * H * st;       // d rows summed in fp32
+        buffers += 5 * Nv * st + 2 * Nv * 4;         // softmax statistics, row lists
       }
       std::int64_t transient = 0;
       if (Z == 1 || Z == 2) transient = D > 1 ? max_shard * t : 0;  // the all-gather's source
-      if (S > 1 && (emb || head)) transient = std::max(transient, (Z == 0 ? padded(0) : shard(0)) * t);
+      if (S > 1 && (emb || head))
+        transient = std::max(transient, (Z == 0 ? padded(0) : shard(0)) * t);
       set(Memory::buffers, buffers + transient);
 
       // --- the joint device peak ---------------------------------------------------------
@@ -307,14 +311,16 @@ inline PlanPrediction predict(const PlanQuery& q) {
         if (Z == 0) count_call(r.data, CK::all_reduce, padded(u), t, D);
         if (Z == 1) count_call(r.data, CK::reduce_scatter, shard(u), t, D);
         if (Z >= 2)
-          for (std::int64_t i = 0; i < mb; ++i) count_call(r.data, CK::reduce_scatter, shard(u), t, D);
+          for (std::int64_t i = 0; i < mb; ++i)
+            count_call(r.data, CK::reduce_scatter, shard(u), t, D);
         if (Z == 1 || Z == 2) count_call(r.data, CK::all_gather, shard(u), t, D);
         if (Z == 3) {
           // gathers per micro-batch: every use, except the table's backward on a stage that
           // kept it from the loss
           std::int64_t uses = 2;
           if (u == 0 && head && !emb) uses = 1;
-          for (std::int64_t i = 0; i < mb * uses; ++i) count_call(r.data, CK::all_gather, shard(u), t, D);
+          for (std::int64_t i = 0; i < mb * uses; ++i)
+            count_call(r.data, CK::all_gather, shard(u), t, D);
         }
       }
       if (Z > 0) count_call(r.data, CK::all_reduce, 1, 8, D);  // the gradient norm's sum
@@ -323,9 +329,10 @@ inline PlanPrediction predict(const PlanQuery& q) {
       // and the vocab-parallel cross-entropy
       for (std::int64_t i = 0; i < mb; ++i) {
         if (emb) count_call(r.tensor, CK::all_reduce, N * H, t, T);
-        for (std::int64_t l = 0; l < 4 * per; ++l) count_call(r.tensor, CK::all_reduce, N * H, t, T);
+        for (std::int64_t l = 0; l < 4 * per; ++l)
+          count_call(r.tensor, CK::all_reduce, N * H, t, T);
         if (head) buffers += N * H * t;  // d ln_f output
-      if (head && Nv > 0) {
+        if (head && Nv > 0) {
           for (int k = 0; k < 3; ++k) count_call(r.tensor, CK::all_reduce, Nv, st, T);
           count_call(r.tensor, CK::all_reduce, Nv * H, q.mixed() ? st : t, T);
         }

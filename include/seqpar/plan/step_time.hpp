@@ -25,21 +25,22 @@ namespace seqpar::inline v0 {
 /// direction, GB/s = 1e9 bytes per second.
 struct Hardware {
   std::string name = "h200";
-  double memory_gib = 140;    // usable device memory
-  double tflops_16 = 989;     // bf16/fp16 tensor cores, fp32 accumulation
-  double tflops_32 = 67;      // fp32 without tensor cores
-  double efficiency = 0.4;    // the fraction of the peak the GEMMs reach (MFU)
-  double hbm_gbps = 4800;     // device memory bandwidth
-  double link_gbps = 450;     // between GPUs of a node: NVLink, or PCIe where there is none
-  double network_gbps = 25;   // between nodes, per GPU (200 Gb/s InfiniBand)
-  double pcie_gbps = 25;      // host <-> device (offload)
-  double host_gbps = 50;      // host memory bandwidth (the host AdamW)
+  double memory_gib = 140;   // usable device memory
+  double tflops_16 = 989;    // bf16/fp16 tensor cores, fp32 accumulation
+  double tflops_32 = 67;     // fp32 without tensor cores
+  double efficiency = 0.4;   // the fraction of the peak the GEMMs reach (MFU)
+  double hbm_gbps = 4800;    // device memory bandwidth
+  double link_gbps = 450;    // between GPUs of a node: NVLink, or PCIe where there is none
+  double network_gbps = 25;  // between nodes, per GPU (200 Gb/s InfiniBand)
+  double pcie_gbps = 25;     // host <-> device (offload)
+  double host_gbps = 50;     // host memory bandwidth (the host AdamW)
   int gpus_per_node = 8;
 };
 
 /// The presets seqpar-plan knows (`--gpu NAME`): published peaks and bandwidths.
 inline std::vector<Hardware> hardware_presets() {
-  // name, GiB, bf16 TFLOP/s, fp32 TFLOP/s, efficiency, HBM, node link, network, PCIe, host, GPUs/node
+  // name, GiB, bf16 TFLOP/s, fp32 TFLOP/s, efficiency, HBM, node link, network, PCIe, host,
+  // GPUs/node
   return {
       {"h200", 140, 989, 67, 0.4, 4800, 450, 25, 55, 50, 8},
       {"h100", 80, 989, 67, 0.4, 3350, 450, 25, 55, 50, 8},
@@ -72,12 +73,14 @@ inline StepTime step_time(const PlanQuery& q, const RankPrediction& r, const Har
                      : 0.0;
   s.compute = r.flops / peak * (1 + bubble);
   // the mesh puts tensor ranks innermost, then data, then pipeline
-  const auto bw = [&](int span) { return (span <= h.gpus_per_node ? h.link_gbps : h.network_gbps) * 1e9; };
+  const auto bw = [&](int span) {
+    return (span <= h.gpus_per_node ? h.link_gbps : h.network_gbps) * 1e9;
+  };
   s.comm = static_cast<double>(r.tensor.total_bytes_sent()) / bw(p.tensor) +
            static_cast<double>(r.data.total_bytes_sent()) / bw(p.tensor * p.data) +
            static_cast<double>(r.pipeline.total_bytes_sent()) / bw(p.world_size());
-  const auto device_state = static_cast<double>(r.of(Memory::parameters) +
-                                                r.of(Memory::gradients) + r.of(Memory::optimizer));
+  const auto device_state = static_cast<double>(r.of(Memory::parameters) + r.of(Memory::gradients) +
+                                                r.of(Memory::optimizer));
   s.update = 2 * device_state / (h.hbm_gbps * 1e9);
   if (r.host_bytes > 0) {
     // 16 host bytes per element of the rank's range: its gradient comes down and its
