@@ -63,7 +63,7 @@ struct RankResult {
   double loss = 0;  // of the last step: the same for every plan, up to fp32 rounding
   double cpu = 0;
   std::uint64_t sent_data = 0, sent_tensor = 0, sent_pipeline = 0;
-  std::int64_t state = 0, activations = 0, buffers = 0, peak = 0;
+  std::int64_t state = 0, activations = 0, buffers = 0, transient = 0, peak = 0;
 };
 
 template <class Plan>
@@ -105,6 +105,7 @@ void bm_plan(benchmark::State& state) {
         m.peak_of(Memory::parameters) + m.peak_of(Memory::gradients) + m.peak_of(Memory::optimizer),
         m.peak_of(Memory::activations),
         m.peak_of(Memory::buffers),
+        m.peak_of(Memory::gathered_parameters) + m.peak_of(Memory::unreduced_gradients),
         m.total_peak};
   });
 
@@ -124,6 +125,7 @@ void bm_plan(benchmark::State& state) {
     worst.state = std::max(worst.state, r.state);
     worst.activations = std::max(worst.activations, r.activations);
     worst.buffers = std::max(worst.buffers, r.buffers);
+    worst.transient = std::max(worst.transient, r.transient);
     worst.peak = std::max(worst.peak, r.peak);
   }
   const auto bytes = [](double v) {
@@ -142,6 +144,8 @@ void bm_plan(benchmark::State& state) {
   state.counters["state_peak"] = bytes(static_cast<double>(worst.state));
   state.counters["act_peak"] = bytes(static_cast<double>(worst.activations));
   state.counters["buffer_peak"] = bytes(static_cast<double>(worst.buffers));
+  // ZeRO-2/3's unit buffers: gathered parameters and unreduced gradients (each at its peak)
+  state.counters["transient_peak"] = bytes(static_cast<double>(worst.transient));
   state.counters["total_peak"] = bytes(static_cast<double>(worst.peak));
 }
 

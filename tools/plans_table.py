@@ -156,13 +156,15 @@ def main():
               f"| {pair(b['sent_pipeline'], e['pipe'])} |")
     print()
     print("| plan | params+grads+AdamW MiB (meas / model) | activations MiB | records | "
-          "buffers MiB | total peak MiB | bubble |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "buffers MiB | gathered + unreduced MiB | total peak MiB | bubble |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, b, e in rows:
         buffers = mib(b["buffer_peak"]) if "buffer_peak" in b else "-"
+        # ZeRO-2/3's unit buffers, counted in buffers by runs made before they had categories
+        transient = mib(b["transient_peak"]) if "transient_peak" in b else "-"
         bubble = f"{e['bubble']:.2f}" if e["bubble"] else "-"
         print(f"| `{name}` | {pair(b['state_peak'], e['state'])} | {mib(b['act_peak'])} | {e['records']} "
-              f"| {buffers} | {mib(b['total_peak'])} | {bubble} |")
+              f"| {buffers} | {transient} | {mib(b['total_peak'])} | {bubble} |")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "seqpar/core/arena.hpp"
 #include "seqpar/data/char_tokenizer.hpp"
 #include "seqpar/data/cluener.hpp"
 #include "seqpar/data/conll.hpp"
@@ -65,6 +66,14 @@ class MetricsLog {
  private:
   fs::path path_;
 };
+
+/// A step's peak bytes per arena category, by the categories' names (metrics.jsonl).
+inline nlohmann::json memory_peaks_json(const seqpar::MemoryStats& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (std::size_t k = 0; k < seqpar::memory_kinds; ++k)
+    j[seqpar::memory_name(static_cast<seqpar::Memory>(k))] = m.peak[k];
+  return j;
+}
 
 /// What a training run leaves for eval and predict: OUT/run.json.
 struct RunInfo {

@@ -476,7 +476,8 @@ int train_ner(const Options& o) {
                       {"skipped", st.skipped},
                       {"skipped_steps", st.skipped_steps},
                       {"nonfinite_in_a_row", st.nonfinite_in_a_row},
-                      {"memory_peak_bytes", st.memory.total_peak}});
+                      {"memory_peak_bytes", st.memory.total_peak},
+                      {"memory_peak_bytes_by_category", memory_peaks_json(st.memory)}});
           if (st.skipped) {
             // Never folded into a window: a skipped step is always said.
             std::printf(

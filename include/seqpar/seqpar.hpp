@@ -16,6 +16,7 @@
 #include "seqpar/comm/communicator.hpp"    // the Communicator concept, CommStats, ring byte counts
 #include "seqpar/comm/thread_comm.hpp"     // ThreadComm, run_ranks
 #include "seqpar/comm/timeout.hpp"         // comm_timeout (SEQPAR_COMM_TIMEOUT_S), CommSeconds
+#include "seqpar/io/hf_config.hpp"         // read_bloom_config: a Hugging Face config.json
 #include "seqpar/io/safetensors.hpp"       // SafetensorsFile, write_safetensors
 #include "seqpar/io/tensor_file.hpp"       // TensorFile: either kind, told apart by content
 #include "seqpar/io/torch_checkpoint.hpp"  // TorchCheckpoint: pytorch_model.bin without libtorch
@@ -28,6 +29,9 @@
 #include "seqpar/parallel/pipeline_axis.hpp"  // PipelineAxis, StageLayers: the layers and units of each stage
 #include "seqpar/parallel/plan.hpp"      // PlanTraits, the ParallelPlan concept, plan rules
 #include "seqpar/parallel/policies.hpp"  // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
+#include "seqpar/plan/plan_desc.hpp"     // PlanDesc: plan types as numbers, enumerate_plans
+#include "seqpar/plan/predict.hpp"       // predict: bytes per rank by category, bytes moved
+#include "seqpar/plan/step_time.hpp"     // Hardware presets, step_time, max_micro_batch
 #include "seqpar/train/trainer.hpp"      // Trainer<Model, Plan, Device, Precision>
 
 #if defined(SEQPAR_WITH_MPI)

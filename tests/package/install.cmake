@@ -1,6 +1,6 @@
 # package.install: installs the build tree BUILD_DIR into a fresh scratch prefix and
 # checks that the headers, the package config and every built component's targets
-# file, and the documentation are where a consumer expects them.
+# file, the documentation and seqpar-plan are where a consumer expects them.
 cmake_minimum_required(VERSION 3.24)
 include("${SETTINGS}")
 file(REMOVE_RECURSE "${PKG_PREFIX}")
@@ -28,6 +28,9 @@ set(expected
 foreach(component IN LISTS PKG_BUILT_COMPONENTS)
   list(APPEND expected share/cmake/seqpar/seqpar-${component}-targets.cmake)
 endforeach()
+if(PKG_BUILT_APPS)
+  list(APPEND expected bin/seqpar-plan${CMAKE_EXECUTABLE_SUFFIX})
+endif()
 set(missing "")
 foreach(file IN LISTS expected)
   if(NOT EXISTS "${PKG_PREFIX}/${file}")

@@ -3,6 +3,8 @@
 // tensor-split rule, weight-decay flag and place in its unit's flat buffer. Loading,
 // saving, initialisation, sharding and the optimizer all read this one table.
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,6 +54,16 @@ struct UnitTable {
 constexpr std::int64_t padded_vocab(std::int64_t vocab, int tp) {
   const std::int64_t m = 128 * static_cast<std::int64_t>(tp);
   return (vocab + m - 1) / m * m;
+}
+
+/// The LM head's chunk width (nn/lm_head.hpp; the planner sizes its scratch with it): a
+/// multiple of 128 vocabulary columns, at most `budget_bytes` of logits for n tokens of
+/// `elem` bytes, and no wider than the `rows` real rows a rank holds.
+constexpr std::int64_t vocab_chunk(std::int64_t n, std::int64_t rows, std::size_t elem,
+                                   std::int64_t budget_bytes) {
+  std::int64_t c = budget_bytes / std::max<std::int64_t>(1, n * static_cast<std::int64_t>(elem));
+  c = std::max<std::int64_t>(128, c / 128 * 128);
+  return std::min(c, std::max<std::int64_t>(rows, 1));
 }
 
 namespace detail {

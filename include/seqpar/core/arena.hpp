@@ -17,8 +17,26 @@
 namespace seqpar::inline v0 {
 
 /// What a block of memory holds; the trainer reports and the plan model predicts each.
-enum class Memory : std::uint8_t { parameters, gradients, optimizer, activations, buffers };
-inline constexpr std::size_t memory_kinds = 5;
+/// `gathered_parameters`: ZeRO-3's full parameters of a unit in use (its shard is a
+/// `parameters` block). `unreduced_gradients`: ZeRO-2/3's full-size gradients of a unit
+/// and the block a reduce-scatter makes of them, between the backward that writes them and
+/// the reduction into the gradient shard. Both are transient: none is left after a step.
+/// `host_optimizer` and `host_parameters`: state offloaded to host memory.
+enum class Memory : std::uint8_t { parameters, gradients, optimizer, activations, buffers, gathered_parameters, unreduced_gradients, host_optimizer, host_parameters };
+inline constexpr std::size_t memory_kinds = 9;
+
+/// The category's name as reports and the planner's JSON spell it.
+constexpr const char* memory_name(Memory m) {
+  constexpr const char* names[memory_kinds] = {
+      "parameters",          "gradients",           "optimizer",      "activations",    "buffers",
+      "gathered_parameters", "unreduced_gradients", "host_optimizer", "host_parameters"};
+  return names[static_cast<std::size_t>(m)];
+}
+
+/// Whether a category is host memory (offloaded state) rather than the device's.
+constexpr bool host_memory(Memory m) {
+  return m == Memory::host_optimizer || m == Memory::host_parameters;
+}
 
 /// Current and peak bytes per category, and of all categories together.
 struct MemoryStats {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
+#include "seqpar/config/units.hpp"
 #include "seqpar/core/arena.hpp"
 #include "seqpar/core/batch.hpp"
 #include "seqpar/nn/activations.hpp"
@@ -57,14 +58,6 @@ struct HeadScratch {
     grow(arena, target, n);
   }
 };
-
-/// Chunk width: a multiple of 128 columns, at most `budget_bytes` of logits for n tokens.
-inline std::int64_t vocab_chunk(std::int64_t n, std::int64_t rows, std::size_t elem,
-                                std::int64_t budget_bytes) {
-  std::int64_t c = budget_bytes / std::max<std::int64_t>(1, n * static_cast<std::int64_t>(elem));
-  c = std::max<std::int64_t>(128, c / 128 * 128);
-  return std::min(c, std::max<std::int64_t>(rows, 1));
-}
 
 /// Loss of the tokens whose target is not ignored and, when `grad_scale` != 0, the
 /// gradients: dh[N, H] = d loss / d hf (zero rows for ignored tokens) and dW += ...

@@ -27,6 +27,12 @@
 //
 // Every unit's flat buffer is padded to a multiple of the degree N and cut into N equal
 // shards; rank r owns elements [r s, (r + 1) s) of each unit.
+//
+// The arena's categories: the shards a rank keeps are `parameters`, `gradients` (ZeRO-1's
+// reduce-scatter target beside the model's whole gradients is a `buffers` block) and
+// `optimizer`; ZeRO-2/3's full-size gradients of a unit and their reduced block exist only
+// between the backward and the reduction (`unreduced_gradients`), ZeRO-3's full parameters
+// only while a unit is used (`gathered_parameters`); both are 0 after a step.
 
 #include <algorithm>
 #include <cmath>
@@ -207,8 +213,9 @@ class DataAxisBase : public UnitHooks {
   // a use that writes gradients.
   void provide_grad_buffer(std::size_t u, UnitUse use) {
     if (writes_grads(use) && model_->grad_buffer(u).empty())
-      model_->grad_buffer(u) = Buffer<T, Arena>(
-          model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)), Memory::buffers);
+      model_->grad_buffer(u) =
+          Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(model_->padded_numel(u)),
+                           Memory::unreduced_gradients);
   }
   // Unit u's gradients of one micro-batch reduce-scattered and added into its shard: on an
   // asynchronous communicator left in flight until the next unit's, else finished now.
@@ -223,7 +230,7 @@ class DataAxisBase : public UnitHooks {
     in_flight_.unit = u;
     in_flight_.grads = std::move(model_->grad_buffer(u));  // the model allocates anew when needed
     in_flight_.part =
-        Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s), Memory::buffers);
+        Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s), Memory::unreduced_gradients);
     in_flight_.ticket = comm_.reduce_scatter_async(in_flight_.grads.data(), in_flight_.part.data(),
                                                    static_cast<std::size_t>(s), ReduceOp::sum);
     if (!comm_.asynchronous()) finish_in_flight();  // it has run: free its buffers now
@@ -537,7 +544,7 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
       return;
     Buffer<T, Arena> params(this->model_->arena(),
                             static_cast<std::size_t>(this->model_->padded_numel(u)),
-                            Memory::buffers);
+                            Memory::gathered_parameters);
     const CommTicket t = this->comm_.all_gather_async(
         param_shard_[u].data(), params.data(), static_cast<std::size_t>(this->shards_[u].size));
     ahead_.unit = u;
@@ -556,9 +563,9 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
   // host communicator's copy).
   void gather_params(std::size_t u, Buffer<T, Arena>& full) {
     const std::int64_t s = this->shards_[u].size;
-    full =
-        Buffer<T, Arena>(this->model_->arena(),
-                         static_cast<std::size_t>(this->model_->padded_numel(u)), Memory::buffers);
+    full = Buffer<T, Arena>(this->model_->arena(),
+                            static_cast<std::size_t>(this->model_->padded_numel(u)),
+                            Memory::gathered_parameters);
     if (this->n_ == 1) return Ops<D>::copy(full.data(), param_shard_[u].data(), s);
     this->comm_.all_gather(param_shard_[u].data(), full.data(), static_cast<std::size_t>(s));
   }

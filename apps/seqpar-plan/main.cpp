@@ -1,0 +1,351 @@
+// seqpar-plan: before launch, which plans fit a BLOOM model on N GPUs of M GB, what each
+// holds per GPU by category, what offload needs on the host, the largest micro-batch that
+// fits, and a step time from stated assumptions. The figures are the planner's
+// (include/seqpar/plan/): exact for the arena's categories on a synchronous communicator,
+// see docs/memory.md.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "seqpar/core/error.hpp"
+#include "seqpar/io/hf_config.hpp"
+#include "seqpar/plan/plan_desc.hpp"
+#include "seqpar/plan/predict.hpp"
+#include "seqpar/plan/step_time.hpp"
+
+namespace {
+using namespace seqpar;
+
+constexpr const char* kUsage = R"(usage: seqpar-plan [options]
+
+Every parallel plan of --gpus GPUs for a BLOOM model (SeqGPT-560M unless --config), with its
+predicted memory per GPU by category, the host memory offload needs, the largest micro-batch
+that fits and a predicted step time.
+
+  --config PATH          a Hugging Face BLOOM config.json (default: SeqGPT-560M)
+  --gpus N               number of GPUs (default 1)
+  --gpu NAME             preset: h200 h100 a100-40 a100-80 rtx4090 rtx3090 (default h200);
+                         sets the memory and every rate below, which flags after it override
+  --gpu-memory-gb M      usable memory per GPU, GiB (2^30 bytes)
+  --reserve-gb R         kept back for the CUDA context, cuBLAS and NCCL (default 1)
+  --precision P          fp32 | bf16 | fp16 (default bf16: 16-bit weights, fp32 master)
+  --seq S                tokens per row (default 512)
+  --micro-batch B        rows per micro-batch (default 1)
+  --micro-batches M      micro-batches per data rank per step (default 1; 4 x stages
+                         under a pipeline)
+  --recompute R          none | selective | full (default none; full is predicted only)
+  --attention A          standard | fused (default standard)
+  --offload O            none | optimizer | optimizer+params (default none; predicted only;
+                         parameters are offloaded under ZeRO-3 only)
+  --logits-mb L          the LM head's logits budget, MiB (default 256, as on Cuda)
+  --tflops F             dense 16-bit peak, TFLOP/s      --tflops-fp32 F   fp32 peak
+  --efficiency E         fraction of the peak reached (default 0.4)
+  --hbm-gbps G           device memory bandwidth, GB/s
+  --link-gbps G          GPU-GPU bandwidth in a node per direction (NVLink, else PCIe)
+  --network-gbps G       between nodes per GPU       --pcie-gbps G   host <-> device
+  --host-gbps G          host memory bandwidth (host AdamW)
+  --gpus-per-node K      (default 8)
+  --sync                 a synchronous communicator (MpiComm): no gathers ahead
+  --json                 one JSON object instead of the table
+  --help
+)";
+
+[[noreturn]] void usage_error(const std::string& what) {
+  throw Error("seqpar-plan: " + what + " (see --help)");
+}
+
+double number(std::string_view flag, const std::string& v, double lo) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x) || x < lo)
+    usage_error(std::string(flag) + " takes a number of at least " + std::to_string(lo) +
+                ", not '" + v + "'");
+  return x;
+}
+std::int64_t integer(std::string_view flag, const std::string& v, std::int64_t lo) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < lo)
+    usage_error(std::string(flag) + " takes a whole number of at least " + std::to_string(lo) +
+                ", not '" + v + "'");
+  return x;
+}
+
+struct Options {
+  BloomConfig model = SeqGPT560M::config;
+  std::string model_name = "SeqGPT-560M";
+  int gpus = 1;
+  Hardware hw = *hardware_preset("h200");
+  double reserve_gib = 1;
+  PlanPrecision precision = PlanPrecision::bf16;
+  std::string precision_name = "bf16";
+  std::int64_t seq = 512, micro_batch = 1, micro_batches = 0;
+  Recomputation recompute = Recomputation::none;
+  std::string recompute_name = "none";
+  bool fused = false;
+  Offloading offload = Offloading::none;
+  std::string offload_name = "none";
+  std::int64_t logits_mib = 256;
+  bool sync = false, json = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) usage_error(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--sync") {
+      o.sync = true;
+    } else if (a == "--config") {
+      const std::string& path = value();
+      o.model = read_bloom_config(path);
+      o.model_name = path;
+    } else if (a == "--gpus") {
+      o.gpus = static_cast<int>(integer(a, value(), 1));
+      if (o.gpus > 4096) usage_error("--gpus " + std::to_string(o.gpus) + " is more than 4096");
+    } else if (a == "--gpu") {
+      const std::string& name = value();
+      const auto h = hardware_preset(name);
+      if (!h)
+        usage_error("--gpu '" + name + "' is not one of h200 h100 a100-40 a100-80 rtx4090 rtx3090");
+      o.hw = *h;
+    } else if (a == "--gpu-memory-gb") {
+      o.hw.memory_gib = number(a, value(), 0.001);
+    } else if (a == "--reserve-gb") {
+      o.reserve_gib = number(a, value(), 0);
+    } else if (a == "--precision") {
+      o.precision_name = value();
+      if (o.precision_name == "fp32")
+        o.precision = PlanPrecision::fp32;
+      else if (o.precision_name == "bf16")
+        o.precision = PlanPrecision::bf16;
+      else if (o.precision_name == "fp16")
+        o.precision = PlanPrecision::fp16;
+      else
+        usage_error("--precision '" + o.precision_name + "' is not fp32, bf16 or fp16");
+    } else if (a == "--seq") {
+      o.seq = integer(a, value(), 1);
+    } else if (a == "--micro-batch") {
+      o.micro_batch = integer(a, value(), 1);
+    } else if (a == "--micro-batches") {
+      o.micro_batches = integer(a, value(), 1);
+    } else if (a == "--recompute") {
+      o.recompute_name = value();
+      if (o.recompute_name == "none")
+        o.recompute = Recomputation::none;
+      else if (o.recompute_name == "selective")
+        o.recompute = Recomputation::selective;
+      else if (o.recompute_name == "full")
+        o.recompute = Recomputation::full;
+      else
+        usage_error("--recompute '" + o.recompute_name + "' is not none, selective or full");
+    } else if (a == "--attention") {
+      const std::string& v = value();
+      if (v != "standard" && v != "fused")
+        usage_error("--attention '" + v + "' is not standard or fused");
+      o.fused = v == "fused";
+    } else if (a == "--offload") {
+      o.offload_name = value();
+      if (o.offload_name == "none")
+        o.offload = Offloading::none;
+      else if (o.offload_name == "optimizer")
+        o.offload = Offloading::optimizer;
+      else if (o.offload_name == "optimizer+params")
+        o.offload = Offloading::optimizer_and_parameters;
+      else
+        usage_error("--offload '" + o.offload_name +
+                    "' is not none, optimizer or optimizer+params");
+    } else if (a == "--logits-mb") {
+      o.logits_mib = integer(a, value(), 1);
+    } else if (a == "--tflops") {
+      o.hw.tflops_16 = number(a, value(), 0.001);
+    } else if (a == "--tflops-fp32") {
+      o.hw.tflops_32 = number(a, value(), 0.001);
+    } else if (a == "--efficiency") {
+      o.hw.efficiency = number(a, value(), 0.001);
+      if (o.hw.efficiency > 1) usage_error("--efficiency is a fraction of the peak, at most 1");
+    } else if (a == "--hbm-gbps") {
+      o.hw.hbm_gbps = number(a, value(), 0.001);
+    } else if (a == "--link-gbps") {
+      o.hw.link_gbps = number(a, value(), 0.001);
+    } else if (a == "--network-gbps") {
+      o.hw.network_gbps = number(a, value(), 0.001);
+    } else if (a == "--pcie-gbps") {
+      o.hw.pcie_gbps = number(a, value(), 0.001);
+    } else if (a == "--host-gbps") {
+      o.hw.host_gbps = number(a, value(), 0.001);
+    } else if (a == "--gpus-per-node") {
+      o.hw.gpus_per_node = static_cast<int>(integer(a, value(), 1));
+    } else {
+      usage_error("unknown option '" + a + "'");
+    }
+  }
+  return o;
+}
+
+struct Row {
+  PlanDesc plan;
+  PlanQuery query;
+  PlanPrediction pred;
+  std::int64_t max_micro_batch = 0;
+  double seconds = 0;
+  bool fits = false;
+};
+
+double gib(std::int64_t b) { return static_cast<double>(b) / static_cast<double>(1ll << 30); }
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options o = parse(argc, argv);
+  const auto budget = static_cast<std::int64_t>((o.hw.memory_gib - o.reserve_gib) * (1ll << 30));
+  std::vector<Row> rows;
+  for (const PlanDesc& p : enumerate_plans(o.model, o.gpus)) {
+    Row r;
+    r.plan = p;
+    PlanQuery& q = r.query;
+    q.model = o.model;
+    q.plan = p;
+    q.precision = o.precision;
+    q.micro_batch_rows = o.micro_batch;
+    q.seq = o.seq;
+    q.micro_batches = o.micro_batches > 0 ? o.micro_batches : (p.pipeline > 1 ? 4 * p.pipeline : 1);
+    q.recompute = o.recompute;
+    q.fused_attention = o.fused;
+    q.offload = o.offload;
+    q.logits_bytes = o.logits_mib << 20;
+    q.asynchronous = !o.sync;
+    r.pred = predict(q);
+    r.max_micro_batch = max_micro_batch(q, budget);
+    r.seconds = step_seconds(q, r.pred, o.hw);
+    r.fits = r.pred.worst_device_peak() <= budget;
+    rows.push_back(std::move(r));
+  }
+
+  if (o.json) {
+    using nlohmann::json;
+    json plans = json::array();
+    for (const Row& r : rows) {
+      json dev;
+      for (std::size_t k = 0; k < memory_kinds; ++k) {
+        const auto m = static_cast<Memory>(k);
+        if (!host_memory(m)) dev[memory_name(m)] = r.pred.worst(m);
+      }
+      dev["total"] = r.pred.worst_device_peak();
+      json host;
+      host["host_optimizer"] = r.pred.worst(Memory::host_optimizer);
+      host["host_parameters"] = r.pred.worst(Memory::host_parameters);
+      std::uint64_t data = 0, tensor = 0, pipe = 0;
+      for (const auto& rk : r.pred.ranks) {
+        data = std::max<std::uint64_t>(data, rk.data.total_bytes_sent());
+        tensor = std::max<std::uint64_t>(tensor, rk.tensor.total_bytes_sent());
+        pipe = std::max<std::uint64_t>(pipe, rk.pipeline.total_bytes_sent());
+      }
+      const double tokens = static_cast<double>(r.query.micro_batch_rows * r.query.seq *
+                                                r.query.micro_batches * r.plan.data);
+      plans.push_back(
+          {{"plan", r.plan.name()},
+           {"data", r.plan.data},
+           {"tensor", r.plan.tensor},
+           {"pipeline", r.plan.pipeline},
+           {"zero_stage", r.plan.zero_stage},
+           {"micro_batches", r.query.micro_batches},
+           {"device_bytes", dev},
+           {"host_bytes", r.pred.worst_host_bytes()},
+           {"host_bytes_by_category", host},
+           {"bytes_sent_per_step", {{"data", data}, {"tensor", tensor}, {"pipeline", pipe}}},
+           {"fits", r.fits},
+           {"max_micro_batch", r.max_micro_batch},
+           {"step_seconds", r.seconds},
+           {"tokens_per_second", tokens / r.seconds}});
+    }
+    const json out = {{"model",
+                       {{"name", o.model_name},
+                        {"vocab_size", o.model.vocab_size},
+                        {"hidden", o.model.hidden},
+                        {"layers", o.model.layers},
+                        {"heads", o.model.heads}}},
+                      {"gpus", o.gpus},
+                      {"gpu",
+                       {{"name", o.hw.name},
+                        {"memory_gib", o.hw.memory_gib},
+                        {"reserve_gib", o.reserve_gib},
+                        {"budget_bytes", budget},
+                        {"tflops_16", o.hw.tflops_16},
+                        {"tflops_32", o.hw.tflops_32},
+                        {"efficiency", o.hw.efficiency},
+                        {"hbm_gbps", o.hw.hbm_gbps},
+                        {"link_gbps", o.hw.link_gbps},
+                        {"network_gbps", o.hw.network_gbps},
+                        {"pcie_gbps", o.hw.pcie_gbps},
+                        {"host_gbps", o.hw.host_gbps},
+                        {"gpus_per_node", o.hw.gpus_per_node}}},
+                      {"precision", o.precision_name},
+                      {"seq", o.seq},
+                      {"micro_batch", o.micro_batch},
+                      {"recompute", o.recompute_name},
+                      {"attention", o.fused ? "fused" : "standard"},
+                      {"offload", o.offload_name},
+                      {"asynchronous", !o.sync},
+                      {"plans", plans}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+
+  std::printf(
+      "%s on %d x %s (%.1f GiB, %.1f GiB usable), %s, %lld tokens a row, micro-batch %lld, "
+      "recompute %s, offload %s\n",
+      o.model_name.c_str(), o.gpus, o.hw.name.c_str(), o.hw.memory_gib, gib(budget),
+      o.precision_name.c_str(), static_cast<long long>(o.seq),
+      static_cast<long long>(o.micro_batch), o.recompute_name.c_str(), o.offload_name.c_str());
+  std::printf(
+      "GiB per GPU (the worst rank; categories peak at different moments, total is their "
+      "joint peak)\n\n");
+  std::printf(
+      "| plan | m | params | grads | optim | acts | buffers | gathered | unreduced | total "
+      "| host | fits | max B | step s |\n");
+  std::printf(
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :-: | "
+      "---: | ---: |\n");
+  for (const Row& r : rows) {
+    const auto w = [&](Memory m) { return gib(r.pred.worst(m)); };
+    std::printf(
+        "| `%s` | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s "
+        "| %lld | %.3f |\n",
+        r.plan.name().c_str(), static_cast<long long>(r.query.micro_batches), w(Memory::parameters),
+        w(Memory::gradients), w(Memory::optimizer), w(Memory::activations), w(Memory::buffers),
+        w(Memory::gathered_parameters), w(Memory::unreduced_gradients),
+        gib(r.pred.worst_device_peak()), gib(r.pred.worst_host_bytes()), r.fits ? "yes" : "no",
+        static_cast<long long>(r.max_micro_batch), r.seconds);
+  }
+  std::printf(
+      "\nm: micro-batches per data rank per step. step s: compute at %.0f%% of %.0f "
+      "TFLOP/s, plus each axis's bytes at %.0f GB/s in a node (%.0f between nodes), plus "
+      "AdamW at %.0f GB/s HBM; no overlap.%s%s\n",
+      100 * o.hw.efficiency, o.precision == PlanPrecision::fp32 ? o.hw.tflops_32 : o.hw.tflops_16,
+      o.hw.link_gbps, o.hw.network_gbps, o.hw.hbm_gbps,
+      o.recompute == Recomputation::full ? " Full recomputation: predicted, not yet built." : "",
+      o.offload != Offloading::none ? " Offload: predicted, not yet built." : "");
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 2;
+}

@@ -1,0 +1,366 @@
+#pragma once
+// The planner's analytic model: for a model shape, a plan, a precision, a micro-batch, a
+// sequence length, a recomputation mode and an offload mode, the bytes each rank holds by
+// arena category (at their peaks within a step) and the bytes each of its communicators
+// moves per step, by collective kind.
+//
+// The figures are derived from how seqpar allocates, not from textbook ratios: the flat
+// units of config/units.hpp padded to the data degree, the shards and transient buffers of
+// parallel/data_axis.hpp, the activation records of nn/activations.hpp and nn/block.hpp,
+// the LM head's chunked scratch of nn/lm_head.hpp, the micro-batch schedules of
+// train/pipeline.hpp, and the ring byte counts of comm/communicator.hpp. They are exact for
+// a synchronous communicator (ThreadComm, MpiComm; tests/plan holds them to the arena and
+// the counters); `asynchronous` adds what NcclComm keeps in flight (a second unit's
+// unreduced gradients, the next unit's gathered parameters).
+//
+// Full recomputation and offload are predicted from the design (DESIGN.md, "Memory relief")
+// before the library implements them; docs/memory.md marks those figures as predictions.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "seqpar/comm/communicator.hpp"
+#include "seqpar/config/bloom.hpp"
+#include "seqpar/config/units.hpp"
+#include "seqpar/core/arena.hpp"
+#include "seqpar/plan/plan_desc.hpp"
+
+namespace seqpar::inline v0 {
+
+/// The storage precision of weights, activations and gradients: fp32 throughout, or 16-bit
+/// storage with fp32 master weights, moments and statistics (Bf16Mixed, Fp16Mixed).
+enum class PlanPrecision : std::uint8_t { fp32, bf16, fp16 };
+/// What a block keeps for its backward: everything, all but the attention probabilities
+/// (selective), or only its input (full).
+enum class Recomputation : std::uint8_t { none, selective, full };
+/// Which state lives in host memory: none, the optimizer's (master weights, moments and a
+/// gradient shard for the host AdamW), or also ZeRO-3's parameter shards.
+enum class Offloading : std::uint8_t { none, optimizer, optimizer_and_parameters };
+
+/// Everything the prediction depends on.
+struct PlanQuery {
+  BloomConfig model{};  // SeqGPT-560M by default
+  PlanDesc plan{};
+  PlanPrecision precision = PlanPrecision::fp32;
+  std::int64_t micro_batch_rows = 1;
+  std::int64_t seq = 512;
+  std::int64_t micro_batches = 1;  // per data rank per step (gradient accumulation)
+  /// Tokens with a target per micro-batch; -1: every position but each row's last
+  /// (labels = ids, no padding).
+  std::int64_t targets_per_micro_batch = -1;
+  Recomputation recompute = Recomputation::none;
+  bool fused_attention = false;  // AttentionKind::fused: a log-sum-exp per query, no probabilities
+  Offloading offload = Offloading::none;
+  /// The LM head's logits budget (TrainOptions::logits_bytes; Ops<Cpu> 32 MiB, Ops<Cuda> 256 MiB).
+  std::int64_t logits_bytes = std::int64_t{256} << 20;
+  /// A communicator with its own stream (NcclComm): reductions and gathers overlap compute.
+  bool asynchronous = false;
+
+  std::int64_t targets() const {
+    return targets_per_micro_batch >= 0 ? targets_per_micro_batch
+                                        : micro_batch_rows * std::max<std::int64_t>(seq - 1, 0);
+  }
+  std::int64_t storage_bytes() const { return precision == PlanPrecision::fp32 ? 4 : 2; }
+  bool mixed() const { return precision != PlanPrecision::fp32; }
+};
+
+/// What one rank (a pipeline stage and a tensor rank; every data rank of them is alike)
+/// holds and moves in one step.
+struct RankPrediction {
+  int stage = 0, tensor_rank = 0;
+  std::array<std::int64_t, memory_kinds> peak{};  // bytes at each category's peak
+  std::int64_t device_peak = 0;                   // device bytes at their joint peak
+  std::int64_t host_bytes = 0;                    // host_optimizer + host_parameters
+  CommStats data, tensor, pipeline;               // per step, under the ring model
+  double flops = 0;                               // per step, recomputation included
+
+  std::int64_t of(Memory m) const { return peak[static_cast<std::size_t>(m)]; }
+};
+
+/// Every rank kind of a plan, and the worst figures over them.
+struct PlanPrediction {
+  std::vector<RankPrediction> ranks;  // stage-major, tensor rank minor
+
+  const RankPrediction& at(int stage, int tensor_rank, int tensor_degree) const {
+    return ranks[static_cast<std::size_t>(stage * tensor_degree + tensor_rank)];
+  }
+  /// The largest peak of a category over the ranks.
+  std::int64_t worst(Memory m) const {
+    std::int64_t w = 0;
+    for (const auto& r : ranks) w = std::max(w, r.of(m));
+    return w;
+  }
+  std::int64_t worst_device_peak() const {
+    std::int64_t w = 0;
+    for (const auto& r : ranks) w = std::max(w, r.device_peak);
+    return w;
+  }
+  std::int64_t worst_host_bytes() const {
+    std::int64_t w = 0;
+    for (const auto& r : ranks) w = std::max(w, r.host_bytes);
+    return w;
+  }
+};
+
+namespace detail {
+
+// Element counts of the units a tensor rank holds (config/units.hpp's table, as numbers):
+// 0 the embedding (vocab rows padded to 128 t, split over t) and its layernorm, 1..L the
+// blocks, L + 1 ln_f.
+inline std::vector<std::int64_t> unit_numels(const BloomConfig& m, int t) {
+  const std::int64_t H = m.hidden, F = 4 * m.hidden;
+  std::vector<std::int64_t> n(static_cast<std::size_t>(m.layers + 2));
+  n[0] = padded_vocab(m.vocab_size, t) / t * H + 2 * H;
+  const std::int64_t block = 2 * H + (3 * H / t) * H + 3 * H / t + H * (H / t) + H + 2 * H +
+                             (F / t) * H + F / t + H * (F / t) + H;
+  for (std::int64_t l = 1; l <= m.layers; ++l) n[static_cast<std::size_t>(l)] = block;
+  n.back() = 2 * H;
+  return n;
+}
+
+// Records c with the ring counts of one call, as the communicator of `size` ranks would.
+inline void count_call(CommStats& c, CollectiveKind k, std::int64_t count, std::int64_t elem,
+                       int size) {
+  if (size <= 1) return;  // a one-rank group moves nothing (and may not be a communicator)
+  c.record(k,
+           ring_bytes(k, static_cast<std::size_t>(count), static_cast<std::size_t>(elem), size, 0));
+}
+
+}  // namespace detail
+
+/// Floating-point operations of one training step per rank of a plan (forward + backward,
+/// the recomputation's extra forward work included; matrix products only).
+inline double step_flops(const PlanQuery& q, int stage) {
+  const auto& m = q.model;
+  const double t = q.plan.tensor, H = static_cast<double>(m.hidden), F = 4.0 * H,
+               S = static_cast<double>(q.seq), L = static_cast<double>(m.layers / q.plan.pipeline);
+  const double tokens = static_cast<double>(q.micro_batch_rows * q.seq * q.micro_batches);
+  const double dense = 2.0 * (3 * H * H + H * H + 2 * F * H) / t;  // per token per block
+  const double attn = 2.0 * 2.0 * S * H / t;                       // q k^T and P v, per token
+  double fwd = L * (dense + attn);
+  double extra = 0;  // recomputed in the backward
+  if (q.recompute == Recomputation::selective && !q.fused_attention) extra = L * attn / 2;
+  if (q.recompute == Recomputation::full) extra = fwd;
+  if (q.fused_attention) extra += L * attn / 2;  // each tile's scores again
+  double head = 0;
+  if (stage == q.plan.pipeline - 1)
+    head = 2.0 * static_cast<double>(padded_vocab(m.vocab_size, q.plan.tensor)) / t * H;
+  // backward: twice the forward (input and weight gradients)
+  return tokens * (3 * fwd + extra) + static_cast<double>(q.targets() * q.micro_batches) * 3 * head;
+}
+
+/// The prediction for every rank kind of q.plan.
+inline PlanPrediction predict(const PlanQuery& q) {
+  using detail::count_call;
+  using CK = CollectiveKind;
+  const auto& m = q.model;
+  const PlanDesc& p = q.plan;
+  const int D = p.data, T = p.tensor, S = p.pipeline, Z = p.zero_stage;
+  const std::int64_t H = m.hidden, F = 4 * m.hidden, L = m.layers, per = L / S;
+  const std::int64_t t = q.storage_bytes(), st = 4, master = 4;  // T, StatScalar<T>, Master
+  const std::int64_t B = q.micro_batch_rows, Sq = q.seq, N = B * Sq, Nv = q.targets();
+  const std::int64_t mb = q.micro_batches;
+  const std::int64_t nh = m.heads / T, Hl = H / T, Fl = F / T;
+  const auto numel = detail::unit_numels(m, T);
+  const auto padded = [&](std::size_t u) { return (numel[u] + D - 1) / D * D; };
+  const auto shard = [&](std::size_t u) { return padded(u) / D; };
+  const bool standard = !q.fused_attention;
+  const bool full_recompute = q.recompute == Recomputation::full;
+  const bool keeps_probs = standard && q.recompute == Recomputation::none;
+  const bool offload_opt = q.offload != Offloading::none;
+  const bool offload_params = q.offload == Offloading::optimizer_and_parameters && Z == 3;
+
+  PlanPrediction out;
+  for (int stage = 0; stage < S; ++stage) {
+    for (int tr = 0; tr < T; ++tr) {
+      RankPrediction r;
+      r.stage = stage;
+      r.tensor_rank = tr;
+      const bool emb = stage == 0, head = stage == S - 1;
+      const std::int64_t first = stage * per;
+      std::vector<std::size_t> held;
+      if (emb || head) held.push_back(0);
+      for (std::int64_t l = first; l < first + per; ++l)
+        held.push_back(static_cast<std::size_t>(l + 1));
+      if (head) held.push_back(static_cast<std::size_t>(L + 1));
+      const std::size_t u_final = static_cast<std::size_t>(L + 1), u_block = 1;
+
+      // --- model state (parallel/data_axis.hpp) ----------------------------------------
+      std::int64_t params = 0, grads = 0, optim = 0, z1_shards = 0, max_shard = 0;
+      for (const auto u : held) {
+        const std::int64_t range = Z == 0 ? padded(u) : shard(u);
+        params += (Z == 3 ? shard(u) : padded(u)) * t;
+        grads += (Z >= 2 ? shard(u) : padded(u)) * t;
+        if (Z == 1) z1_shards += shard(u) * t;  // the reduce-scatter target, a buffer
+        optim += range * (2 + (q.mixed() ? 1 : 0)) * master;
+        max_shard = std::max(max_shard, shard(u));
+      }
+      auto& pk = r.peak;
+      const auto set = [&](Memory k, std::int64_t v) { pk[static_cast<std::size_t>(k)] = v; };
+      set(Memory::parameters, offload_params ? 0 : params);
+      set(Memory::gradients, grads);
+      set(Memory::optimizer, offload_opt ? 0 : optim);
+      if (offload_opt) {
+        // the host keeps fp32 master weights, both moments and a gradient shard per element
+        // of this rank's range
+        std::int64_t range_elems = 0;
+        for (const auto u : held) range_elems += Z == 0 ? padded(u) : shard(u);
+        set(Memory::host_optimizer, range_elems * (3 * master + 4));
+      }
+      if (offload_params) set(Memory::host_parameters, params);
+
+      // --- transient unit buffers of ZeRO-2/3 ------------------------------------------
+      // Walk the units in the order the stage's backward reduces them (ln_f, the blocks
+      // from the top, then the table's grads on the stage with the embedding); the
+      // head's table gradient exists from the loss to the end of that backward.
+      std::int64_t unreduced = 0, gathered = 0;
+      if (Z >= 2) {
+        const std::int64_t part = D > 1 ? 1 : 0;  // the reduce-scatter's output block
+        const auto reduce = [&](std::size_t u) { return padded(u) + part * shard(u); };
+        const std::int64_t table = padded(0);
+        std::int64_t w = 0;
+        const bool blocks = per > 0;
+        if (head) w = std::max(w, table + reduce(u_final));
+        const std::int64_t table_live = head && emb ? table : 0;  // held through the blocks
+        if (blocks) w = std::max(w, table_live + reduce(u_block));
+        if (head && !emb) w = std::max(w, table + part * shard(0));
+        if (emb) w = std::max(w, reduce(0));
+        if (q.asynchronous && blocks) w += reduce(u_block);  // one more unit in flight
+        unreduced = w * t;
+      }
+      if (Z == 3) {
+        // forward: one unit at a time; the head's table from the loss through ln_f's
+        // backward (and, with the embedding on this stage, through the whole backward)
+        std::int64_t w = std::max(padded(0) * (emb ? 1 : 0), padded(u_block));
+        if (head) w = std::max(w, padded(0) + padded(u_final));
+        if (head && emb) w = std::max(w, padded(0) + padded(u_block));
+        if (q.asynchronous) w += padded(u_block);  // the next unit gathered ahead
+        gathered = w * t;
+        if (offload_params) gathered += max_shard * t;  // the shard uploaded for its gather
+      }
+      set(Memory::unreduced_gradients, unreduced);
+      set(Memory::gathered_parameters, gathered);
+
+      // --- activations (nn/activations.hpp, nn/block.hpp, train/pipeline.hpp) --------
+      const std::int64_t batch_part = N * (4 + st + 1);   // ids, ALiBi positions, validity
+      const std::int64_t stream = (per + 1) * N * H * t;  // the residual stream x[0..per]
+      std::int64_t block_rec = N * H * t * 3 + 4 * N * st + 4 * N * Hl * t + 2 * N * Fl * t;
+      if (keeps_probs) block_rec += B * nh * Sq * Sq * t;
+      if (!standard) block_rec += B * nh * Sq * st;
+      const std::int64_t ends =
+          (emb ? N * H * t + 2 * N * st : 0) + (head ? N * H * t + 2 * N * st : 0);
+      const std::int64_t blocks_kept = full_recompute ? 0 : per * block_rec;
+      const std::int64_t full = batch_part + stream + ends + blocks_kept;
+      const std::int64_t prepared = batch_part + stream;  // the next record, before its forward
+      const std::int64_t grad_slot = N * H * t;           // d stage output of a micro-batch
+      std::int64_t records = 1, slots = 1;
+      bool next_prepared = false;
+      if (p.gpipe && S > 1) {
+        records = mb;
+        slots = head ? mb : 1;
+      } else {
+        const std::int64_t warm = std::min<std::int64_t>(S - stage - 1, mb);
+        records = std::min(warm + 1, mb);
+        next_prepared = mb > warm + 1;
+      }
+      // full recomputation: the block being recomputed holds its whole record once more
+      const std::int64_t recomputed =
+          full_recompute ? block_rec + (standard ? B * nh * Sq * Sq * t : 0) : 0;
+      const std::int64_t act_backward = records * full + slots * grad_slot + recomputed;
+      const std::int64_t act_peak =
+          act_backward + (next_prepared ? prepared : 0) - (next_prepared ? recomputed : 0);
+      set(Memory::activations, std::max(act_backward, act_peak));
+
+      // --- buffers: scratch kept from step to step, and the transient ones -------------
+      std::int64_t buffers = m.heads * st + 8 + z1_shards;  // ALiBi slopes, the norm's sum
+      buffers += N * Fl * t + N * H * t + N * Hl * t + 3 * N * Hl * t;  // block backward scratch
+      if (standard) buffers += B * nh * Sq * Sq * t;                    // d probabilities
+      if (standard && q.recompute == Recomputation::selective)
+        buffers += B * nh * Sq * Sq * t;           // the recomputed ones
+      if (!standard) buffers += B * nh * Sq * st;  // rowsum(d ctx * ctx)
+      if (emb) buffers += N * H * t;               // the embedding's d
+      if (head) buffers += N * H * t;              // d ln_f output
+      if (head && Nv > 0) {
+        const std::int64_t rows = padded_vocab(m.vocab_size, T) / T, row0 = rows * tr;
+        const std::int64_t real = std::clamp<std::int64_t>(m.vocab_size - row0, 0, rows);
+        const std::int64_t chunk =
+            vocab_chunk(Nv, real, static_cast<std::size_t>(t), q.logits_bytes);
+        buffers += 2 * Nv * H * t + Nv * chunk * t;  // kept rows, their d, a logits chunk
+        if (q.mixed()) buffers += Nv * H * st;       // d rows summed in fp32
+        buffers += 5 * Nv * st + 2 * Nv * 4;         // softmax statistics, row lists
+      }
+      std::int64_t transient = 0;
+      if (Z == 1 || Z == 2) transient = D > 1 ? max_shard * t : 0;  // the all-gather's source
+      if (S > 1 && (emb || head))
+        transient = std::max(transient, (Z == 0 ? padded(0) : shard(0)) * t);
+      set(Memory::buffers, buffers + transient);
+
+      // --- the joint device peak ---------------------------------------------------------
+      const std::int64_t state = pk[0] + pk[1] + pk[2] + buffers;
+      const std::int64_t in_backward = state + act_backward + unreduced + gathered;
+      const std::int64_t at_prepare = state + act_peak;
+      const std::int64_t at_update = state + transient;
+      r.device_peak = std::max({in_backward, at_prepare, at_update});
+      r.host_bytes = r.of(Memory::host_optimizer) + r.of(Memory::host_parameters);
+
+      // --- bytes moved per step ---------------------------------------------------------
+      // data axis
+      for (const auto u : held) {
+        if (Z == 0) count_call(r.data, CK::all_reduce, padded(u), t, D);
+        if (Z == 1) count_call(r.data, CK::reduce_scatter, shard(u), t, D);
+        if (Z >= 2)
+          for (std::int64_t i = 0; i < mb; ++i)
+            count_call(r.data, CK::reduce_scatter, shard(u), t, D);
+        if (Z == 1 || Z == 2) count_call(r.data, CK::all_gather, shard(u), t, D);
+        if (Z == 3) {
+          // gathers per micro-batch: every use, except the table's backward on a stage that
+          // kept it from the loss
+          std::int64_t uses = 2;
+          if (u == 0 && head && !emb) uses = 1;
+          for (std::int64_t i = 0; i < mb * uses; ++i)
+            count_call(r.data, CK::all_gather, shard(u), t, D);
+        }
+      }
+      if (Z > 0) count_call(r.data, CK::all_reduce, 1, 8, D);  // the gradient norm's sum
+      count_call(r.data, CK::all_reduce, 1, 8, D);             // the loss sum
+      // tensor axis: per micro-batch, the embedding's rows, two sums per block each way,
+      // and the vocab-parallel cross-entropy
+      for (std::int64_t i = 0; i < mb; ++i) {
+        if (emb) count_call(r.tensor, CK::all_reduce, N * H, t, T);
+        for (std::int64_t l = 0; l < 4 * per; ++l)
+          count_call(r.tensor, CK::all_reduce, N * H, t, T);
+        if (head) buffers += N * H * t;  // d ln_f output
+        if (head && Nv > 0) {
+          for (int k = 0; k < 3; ++k) count_call(r.tensor, CK::all_reduce, Nv, st, T);
+          count_call(r.tensor, CK::all_reduce, Nv * H, q.mixed() ? st : t, T);
+        }
+      }
+      count_call(r.tensor, CK::all_reduce, 1, 8, T);  // the gradient norm's sum
+      // pipeline axis: a stage's input and output per micro-batch each way, the tied table
+      for (std::int64_t i = 0; i < mb; ++i) {
+        if (!emb) {
+          count_call(r.pipeline, CK::recv, N * H, t, S);
+          count_call(r.pipeline, CK::send, N * H, t, S);
+        }
+        if (!head) {
+          count_call(r.pipeline, CK::send, N * H, t, S);
+          count_call(r.pipeline, CK::recv, N * H, t, S);
+        }
+      }
+      if (S > 1 && (emb || head)) {
+        const std::int64_t n0 = Z == 0 ? padded(0) : shard(0);
+        count_call(r.pipeline, CK::send, n0, t, S);
+        count_call(r.pipeline, CK::recv, n0, t, S);
+      }
+      count_call(r.pipeline, CK::all_reduce, 1, 8, S);  // the loss sum
+      count_call(r.pipeline, CK::all_reduce, 1, 8, S);  // the gradient norm's sum
+      r.flops = step_flops(q, stage);
+      out.ranks.push_back(r);
+    }
+  }
+  return out;
+}
+
+}  // namespace seqpar::inline v0

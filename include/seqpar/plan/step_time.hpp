@@ -1,0 +1,122 @@
+#pragma once
+// A step time from stated assumptions, and the largest micro-batch that fits: what
+// seqpar-plan prints beside the memory figures. The time is a sum of parts that are taken
+// not to overlap (an upper estimate for a communicator that overlaps, NcclComm):
+//
+//   compute   step_flops / (peak x efficiency), times 1 + (S - 1) / m for a pipeline's bubble
+//   comm      each axis's bytes sent per rank / its link's bandwidth (ring: a rank sends and
+//             receives at once, so the bytes sent are the time); an axis whose ranks fit in
+//             one node uses the node's link (NVLink or PCIe), else the network
+//   update    AdamW reads and writes parameters, gradients and optimizer state once: their
+//             bytes x 2 / HBM bandwidth; offloaded, the host's state x 2 / host memory
+//             bandwidth, and each element's gradient down and weight up over PCIe
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "seqpar/plan/predict.hpp"
+
+namespace seqpar::inline v0 {
+
+/// What a GPU and its links are taken to do. Rates are dense peaks; bandwidths per
+/// direction, GB/s = 1e9 bytes per second.
+struct Hardware {
+  std::string name = "h200";
+  double memory_gib = 140;   // usable device memory
+  double tflops_16 = 989;    // bf16/fp16 tensor cores, fp32 accumulation
+  double tflops_32 = 67;     // fp32 without tensor cores
+  double efficiency = 0.4;   // the fraction of the peak the GEMMs reach (MFU)
+  double hbm_gbps = 4800;    // device memory bandwidth
+  double link_gbps = 450;    // between GPUs of a node: NVLink, or PCIe where there is none
+  double network_gbps = 25;  // between nodes, per GPU (200 Gb/s InfiniBand)
+  double pcie_gbps = 25;     // host <-> device (offload)
+  double host_gbps = 50;     // host memory bandwidth (the host AdamW)
+  int gpus_per_node = 8;
+};
+
+/// The presets seqpar-plan knows (`--gpu NAME`): published peaks and bandwidths.
+inline std::vector<Hardware> hardware_presets() {
+  // name, GiB, bf16 TFLOP/s, fp32 TFLOP/s, efficiency, HBM, node link, network, PCIe, host,
+  // GPUs/node
+  return {
+      {"h200", 140, 989, 67, 0.4, 4800, 450, 25, 55, 50, 8},
+      {"h100", 80, 989, 67, 0.4, 3350, 450, 25, 55, 50, 8},
+      {"a100-40", 40, 312, 19.5, 0.4, 1555, 300, 25, 25, 50, 8},
+      {"a100-80", 80, 312, 19.5, 0.4, 2039, 300, 25, 25, 50, 8},
+      {"rtx4090", 24, 165, 82.6, 0.4, 1008, 25, 12.5, 25, 50, 8},
+      {"rtx3090", 24, 71, 35.6, 0.4, 936, 25, 12.5, 25, 50, 8},
+  };
+}
+
+inline std::optional<Hardware> hardware_preset(const std::string& name) {
+  for (const Hardware& h : hardware_presets())
+    if (h.name == name) return h;
+  return std::nullopt;
+}
+
+/// The parts of a step's predicted time, in seconds.
+struct StepTime {
+  double compute = 0, comm = 0, update = 0;
+  double total() const { return compute + comm + update; }
+};
+
+/// The predicted time of one step of rank `r` of q's plan on hardware h.
+inline StepTime step_time(const PlanQuery& q, const RankPrediction& r, const Hardware& h) {
+  const PlanDesc& p = q.plan;
+  StepTime s;
+  const double peak = (q.mixed() ? h.tflops_16 : h.tflops_32) * 1e12 * h.efficiency;
+  const double bubble =
+      p.pipeline > 1 ? static_cast<double>(p.pipeline - 1) / static_cast<double>(q.micro_batches)
+                     : 0.0;
+  s.compute = r.flops / peak * (1 + bubble);
+  // the mesh puts tensor ranks innermost, then data, then pipeline
+  const auto bw = [&](int span) {
+    return (span <= h.gpus_per_node ? h.link_gbps : h.network_gbps) * 1e9;
+  };
+  s.comm = static_cast<double>(r.tensor.total_bytes_sent()) / bw(p.tensor) +
+           static_cast<double>(r.data.total_bytes_sent()) / bw(p.tensor * p.data) +
+           static_cast<double>(r.pipeline.total_bytes_sent()) / bw(p.world_size());
+  const auto device_state = static_cast<double>(r.of(Memory::parameters) + r.of(Memory::gradients) +
+                                                r.of(Memory::optimizer));
+  s.update = 2 * device_state / (h.hbm_gbps * 1e9);
+  if (r.host_bytes > 0) {
+    // 16 host bytes per element of the rank's range: its gradient comes down and its
+    // working weight goes up
+    const double elems = static_cast<double>(r.of(Memory::host_optimizer)) / 16;
+    s.update += 2 * static_cast<double>(r.host_bytes) / (h.host_gbps * 1e9) +
+                elems * 2 * static_cast<double>(q.storage_bytes()) / (h.pcie_gbps * 1e9);
+  }
+  return s;
+}
+
+/// The worst rank's step time of q's plan (the step ends when the slowest rank's does).
+inline double step_seconds(const PlanQuery& q, const PlanPrediction& pred, const Hardware& h) {
+  double w = 0;
+  for (const auto& r : pred.ranks) w = std::max(w, step_time(q, r, h).total());
+  return w;
+}
+
+/// The largest micro-batch (rows) whose worst rank's device peak fits in `budget_bytes`,
+/// at most `limit`; 0 when not even one row fits. The peak grows with the rows.
+inline std::int64_t max_micro_batch(PlanQuery q, std::int64_t budget_bytes,
+                                    std::int64_t limit = 1 << 16) {
+  const auto fits = [&](std::int64_t rows) {
+    q.micro_batch_rows = rows;
+    q.targets_per_micro_batch = -1;
+    return predict(q).worst_device_peak() <= budget_bytes;
+  };
+  if (!fits(1)) return 0;
+  std::int64_t lo = 1, hi = 2;
+  while (hi <= limit && fits(hi)) lo = hi, hi *= 2;
+  if (hi > limit) return lo;
+  while (hi - lo > 1) {  // fits(lo), !fits(hi)
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace seqpar::inline v0
