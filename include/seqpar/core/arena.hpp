@@ -17,8 +17,8 @@
 namespace seqpar::inline v0 {
 
 /// What a block of memory holds; the trainer reports and the plan model predicts each.
-enum class Memory : std::uint8_t { parameters, gradients, optimizer, activations, buffers };
-inline constexpr std::size_t memory_kinds = 5;
+enum class Memory : std::uint8_t { parameters, gradients, optimizer, activations, buffers, gathered_parameters, unreduced_gradients, host_optimizer, host_parameters };
+inline constexpr std::size_t memory_kinds = 9;
 
 /// Current and peak bytes per category, and of all categories together.
 struct MemoryStats {
