@@ -152,12 +152,6 @@ struct AdamCoeffs {
 // scalars, the host AdamW's AVX2 and AVX-512 paths, the CUDA kernel) rounds it once,
 // whatever the compiler's contraction setting: they all give the same bits.
 // (nvcc: the host launchers instantiate this body on host-only lane types.)
-// (GCC notes that a wide lane type passed by value changes the ABI for callers compiled
-// without it; the host launchers inline every such call into code compiled for it.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 #ifdef __CUDACC__
 #pragma nv_exec_check_disable
 #endif
@@ -170,9 +164,6 @@ SEQPAR_HOST_DEVICE void adamw(T& p, G g_in, T& m, T& v, const AdamCoeffs& c, boo
   const T denom = sqrt_of(v) / T(c.bias_correction2_sqrt) + T(c.eps);
   p = fma_of(T(-c.step_size), m / denom, p);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 // ALiBi slope of head h out of n (any n, powers of two or not).
 inline double alibi_slope(std::int64_t h, std::int64_t n) {

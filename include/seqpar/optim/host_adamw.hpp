@@ -99,9 +99,10 @@ void run_scalar(M* p, const M* g, M* m, M* v, std::int64_t i0, std::int64_t i1,
 
 #if SEQPAR_HOST_ADAMW_X86
 // The lane types pass __m256 / __m512 by value into the body's instantiation, which GCC
-// notes as an ABI change for callers without AVX; every such call is inlined into the
-// loops below, compiled for the target. (GCC 12 also sees _mm512_sqrt_ps's deliberately
-// undefined pass-through operand as maybe uninitialised.)
+// notes as an ABI change for callers without AVX (a note GCC prints at kernels::adamw
+// whatever the pragmas here); every such call is inlined into the loops below, compiled
+// for the target. GCC 12 also sees _mm512_sqrt_ps's deliberately undefined pass-through
+// operand as maybe uninitialised.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
