@@ -1,9 +1,9 @@
 // How fast does the host AdamW of offloaded optimizer state run, per path and thread
 // count, against a plain loop? One step over a slice of SeqGPT-560M's 559,214,592
 // parameters (an eighth by default: 69.9M parameters, 1.1 GB of weights, gradients and
-// moments, which a shared machine can spare; SEQPAR_ADAM_PARAMS sets the count) in fp32. Counters: params_per_s, and
-// GB_per_s of memory traffic (28 bytes a parameter: p, g, m, v read, p, m, v written).
-// Scale a slice's time by 559,214,592 / params for the whole model.
+// moments, which a shared machine can spare; SEQPAR_ADAM_PARAMS sets the count) in fp32. Counters:
+// params_per_s, and GB_per_s of memory traffic (28 bytes a parameter: p, g, m, v read, p, m, v
+// written). Scale a slice's time by 559,214,592 / params for the whole model.
 // tools/bench_host_adamw.py times torch.optim.AdamW(foreach=True) on the same count.
 #include <benchmark/benchmark.h>
 
@@ -92,7 +92,12 @@ void BM_plain_loop(benchmark::State& state) {
   }
   report(state, n);
 }
-BENCHMARK(BM_plain_loop)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_plain_loop)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_host_adamw(benchmark::State& state) {
   const auto isa = static_cast<HostIsa>(state.range(0));

@@ -5,12 +5,12 @@
 // where the state went.
 #include <doctest/doctest.h>
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
-#include <type_traits>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_test_util.hpp"
@@ -67,8 +67,7 @@ void check_offload_bits(Offload off) {
   CHECK(host.memory.current_of(Memory::optimizer) == 0);
   // fp32 master weights, m and v of every element (one rank: the whole padded model).
   CHECK(host.memory.current_of(Memory::host_optimizer) ==
-        dev.memory.current_of(Memory::optimizer) * 12 /
-            (std::is_same_v<Prec, Fp32> ? 8 : 12));
+        dev.memory.current_of(Memory::optimizer) * 12 / (std::is_same_v<Prec, Fp32> ? 8 : 12));
   if (off == Offload::optimizer_and_params) {
     CHECK(host.memory.current_of(Memory::parameters) == 0);
     CHECK(host.memory.current_of(Memory::host_parameters) ==

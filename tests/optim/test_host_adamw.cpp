@@ -54,10 +54,14 @@ kernels::Segments<bool> segments(const std::vector<std::int64_t>& lengths) {
 const kernels::AdamCoeffs kCoeffs = adam_coeffs({0.9, 0.999, 1e-8, 0.1}, 3e-3, 3);
 }  // namespace
 
-TEST_CASE("host AdamW: every available path equals the scalar path and the CPU backend, bit for bit") {
-  for (const std::vector<std::int64_t>& lengths :
-       {std::vector<std::int64_t>{1}, {7}, {8, 9}, {15, 1, 17}, {4096 * 3 + 5},
-        {33, 4096, 4095, 31, 2}}) {
+TEST_CASE(
+    "host AdamW: every available path equals the scalar path and the CPU backend, bit for bit") {
+  for (const std::vector<std::int64_t>& lengths : {std::vector<std::int64_t>{1},
+                                                   {7},
+                                                   {8, 9},
+                                                   {15, 1, 17},
+                                                   {4096 * 3 + 5},
+                                                   {33, 4096, 4095, 31, 2}}) {
     const auto decay = segments(lengths);
     const std::int64_t n = decay.size();
     CAPTURE(n);

@@ -5,8 +5,8 @@
 // offloaded run resumes from its checkpoint as if it had never stopped.
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 #include "../support/plans.hpp"
 
@@ -43,8 +43,7 @@ template <class TrainerT>
 std::int64_t range_elements(TrainerT& t, int zero_stage, int data_degree) {
   std::int64_t n = 0;
   for (std::size_t u = 0; u < t.model().units().size(); ++u)
-    if (t.model().holds(u))
-      n += t.model().padded_numel(u) / (zero_stage > 0 ? data_degree : 1);
+    if (t.model().holds(u)) n += t.model().padded_numel(u) / (zero_stage > 0 ? data_degree : 1);
   return n;
 }
 
@@ -67,8 +66,9 @@ TEST_CASE_TEMPLATE("offloading ZeRO-3's parameters too changes no bit", Plan, Sh
   check_same_bits<Plan>(Offload::optimizer_and_params);
 }
 
-TEST_CASE("offloaded ZeRO-3 over communicators whose collectives run when joined: the gathers "
-          "ahead upload their shards and change no bit") {
+TEST_CASE(
+    "offloaded ZeRO-3 over communicators whose collectives run when joined: the gathers "
+    "ahead upload their shards and change no bit") {
   using Deferred = test::DeferredComm<ThreadComm>;
   auto o = with_offload(Offload::optimizer_and_params);
   o.micro_batch_rows = 2;
@@ -81,9 +81,10 @@ TEST_CASE("offloaded ZeRO-3 over communicators whose collectives run when joined
   }
 }
 
-TEST_CASE_TEMPLATE("the arena: no optimizer state on the device, 12 bytes a parameter of the "
-                   "range on the host (fp32 master, m, v)",
-                   Plan, Replicated<2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>) {
+TEST_CASE_TEMPLATE(
+    "the arena: no optimizer state on the device, 12 bytes a parameter of the "
+    "range on the host (fp32 master, m, v)",
+    Plan, Replicated<2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>) {
   constexpr int n = PlanTraits<Plan>::world_size, zero = PlanTraits<Plan>::zero_stage;
   std::mutex m;
   run_ranks(n, [&](ThreadComm& comm) {
@@ -94,7 +95,8 @@ TEST_CASE_TEMPLATE("the arena: no optimizer state on the device, 12 bytes a para
     const auto range = range_elements(off, zero, n);
     const auto a = plain.memory(), b = off.memory();
     std::lock_guard lock(m);
-    CHECK(a.current_of(Memory::optimizer) == 8 * range);  // fp32: m and v; the weights are the master
+    CHECK(a.current_of(Memory::optimizer) ==
+          8 * range);  // fp32: m and v; the weights are the master
     CHECK(a.current_of(Memory::host_optimizer) == 0);
     CHECK(b.current_of(Memory::optimizer) == 0);
     CHECK(b.peak_of(Memory::optimizer) == 0);
@@ -106,8 +108,9 @@ TEST_CASE_TEMPLATE("the arena: no optimizer state on the device, 12 bytes a para
   });
 }
 
-TEST_CASE("ZeRO-3 with its parameters offloaded: no parameter shard on the device, and no more "
-          "device buffers than the units in flight and one uploaded shard") {
+TEST_CASE(
+    "ZeRO-3 with its parameters offloaded: no parameter shard on the device, and no more "
+    "device buffers than the units in flight and one uploaded shard") {
   std::mutex m;
   run_ranks(2, [&](ThreadComm& comm) {
     Trainer<Small, Sharded<Zero3, 2>> dev(comm, with_offload(Offload::none));
@@ -136,7 +139,8 @@ TEST_CASE("parameter offload is refused where parameters are not sharded, naming
   CHECK_THROWS_WITH_AS(
       run_ranks(2,
                 [](ThreadComm& c) {
-                  Trainer<Small, Sharded<Zero2, 2>> t(c, with_offload(Offload::optimizer_and_params));
+                  Trainer<Small, Sharded<Zero2, 2>> t(c,
+                                                      with_offload(Offload::optimizer_and_params));
                 }),
       doctest::Contains("Offload::optimizer_and_params offloads parameter shards, which only "
                         "Sharded<Zero3, N> keeps"),
@@ -146,8 +150,9 @@ TEST_CASE("parameter offload is refused where parameters are not sharded, naming
                        doctest::Contains("--offload: 'cpu' is not an offload"), Error);
 }
 
-TEST_CASE("an offloaded run resumes from its checkpoint bit for bit; the file resumes without "
-          "offload and under another plan too") {
+TEST_CASE(
+    "an offloaded run resumes from its checkpoint bit for bit; the file resumes without "
+    "offload and under another plan too") {
   constexpr int kSteps = test::kPlanSteps, kSplit = 2;
   using Z3 = Sharded<Zero3, 2>;
   const auto o = with_offload(Offload::optimizer_and_params);

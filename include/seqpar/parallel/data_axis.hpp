@@ -96,8 +96,10 @@ class DataAxisBase : public UnitHooks {
   /// The books of the host arena the offloaded state lives in, when it is not the model's
   /// own (Cuda); null on Cpu, where one arena counts both.
   const MemoryStats* separate_host_stats() const {
-    if constexpr (shared_host_arena) return nullptr;
-    else return own_host_ ? &own_host_->stats() : nullptr;
+    if constexpr (shared_host_arena)
+      return nullptr;
+    else
+      return own_host_ ? &own_host_->stats() : nullptr;
   }
   /// Starts a new peak window of that host arena (with the device arena's, each step).
   void reset_host_peaks() {
@@ -155,7 +157,8 @@ class DataAxisBase : public UnitHooks {
   }
   /// Sets the moment `part` (m or v) of unit u over this rank's range from host memory.
   void write_moments(std::size_t u, AdamPart part, const Master* host) {
-    SEQPAR_CHECK(part != AdamPart::master, "write_moments: the master weights are set by write_params");
+    SEQPAR_CHECK(part != AdamPart::master,
+                 "write_moments: the master weights are set by write_params");
     const std::int64_t n = shards_[u].size;
     if (offloaded())
       std::copy(host, host + n, part_of(host_[u], part).data());
@@ -231,8 +234,10 @@ class DataAxisBase : public UnitHooks {
 
   bool offloaded() const { return offload_ != Offload::none; }
   HostArenaT& host_arena() {
-    if constexpr (shared_host_arena) return model_->arena();
-    else return *own_host_;
+    if constexpr (shared_host_arena)
+      return model_->arena();
+    else
+      return *own_host_;
   }
   template <class State>
   static auto& part_of(State& s, AdamPart part) {
@@ -249,14 +254,16 @@ class DataAxisBase : public UnitHooks {
     if (!offloaded())
       return adamw_update<D>(p, grad_of(u), adam_[u], model_->units()[u], c, grad_factor);
     if constexpr (!AdamState<T, Arena>::mixed)
-      SEQPAR_CHECK(grad_factor == 1.0, "update_range: a gradient factor (", grad_factor,
-                   ") needs master weights; scale the gradients of a float or double model instead");
+      SEQPAR_CHECK(
+          grad_factor == 1.0, "update_range: a gradient factor (", grad_factor,
+          ") needs master weights; scale the gradients of a float or double model instead");
     auto& h = host_[u];
     const std::int64_t n = shards_[u].size;
     {
       // The gradients in host memory for the update only: at rest, host_optimizer holds
       // exactly the master weights and moments.
-      Buffer<Master, HostArenaT> g(host_arena(), static_cast<std::size_t>(n), Memory::host_optimizer);
+      Buffer<Master, HostArenaT> g(host_arena(), static_cast<std::size_t>(n),
+                                   Memory::host_optimizer);
       download_as<D>(g.data(), grad_of(u), n, model_->arena());
       host_adamw_update(h, g.data(), model_->units()[u], c, grad_factor);
     }
@@ -358,7 +365,7 @@ class DataAxisBase : public UnitHooks {
   Offload offload_;
   std::unique_ptr<HostArenaT> own_host_;  // Cuda, offloaded: the pinned arena (before its buffers)
   std::vector<Range> shards_;
-  std::vector<AdamState<T, Arena>> adam_;  // offloaded: its range only, no buffers
+  std::vector<AdamState<T, Arena>> adam_;                // offloaded: its range only, no buffers
   std::vector<HostAdamState<Master, HostArenaT>> host_;  // offloaded: the state in host memory
   std::vector<Buffer<T, Arena>> grad_shard_;  // sharded: [size] per unit, the reduced gradients
   Buffer<double, Arena> square_sum_;          // [1] the gradient norm's sum, on the device
@@ -676,9 +683,9 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
     Buffer<T, Arena> params(this->model_->arena(),
                             static_cast<std::size_t>(this->model_->padded_numel(u)),
                             Memory::buffers);
-    const CommTicket t = this->comm_.all_gather_async(
-        device_shard(u, ahead_.staging), params.data(),
-        static_cast<std::size_t>(this->shards_[u].size));
+    const CommTicket t =
+        this->comm_.all_gather_async(device_shard(u, ahead_.staging), params.data(),
+                                     static_cast<std::size_t>(this->shards_[u].size));
     ahead_.unit = u;
     ahead_.params = std::move(params);
     ahead_.ticket = t;
@@ -720,9 +727,9 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
   std::vector<std::size_t>
       order_;  // the stack's units in forward order, the tied table last for the head
   bool params_offloaded_;
-  std::vector<Buffer<T, Arena>> param_shard_;  // [size] per unit, this rank's parameters
+  std::vector<Buffer<T, Arena>> param_shard_;            // [size] per unit, this rank's parameters
   std::vector<Buffer<T, HostArenaT>> host_param_shard_;  // the same in host memory, offloaded
-  std::vector<bool> held_;                     // per unit: its full parameters are in the model
+  std::vector<bool> held_;  // per unit: its full parameters are in the model
   struct {
     std::size_t unit = no_unit;
     Buffer<T, Arena> params;   // padded_numel(unit) values, being gathered
