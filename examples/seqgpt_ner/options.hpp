@@ -32,6 +32,7 @@ struct Options {
   std::int64_t save_every = 0;            // steps between checkpoints; 0: at each epoch's end
   std::int64_t save_total_limit = 2;      // checkpoints OUT/step-N.safetensors kept
   std::int64_t max_nonfinite_steps = 10;  // non-finite steps in a row that stop the run
+  std::string offload = "none";           // none | optimizer | optimizer+params (ZeRO-3)
   std::int64_t batch = 16;                // rows of a global batch
   std::int64_t micro_batch =
       0;  // rows per micro-batch; 0: the whole local batch (pipelines: a quarter)
@@ -77,6 +78,7 @@ Parallel plan
   --plan NAME          single dp2 dp4 zero1x2 zero2x2 zero3x2 tp2 pp2 tp2dp2 (default dp2);
                        multi-rank plans run their ranks as threads of this process
   --threads N          OpenMP threads per rank (default: cores / ranks; 1 for eval and predict)
+  --offload WHAT       none | optimizer | optimizer+params (zero3x2): state kept in host memory
 Training
   --epochs N (15)  --max-steps N  --batch ROWS (16)  --micro-batch ROWS  --lr X (5e-3)
   --weight-decay X (0.01)  --warmup-ratio X (0.03)  --max-grad-norm X (1)  --seed N (42)
@@ -214,6 +216,8 @@ inline Options parse_options(int argc, char** argv) {
       o.save_total_limit = integer();
     else if (name == "--max-nonfinite-steps")
       o.max_nonfinite_steps = integer();
+    else if (name == "--offload")
+      o.offload = value();
     else if (name == "--resume")
       o.resume = true;
     else if (name == "--allow-changed-options")

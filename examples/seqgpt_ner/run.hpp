@@ -319,6 +319,7 @@ int train_ner(const Options& o) {
   to.max_grad_norm = o.max_grad_norm;
   to.seed = o.seed;
   to.max_nonfinite_steps = o.max_nonfinite_steps;
+  to.offload = parse_offload(o.offload, "--offload");
   constexpr int data_degree = PlanTraits<Plan>::data_degree;
   to.micro_batch_rows = o.micro_batch;
   if (to.micro_batch_rows == 0 && PlanTraits<Plan>::pipeline_degree > 1)

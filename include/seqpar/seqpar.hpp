@@ -23,6 +23,8 @@
 #include "seqpar/nn/generate.hpp"          // greedy_generate: batched decoding with a KV cache
 #include "seqpar/nn/model.hpp"             // BloomStack: layers, forward and backward, decoding
 #include "seqpar/optim/adamw.hpp"          // AdamW over flat ranges
+#include "seqpar/optim/host_adamw.hpp"     // host_adamw: AVX2, AVX-512 or scalar AdamW
+#include "seqpar/optim/offload.hpp"        // Offload: optimizer state in host memory
 #include "seqpar/optim/schedule.hpp"       // LrSchedule: warmup, linear or cosine decay
 #include "seqpar/parallel/data_axis.hpp"   // DataAxis<Policy, ...>: Replicated, ZeRO-1/2, ZeRO-3
 #include "seqpar/parallel/mesh.hpp"        // Mesh: rank coordinates and sub-communicators

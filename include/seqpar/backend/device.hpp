@@ -12,6 +12,7 @@ namespace seqpar::inline v0 {
 /// Host memory, Eigen GEMMs, fp32 (fp64 for gradient checks).
 struct Cpu {
   using allocator = HostAllocator;
+  using host_allocator = HostAllocator;  // offloaded state (its device memory is host memory)
   static constexpr const char* name = "cpu";
 };
 
@@ -27,6 +28,10 @@ concept Device = requires {
 
 template <class D>
 using DeviceArena = BasicArena<typename D::allocator>;
+/// The arena of the host memory that device D's offloaded state lives in (pinned on Cuda);
+/// on Cpu it is the type of the device arena itself, and a rank keeps one for both.
+template <class D>
+using HostArena = BasicArena<typename D::host_allocator>;
 
 /// The op set of a device; specialised in backend/<device>/ops.hpp.
 template <class D>

@@ -27,6 +27,11 @@ template <class T>
 SEQPAR_HOST_DEVICE T log_of(T x) {
   return std::log(x);
 }
+// a * b + c rounded once.
+template <class T>
+SEQPAR_HOST_DEVICE T fma_of(T a, T b, T c) {
+  return std::fma(a, b, c);
+}
 
 // Where `id` falls in the local range [begin, begin + count) of a split table (an
 // embedding's rows, a vocabulary chunk's columns): its local index, or -1 outside.
@@ -142,15 +147,22 @@ struct AdamCoeffs {
   float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
 };
 
-// One parameter element: decoupled decay, then the moment updates, then the step.
+// One parameter element: decoupled decay, then the moment updates, then the step. Every
+// product that meets a sum is an explicit fma_of, so each launcher (the CPU's lanes and
+// scalars, the host AdamW's AVX2 and AVX-512 paths, the CUDA kernel) rounds it once,
+// whatever the compiler's contraction setting: they all give the same bits.
+// (nvcc: the host launchers instantiate this body on host-only lane types.)
+#ifdef __CUDACC__
+#pragma nv_exec_check_disable
+#endif
 template <class T, class G>
 SEQPAR_HOST_DEVICE void adamw(T& p, G g_in, T& m, T& v, const AdamCoeffs& c, bool decay) {
   const T g = static_cast<T>(g_in);
-  if (decay) p *= T(1) - T(c.lr) * T(c.weight_decay);
-  m += (T(1) - T(c.beta1)) * (g - m);
-  v = v * T(c.beta2) + (T(1) - T(c.beta2)) * g * g;
+  if (decay) p = p * fma_of(T(-c.lr), T(c.weight_decay), T(1));
+  m = fma_of(T(1) - T(c.beta1), g - m, m);
+  v = fma_of(v, T(c.beta2), (T(1) - T(c.beta2)) * g * g);
   const T denom = sqrt_of(v) / T(c.bias_correction2_sqrt) + T(c.eps);
-  p -= T(c.step_size) * (m / denom);
+  p = fma_of(T(-c.step_size), m / denom, p);
 }
 
 // ALiBi slope of head h out of n (any n, powers of two or not).

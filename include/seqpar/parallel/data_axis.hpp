@@ -33,17 +33,26 @@
 // `optimizer`; ZeRO-2/3's full-size gradients of a unit and their reduced block exist only
 // between the backward and the reduction (`unreduced_gradients`), ZeRO-3's full parameters
 // only while a unit is used (`gathered_parameters`); both are 0 after a step.
+//
+// Offload (an option of every data axis; optim/offload.hpp): with Offload::optimizer the
+// master weights and moments of this rank's range live in host memory, and the update of
+// a unit is its reduced gradients downloaded, host_adamw, the master weights uploaded as
+// the working weights; ZeRO-3 with Offload::optimizer_and_params also keeps its parameter
+// shards there, uploaded for each gather, so the device holds only the units in flight.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/comm/any_comm.hpp"
 #include "seqpar/config/units.hpp"
 #include "seqpar/optim/adamw.hpp"
+#include "seqpar/optim/offload.hpp"
 #include "seqpar/optim/segments.hpp"
 #include "seqpar/parallel/policies.hpp"
 #include "seqpar/parallel/unit_hooks.hpp"
@@ -71,6 +80,8 @@ template <class Stack, Device D, class T, bool Sharded>
 class DataAxisBase : public UnitHooks {
  public:
   using Arena = typename Stack::Arena;
+  /// Where offloaded state lives: on Cpu the model's own arena, on Cuda a pinned one.
+  using HostArenaT = HostArena<D>;
   /// The type of the optimizer's master weights and moments (float for 16-bit T).
   using Master = typename AdamState<T, Arena>::Master;
   /// Whether each rank keeps only a shard of the optimizer state and the reduced gradients.
@@ -86,6 +97,20 @@ class DataAxisBase : public UnitHooks {
   int degree() const { return n_; }
   int rank() const { return r_; }
   AnyComm& comm() { return comm_; }
+  Offload offload() const { return offload_; }
+
+  /// The books of the host arena the offloaded state lives in, when it is not the model's
+  /// own (Cuda); null on Cpu, where one arena counts both.
+  const MemoryStats* separate_host_stats() const {
+    if constexpr (shared_host_arena)
+      return nullptr;
+    else
+      return own_host_ ? &own_host_->stats() : nullptr;
+  }
+  /// Starts a new peak window of that host arena (with the device arena's, each step).
+  void reset_host_peaks() {
+    if (own_host_) own_host_->reset_peaks();
+  }
 
   /// Sum over the data axis of weight(u, spec) x the squared gradients of each tensor,
   /// every element counted once (weights let a caller count replicated copies once).
@@ -122,8 +147,30 @@ class DataAxisBase : public UnitHooks {
   /// The reduced gradients of unit u this rank updates (range_size(u) elements).
   T* grad_storage(std::size_t u) { return grad_of(u); }
 
-  /// Moment buffers of unit u over this rank's range (checkpoints).
-  AdamState<T, Arena>& adam_state(std::size_t u) { return adam_[u]; }
+  /// Part `part` of the AdamW state of unit u over this rank's range (range_size(u)
+  /// values), copied into host memory (checkpoints). The master weights of a float model
+  /// that keeps none on the device are its weights over the range.
+  void read_state(std::size_t u, AdamPart part, Master* host) {
+    const std::int64_t n = shards_[u].size;
+    if (offloaded()) {
+      const Master* src = part_of(host_[u], part).data();
+      std::copy(src, src + n, host);
+    } else if (part == AdamPart::master && !AdamState<T, Arena>::mixed) {
+      download_as<D>(host, weights_range(u), n, model_->arena());
+    } else {
+      Ops<D>::download(host, part_of(adam_[u], part).data(), n);
+    }
+  }
+  /// Sets the moment `part` (m or v) of unit u over this rank's range from host memory.
+  void write_moments(std::size_t u, AdamPart part, const Master* host) {
+    SEQPAR_CHECK(part != AdamPart::master,
+                 "write_moments: the master weights are set by write_params");
+    const std::int64_t n = shards_[u].size;
+    if (offloaded())
+      std::copy(host, host + n, part_of(host_[u], part).data());
+    else
+      Ops<D>::upload(part_of(adam_[u], part).data(), host, n);
+  }
   /// Elements [begin, end) of unit u this rank updates; `size` is the padded shard length.
   std::int64_t range_begin(std::size_t u) const { return shards_[u].begin; }
   std::int64_t range_size(std::size_t u) const { return shards_[u].size; }
@@ -147,15 +194,24 @@ class DataAxisBase : public UnitHooks {
     std::int64_t begin = 0, end = 0, size = 0;
   };
 
+  static constexpr bool shared_host_arena = std::is_same_v<HostArenaT, Arena>;
+
   // The gradient shards (sharded only) are counted as `shard_memory`: a buffer where the
   // model keeps whole gradients too (ZeRO-1), the gradients where they are the only ones.
-  DataAxisBase(Stack& model, AnyComm comm, Memory shard_memory)
-      : model_(&model), comm_(std::move(comm)), n_(comm_.size()), r_(comm_.rank()) {
+  DataAxisBase(Stack& model, AnyComm comm, Memory shard_memory, Offload offload)
+      : model_(&model),
+        comm_(std::move(comm)),
+        n_(comm_.size()),
+        r_(comm_.rank()),
+        offload_(offload) {
     const auto units = model.units().size();
     shards_.resize(units);
     adam_.resize(units);
+    host_.resize(units);
     grad_shard_.resize(units);
     Arena& ar = model.arena();
+    if constexpr (!shared_host_arena)
+      if (offloaded()) own_host_ = std::make_unique<HostArenaT>();
     for (std::size_t u = 0; u < units; ++u) {
       if (!model.holds(u)) continue;
       const std::int64_t s = model.padded_numel(u) / n_, numel = model.units()[u].numel;
@@ -163,8 +219,16 @@ class DataAxisBase : public UnitHooks {
       auto& sh = shards_[u];
       sh = Sharded ? Range{r_ * s, std::min((r_ + 1) * s, numel), s}
                    : Range{0, numel, model.padded_numel(u)};
-      adam_init<D>(adam_[u], ar, sh.begin, std::max(sh.begin, sh.end), sh.size,
-                   model.params(u) + own_offset(u));
+      // Offloaded: the state in host memory, none of it on the device.
+      const std::int64_t end = std::max(sh.begin, sh.end);
+      if (offloaded()) {
+        adam_[u].begin = sh.begin;
+        adam_[u].end = end;
+        host_adam_init<D>(host_[u], host_arena(), ar, sh.begin, end, sh.size,
+                          model.params(u) + own_offset(u));
+      } else {
+        adam_init<D>(adam_[u], ar, sh.begin, end, sh.size, model.params(u) + own_offset(u));
+      }
       if constexpr (Sharded)
         grad_shard_[u] = Buffer<T, Arena>(ar, static_cast<std::size_t>(s), shard_memory);
     }
@@ -173,6 +237,44 @@ class DataAxisBase : public UnitHooks {
 
   // Where this rank's range starts in unit u's flat buffer.
   std::int64_t own_offset(std::size_t u) const { return Sharded ? shards_[u].begin : 0; }
+
+  bool offloaded() const { return offload_ != Offload::none; }
+  HostArenaT& host_arena() {
+    if constexpr (shared_host_arena)
+      return model_->arena();
+    else
+      return *own_host_;
+  }
+  template <class State>
+  static auto& part_of(State& s, AdamPart part) {
+    return part == AdamPart::master ? s.master : part == AdamPart::m ? s.m : s.v;
+  }
+  // The device weights of this rank's range of unit u (range_size values); the shard of a
+  // data axis that keeps only shards.
+  virtual const T* weights_range(std::size_t u) = 0;
+
+  // AdamW on this rank's range of unit u, whose weights on the device p points at: on the
+  // device, or offloaded (the reduced gradients downloaded, the host update, the master
+  // weights uploaded into p; p null: the caller takes them from the host state itself).
+  void update_range(std::size_t u, T* p, const kernels::AdamCoeffs& c, double grad_factor) {
+    if (!offloaded())
+      return adamw_update<D>(p, grad_of(u), adam_[u], model_->units()[u], c, grad_factor);
+    if constexpr (!AdamState<T, Arena>::mixed)
+      SEQPAR_CHECK(
+          grad_factor == 1.0, "update_range: a gradient factor (", grad_factor,
+          ") needs master weights; scale the gradients of a float or double model instead");
+    auto& h = host_[u];
+    const std::int64_t n = shards_[u].size;
+    {
+      // The gradients in host memory for the update only: at rest, host_optimizer holds
+      // exactly the master weights and moments.
+      Buffer<Master, HostArenaT> g(host_arena(), static_cast<std::size_t>(n),
+                                   Memory::host_optimizer);
+      download_as<D>(g.data(), grad_of(u), n, model_->arena());
+      host_adamw_update(h, g.data(), model_->units()[u], c, grad_factor);
+    }
+    if (p) upload_as<D>(p, h.master.data(), h.end - h.begin, model_->arena());
+  }
 
   T* grad_of(std::size_t u) {
     if constexpr (Sharded)
@@ -254,17 +356,24 @@ class DataAxisBase : public UnitHooks {
     Ops<D>::upload(full.data(), host, n);
     return full;
   }
-  // The master weights of this rank's range set exactly from unit u's full values.
-  void set_master(std::size_t u, const Master* full) {
-    if constexpr (AdamState<T, Arena>::mixed)
+  // The master weights of this rank's range set exactly from unit u's full values, on the
+  // device (`full`) or in host memory (`host`) when offloaded.
+  void set_master(std::size_t u, const Master* full, const Master* host) {
+    if (offloaded())
+      std::copy(host + own_offset(u), host + own_offset(u) + shards_[u].size,
+                host_[u].master.data());
+    else if constexpr (AdamState<T, Arena>::mixed)
       Ops<D>::copy(adam_[u].master.data(), full + own_offset(u), shards_[u].size);
   }
 
   Stack* model_;
   AnyComm comm_;
   int n_, r_;
+  Offload offload_;
+  std::unique_ptr<HostArenaT> own_host_;  // Cuda, offloaded: the pinned arena (before its buffers)
   std::vector<Range> shards_;
-  std::vector<AdamState<T, Arena>> adam_;
+  std::vector<AdamState<T, Arena>> adam_;                // offloaded: its range only, no buffers
+  std::vector<HostAdamState<Master, HostArenaT>> host_;  // offloaded: the state in host memory
   std::vector<Buffer<T, Arena>> grad_shard_;  // sharded: [size] per unit, the reduced gradients
   Buffer<double, Arena> square_sum_;          // [1] the gradient norm's sum, on the device
   std::int64_t micro_batches_ = 1;            // in this step
@@ -292,8 +401,7 @@ class WholeParamsAxis : public DataAxisBase<Stack, D, T, Sharded> {
     for (std::size_t u = 0; u < this->shards_.size(); ++u) {
       if (!m.holds(u)) continue;
       const std::int64_t size = this->shards_[u].size;
-      adamw_update<D>(m.params(u) + this->own_offset(u), this->grad_of(u), this->adam_[u],
-                      m.units()[u], c, grad_factor);
+      this->update_range(u, m.params(u) + this->own_offset(u), c, grad_factor);
       if constexpr (Sharded) {
         if (this->n_ == 1) continue;  // one rank updated the whole unit in place
         Buffer<T, typename Base::Arena> mine(m.arena(), static_cast<std::size_t>(size),
@@ -315,11 +423,22 @@ class WholeParamsAxis : public DataAxisBase<Stack, D, T, Sharded> {
   void write_params(std::size_t u, const Master* host) {
     const auto full = this->upload_full(u, host);
     Ops<D>::convert(this->model_->params(u), full.data(), this->model_->padded_numel(u));
-    this->set_master(u, full.data());
+    this->set_master(u, full.data(), host);
   }
 
  protected:
-  using Base::Base;
+  WholeParamsAxis(Stack& model, AnyComm comm, Memory shard_memory, Offload offload)
+      : Base(model, std::move(comm), shard_memory, offload) {
+    SEQPAR_CHECK(offload != Offload::optimizer_and_params, "data axis (", zero_name(),
+                 "): Offload::optimizer_and_params offloads parameter shards, which only "
+                 "Sharded<Zero3, N> keeps; use Offload::optimizer here, or ZeRO-3");
+  }
+
+ private:
+  static const char* zero_name() { return Sharded ? "ZeRO-1/2" : "Replicated"; }
+  const T* weights_range(std::size_t u) override {
+    return this->model_->params(u) + this->own_offset(u);
+  }
 };
 
 }  // namespace detail
@@ -334,7 +453,8 @@ class DataAxis<Replicated<N>, Stack, D, T> final
  public:
   static constexpr int zero_stage = 0;
 
-  DataAxis(Stack& model, AnyComm comm) : Base(model, std::move(comm), Memory::gradients) {}
+  DataAxis(Stack& model, AnyComm comm, Offload offload = Offload::none)
+      : Base(model, std::move(comm), Memory::gradients, offload) {}
 
   /// Zeroes the gradients a step of `micro_batches` micro-batches accumulates into.
   void begin_step(std::int64_t micro_batches) {
@@ -375,8 +495,9 @@ requires(Z::stage == 1 || Z::stage == 2) class DataAxis<Sharded<Z, N>, Stack, D,
  public:
   static constexpr int zero_stage = Z::stage;
 
-  DataAxis(Stack& model, AnyComm comm)
-      : Base(model, std::move(comm), zero_stage == 1 ? Memory::buffers : Memory::gradients) {
+  DataAxis(Stack& model, AnyComm comm, Offload offload = Offload::none)
+      : Base(model, std::move(comm), zero_stage == 1 ? Memory::buffers : Memory::gradients,
+             offload) {
     if constexpr (zero_stage == 2)
       for (std::size_t u = 0; u < model.units().size(); ++u)
         if (model.holds(u)) model.grad_buffer(u).reset();
@@ -432,23 +553,33 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
     : public detail::DataAxisBase<Stack, D, T, true> {
   using Base = detail::DataAxisBase<Stack, D, T, true>;
   using Arena = typename Base::Arena;
+  using HostArenaT = typename Base::HostArenaT;
 
  public:
   using typename Base::Master;
   static constexpr int zero_stage = 3;
 
-  DataAxis(Stack& model, AnyComm comm)
-      : Base(model, std::move(comm), Memory::gradients), order_(model.unit_order()) {
+  DataAxis(Stack& model, AnyComm comm, Offload offload = Offload::none)
+      : Base(model, std::move(comm), Memory::gradients, offload),
+        order_(model.unit_order()),
+        params_offloaded_(offload == Offload::optimizer_and_params) {
     const auto units = model.units().size();
     param_shard_.resize(units);
+    host_param_shard_.resize(units);
     held_.assign(units, false);
     for (std::size_t u = 0; u < units; ++u) {
       if (!model.holds(u)) continue;
       const std::int64_t s = this->shards_[u].size;
       model.grad_buffer(u).reset();
-      param_shard_[u] =
-          Buffer<T, Arena>(model.arena(), static_cast<std::size_t>(s), Memory::parameters);
-      Ops<D>::copy(param_shard_[u].data(), model.params(u) + this->r_ * s, s);
+      if (params_offloaded_) {
+        host_param_shard_[u] = Buffer<T, HostArenaT>(
+            this->host_arena(), static_cast<std::size_t>(s), Memory::host_parameters);
+        Ops<D>::download(host_param_shard_[u].data(), model.params(u) + this->r_ * s, s);
+      } else {
+        param_shard_[u] =
+            Buffer<T, Arena>(model.arena(), static_cast<std::size_t>(s), Memory::parameters);
+        Ops<D>::copy(param_shard_[u].data(), model.params(u) + this->r_ * s, s);
+      }
       model.param_buffer(u).reset();
     }
   }
@@ -481,12 +612,21 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
     drop_gathered_ahead();  // the optimizer is about to change the shards
   }
 
-  /// AdamW on this rank's shard of every unit (the parameters stay sharded).
+  /// AdamW on this rank's shard of every unit (the parameters stay sharded). With the
+  /// parameters offloaded the update stays on the host: the master weights rounded into
+  /// the host shard.
   void optimizer_step(const kernels::AdamCoeffs& c, double grad_factor = 1.0) {
-    for (std::size_t u = 0; u < param_shard_.size(); ++u)
-      if (this->model_->holds(u))
-        adamw_update<D>(param_shard_[u].data(), this->grad_of(u), this->adam_[u],
-                        this->model_->units()[u], c, grad_factor);
+    for (std::size_t u = 0; u < param_shard_.size(); ++u) {
+      if (!this->model_->holds(u)) continue;
+      if (!params_offloaded_) {
+        this->update_range(u, param_shard_[u].data(), c, grad_factor);
+        continue;
+      }
+      this->update_range(u, nullptr, c, grad_factor);
+      const auto& h = this->host_[u];
+      std::transform(h.master.data(), h.master.data() + (h.end - h.begin),
+                     host_param_shard_[u].data(), [](Master x) { return static_cast<T>(x); });
+    }
   }
 
   /// Unit u's full parameters (padded_numel(u) values), gathered, copied into host memory.
@@ -502,9 +642,13 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
   void write_params(std::size_t u, const Master* host) {
     const auto full = this->upload_full(u, host);
     drop_gathered_ahead();
-    Ops<D>::convert(param_shard_[u].data(), full.data() + this->r_ * this->shards_[u].size,
-                    this->shards_[u].size);
-    this->set_master(u, full.data());
+    const std::int64_t s = this->shards_[u].size, at = this->r_ * s;
+    if (params_offloaded_)
+      std::transform(host + at, host + at + s, host_param_shard_[u].data(),
+                     [](Master x) { return static_cast<T>(x); });
+    else
+      Ops<D>::convert(param_shard_[u].data(), full.data() + at, s);
+    this->set_master(u, full.data(), host);
   }
 
  private:
@@ -516,6 +660,7 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
     if (ahead_.unit == u && !ahead_.params.empty()) {
       this->comm_.join(ahead_.ticket);
       this->model_->param_buffer(u) = std::move(ahead_.params);
+      ahead_.staging.reset();
       return;
     }
     drop_gathered_ahead();
@@ -545,8 +690,9 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
     Buffer<T, Arena> params(this->model_->arena(),
                             static_cast<std::size_t>(this->model_->padded_numel(u)),
                             Memory::gathered_parameters);
-    const CommTicket t = this->comm_.all_gather_async(
-        param_shard_[u].data(), params.data(), static_cast<std::size_t>(this->shards_[u].size));
+    const CommTicket t =
+        this->comm_.all_gather_async(device_shard(u, ahead_.staging), params.data(),
+                                     static_cast<std::size_t>(this->shards_[u].size));
     ahead_.unit = u;
     ahead_.params = std::move(params);
     ahead_.ticket = t;
@@ -557,26 +703,45 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
     if (ahead_.params.empty()) return;
     this->comm_.join(ahead_.ticket);
     ahead_.params.reset();
+    ahead_.staging.reset();
   }
 
   // With one rank the collectives are device copies (device memory never passes through a
   // host communicator's copy).
   void gather_params(std::size_t u, Buffer<T, Arena>& full) {
     const std::int64_t s = this->shards_[u].size;
-    full = Buffer<T, Arena>(this->model_->arena(),
-                            static_cast<std::size_t>(this->model_->padded_numel(u)),
-                            Memory::gathered_parameters);
-    if (this->n_ == 1) return Ops<D>::copy(full.data(), param_shard_[u].data(), s);
-    this->comm_.all_gather(param_shard_[u].data(), full.data(), static_cast<std::size_t>(s));
+    full =
+        Buffer<T, Arena>(this->model_->arena(),
+                         static_cast<std::size_t>(this->model_->padded_numel(u)),
+                         Memory::gathered_parameters);
+    Buffer<T, Arena> staging;
+    const T* shard = device_shard(u, staging);
+    if (this->n_ == 1) return Ops<D>::copy(full.data(), shard, s);
+    this->comm_.all_gather(shard, full.data(), static_cast<std::size_t>(s));
   }
+
+  // Unit u's parameter shard in device memory: the axis's own, or, offloaded, uploaded
+  // from the host into `staging` (which must outlive the collective reading it).
+  const T* device_shard(std::size_t u, Buffer<T, Arena>& staging) {
+    if (!params_offloaded_) return param_shard_[u].data();
+    const std::int64_t s = this->shards_[u].size;
+    staging = Buffer<T, Arena>(this->model_->arena(), static_cast<std::size_t>(s), Memory::buffers);
+    Ops<D>::upload(staging.data(), host_param_shard_[u].data(), s);
+    return staging.data();
+  }
+
+  const T* weights_range(std::size_t u) override { return param_shard_[u].data(); }
 
   std::vector<std::size_t>
       order_;  // the stack's units in forward order, the tied table last for the head
-  std::vector<Buffer<T, Arena>> param_shard_;  // [size] per unit, this rank's parameters
-  std::vector<bool> held_;                     // per unit: its full parameters are in the model
+  bool params_offloaded_;
+  std::vector<Buffer<T, Arena>> param_shard_;            // [size] per unit, this rank's parameters
+  std::vector<Buffer<T, HostArenaT>> host_param_shard_;  // the same in host memory, offloaded
+  std::vector<bool> held_;  // per unit: its full parameters are in the model
   struct {
     std::size_t unit = no_unit;
-    Buffer<T, Arena> params;  // padded_numel(unit) values, being gathered
+    Buffer<T, Arena> params;   // padded_numel(unit) values, being gathered
+    Buffer<T, Arena> staging;  // parameters offloaded: the shard uploaded for the gather
     CommTicket ticket;
   } ahead_;  // on an asynchronous communicator: the unit gathered ahead of its use
 };

@@ -31,6 +31,7 @@
 #include "seqpar/core/parse.hpp"
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/safetensors.hpp"
+#include "seqpar/optim/offload.hpp"
 #include "seqpar/parallel/mesh.hpp"
 #include "seqpar/parallel/pipeline_axis.hpp"
 
@@ -282,7 +283,6 @@ class RankState {
     for (std::size_t u = 0; u < model_->units().size(); ++u) {
       if (!model_->holds(u)) continue;
       const auto& unit = model_->units()[u];
-      auto& st = data_->adam_state(u);
       const std::int64_t begin = data_->range_begin(u), size = data_->range_size(u);
       std::vector<Master> whole(static_cast<std::size_t>(unit.numel)),
           range(static_cast<std::size_t>(size));
@@ -295,7 +295,7 @@ class RankState {
         for (std::int64_t i = 0; i < size; ++i)
           range[static_cast<std::size_t>(i)] =
               begin + i < unit.numel ? whole[static_cast<std::size_t>(begin + i)] : Master(0);
-        Ops<Dev>::upload((k == StateKind::adam_m ? st.m : st.v).data(), range.data(), size);
+        data_->write_moments(u, k == StateKind::adam_m ? AdamPart::m : AdamPart::v, range.data());
       }
     }
   }
@@ -315,12 +315,15 @@ class RankState {
       std::copy(unit.begin(), unit.begin() + n, out.begin());
       return out;
     }
-    // The optimizer's buffers hold this rank's range: the whole unit, or a ZeRO shard.
-    auto& st = data_->adam_state(u);
-    const auto& buf = k == StateKind::weights ? st.master : k == StateKind::adam_m ? st.m : st.v;
+    // The optimizer's state over this rank's range (the whole unit, or a ZeRO shard), on
+    // the device or offloaded to the host.
     const std::int64_t size = data_->range_size(u);
     std::vector<Master> local(static_cast<std::size_t>(size));
-    Ops<Dev>::download(local.data(), buf.data(), size);
+    data_->read_state(u,
+                      k == StateKind::weights  ? AdamPart::master
+                      : k == StateKind::adam_m ? AdamPart::m
+                                               : AdamPart::v,
+                      local.data());
     const auto whole = data_->gather_ranges(std::move(local));
     std::copy(whole.begin(), whole.begin() + n, out.begin());
     return out;

@@ -65,6 +65,11 @@ struct TrainOptions {
   // this many such faults in a row step() throws, naming the step (a loss-scale overflow
   // that halves the scale is not a fault).
   std::int64_t max_nonfinite_steps = 10;
+  // Which state lives in host memory (DeepSpeed's offload_optimizer / offload_param): the
+  // fp32 master weights and AdamW moments (Offload::optimizer, any data-axis policy: the
+  // update runs on the host, host_adamw) and, for ZeRO-3, also the parameter shards
+  // (Offload::optimizer_and_params). The same losses and weights as without.
+  Offload offload = Offload::none;
 };
 
 /// What one optimizer step did.
@@ -133,7 +138,7 @@ class Trainer {
                  "; expected a byte count, or 0 for the device's default");
     model_.set_options({opts_.logits_bytes, opts_.recompute_attention, opts_.attention});
     model_.initialize(opts_.seed, opts_.init_std);
-    data_.emplace(model_, mesh_.data);
+    data_.emplace(model_, mesh_.data, opts_.offload);
   }
 
   /// One optimizer step on a global batch: forward and backward over micro-batches,
@@ -146,6 +151,7 @@ class Trainer {
     const auto t0 = std::chrono::steady_clock::now();
     batch.validate(Model::vocab_size);
     arena_.reset_peaks();
+    data_->reset_host_peaks();
     const std::int64_t targets = batch.target_count();
     const double loss_scale = loss_scale_.value();
     const T scale =
@@ -192,7 +198,7 @@ class Trainer {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     StepStats st{step_,          loss,    norm, lr,
                  batch.tokens(), targets, secs, static_cast<double>(batch.tokens()) / secs,
-                 arena_.stats()};
+                 memory_stats()};
     st.skipped = !take;
     st.loss_scale = loss_scale;
     st.skipped_steps = loss_scale_.skipped_steps();
@@ -357,11 +363,27 @@ class Trainer {
   /// Counters of this rank's communicators, by axis.
   CommStats& data_stats() { return mesh_.data.stats(); }
   CommStats& tensor_stats() { return mesh_.tensor.stats(); }
-  const MemoryStats& memory() const { return arena_.stats(); }
+  /// This rank's memory by category: the device arena's, with the host state offloaded
+  /// to a pinned arena of its own (Cuda) counted in (its categories and the totals; the
+  /// total peak is then the sum of both peaks, a bound).
+  MemoryStats memory() const { return memory_stats(); }
   std::int64_t steps_taken() const { return step_; }
   const TrainOptions& options() const { return opts_; }
 
  private:
+  MemoryStats memory_stats() const {
+    MemoryStats m = arena_.stats();
+    if (const MemoryStats* host = data_ ? data_->separate_host_stats() : nullptr) {
+      for (std::size_t k = 0; k < memory_kinds; ++k) {
+        m.current[k] += host->current[k];
+        m.peak[k] += host->peak[k];
+      }
+      m.total_current += host->total_current;
+      m.total_peak += host->total_peak;
+    }
+    return m;
+  }
+
   // This rank's side of the saved state (checkpoint.hpp).
   RankState<Model, Stack, Data> state() { return {mesh_, pipe_, model_, *data_}; }
 

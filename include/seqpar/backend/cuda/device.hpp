@@ -36,10 +36,28 @@ struct CudaAllocator {
   }
 };
 
+/// Pinned (page-locked) host memory from cudaHostAlloc, for the state a rank offloads to
+/// the host: copies between it and the device run at full PCIe speed and can be queued on
+/// a stream. Its arena keeps freed blocks for reuse (pinning is slow); filled on the host.
+struct PinnedHostAllocator {
+  static constexpr std::size_t alignment = 64;
+  static constexpr bool arena_caches = true;
+  static void* allocate(std::size_t bytes) {
+    void* p = nullptr;
+    SEQPAR_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+    return p;
+  }
+  static void deallocate(void* p, std::size_t) noexcept { (void)cudaFreeHost(p); }
+  static void fill(void* p, unsigned char byte, std::size_t bytes) {
+    HostAllocator::fill(p, byte, bytes);
+  }
+};
+
 /// An NVIDIA GPU: cuBLAS GEMMs and CUDA kernels, storage in float, bf16 or fp16 with fp32
 /// accumulation. Ops<Cuda> is in backend/cuda/ops.hpp.
 struct Cuda {
   using allocator = CudaAllocator;
+  using host_allocator = PinnedHostAllocator;
   static constexpr const char* name = "cuda";
 };
 

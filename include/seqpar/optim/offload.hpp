@@ -1,0 +1,117 @@
+#pragma once
+// Offload: which state a rank keeps in host memory instead of the device's (DeepSpeed's
+// offload_optimizer and offload_param), and the optimizer state that lives there.
+//
+// With the optimizer offloaded, the fp32 master weights and AdamW moments of the rank's
+// range of each unit are host buffers (pinned on Cuda), counted as Memory::host_optimizer;
+// each step the unit's reduced gradients come to the host, host_adamw updates the master
+// weights there, and they go back to the device as the working weights. On Cpu the device
+// memory is host memory and the same path runs with plain copies, so the CPU tests check
+// it, bit for bit against the step on the device.
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#include "seqpar/backend/device.hpp"
+#include "seqpar/backend/kernels.hpp"
+#include "seqpar/config/units.hpp"
+#include "seqpar/core/arena.hpp"
+#include "seqpar/core/error.hpp"
+#include "seqpar/optim/host_adamw.hpp"
+#include "seqpar/optim/segments.hpp"
+
+namespace seqpar::inline v0 {
+
+/// What a rank keeps in host memory: nothing, the optimizer state (fp32 master weights
+/// and AdamW moments: ZeRO-Offload, any data-axis policy), or that and the parameter
+/// shards (ZeRO-3 only: each unit's shard is uploaded for its gather).
+enum class Offload : std::uint8_t { none, optimizer, optimizer_and_params };
+
+inline const char* offload_name(Offload o) {
+  switch (o) {
+    case Offload::optimizer: return "optimizer";
+    case Offload::optimizer_and_params: return "optimizer+params";
+    default: return "none";
+  }
+}
+
+/// "none", "optimizer" or "optimizer+params" (what offload_name prints); `what` names the
+/// option in the error.
+inline Offload parse_offload(std::string_view s, std::string_view what = "offload") {
+  for (const Offload o : {Offload::none, Offload::optimizer, Offload::optimizer_and_params})
+    if (s == offload_name(o)) return o;
+  throw Error(std::string(what) + ": '" + std::string(s) +
+              "' is not an offload; expected none, optimizer or optimizer+params");
+}
+
+/// One part of a rank's AdamW state over its range of a unit.
+enum class AdamPart : std::uint8_t { master, m, v };
+
+/// The AdamW state of one unit's range in host memory: master weights (also for float
+/// models, whose device weights are then the working copy), moments m and v, `size`
+/// elements each, of which [begin, end) of the unit are updated.
+template <class M, class HostArenaT>
+struct HostAdamState {
+  std::int64_t begin = 0, end = 0;
+  Buffer<M, HostArenaT> master, m, v;
+};
+
+/// host[0, n) = dev[0, n) converted to M (on the device, into a transient buffer of the
+/// device arena, when the types differ: a 16-bit gradient travels as fp32).
+template <Device D, class M, class T, class ArenaT>
+void download_as(M* host, const T* dev, std::int64_t n, ArenaT& arena) {
+  if (n <= 0) return;
+  if constexpr (std::is_same_v<M, T>) {
+    Ops<D>::download(host, dev, n);
+  } else {
+    Buffer<M, ArenaT> wide(arena, static_cast<std::size_t>(n), Memory::buffers);
+    Ops<D>::convert(wide.data(), dev, n);
+    Ops<D>::download(host, wide.data(), n);
+  }
+}
+
+/// dev[0, n) = host[0, n) rounded to T (on the device, as the device's AdamW rounds its
+/// master weights into the working copy).
+template <Device D, class T, class M, class ArenaT>
+void upload_as(T* dev, const M* host, std::int64_t n, ArenaT& arena) {
+  if (n <= 0) return;
+  if constexpr (std::is_same_v<M, T>) {
+    Ops<D>::upload(dev, host, n);
+  } else {
+    Buffer<M, ArenaT> wide(arena, static_cast<std::size_t>(n), Memory::buffers);
+    Ops<D>::upload(wide.data(), host, n);
+    Ops<D>::convert(dev, wide.data(), n);
+  }
+}
+
+/// Makes s the zero state of elements [begin, end) of a unit (`size` elements long), its
+/// master weights the values of the device range `p` (T, converted to M).
+template <Device D, class M, class T, class HostArenaT, class ArenaT>
+void host_adam_init(HostAdamState<M, HostArenaT>& s, HostArenaT& host, ArenaT& dev,
+                    std::int64_t begin, std::int64_t end, std::int64_t size, const T* p) {
+  s.begin = begin;
+  s.end = end;
+  const auto n = static_cast<std::size_t>(size);
+  s.master = Buffer<M, HostArenaT>(host, n, Memory::host_optimizer);
+  s.m = Buffer<M, HostArenaT>(host, n, Memory::host_optimizer);
+  s.v = Buffer<M, HostArenaT>(host, n, Memory::host_optimizer);
+  download_as<D>(s.master.data(), p, size, dev);
+}
+
+/// AdamW on the host over s's range of unit `u`: g (host memory, M) holds the range's
+/// gradients from element s.begin; they are multiplied by grad_factor first. One
+/// host_adamw call per run of tensors with the same decay flag.
+template <class M, class HostArenaT>
+void host_adamw_update(HostAdamState<M, HostArenaT>& s, const M* g, const UnitTable& u,
+                       const kernels::AdamCoeffs& c, double grad_factor = 1.0) {
+  for_each_segments<bool>(
+      u, s.begin, s.end, [](const ParamSpec& spec) { return spec.decay; },
+      [&](std::int64_t k, const kernels::Segments<bool>& decay) {
+        host_adamw(s.master.data() + k, g + k, s.m.data() + k, s.v.data() + k, decay, c,
+                   static_cast<M>(grad_factor));
+      });
+}
+
+}  // namespace seqpar::inline v0
