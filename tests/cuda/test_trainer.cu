@@ -214,7 +214,7 @@ TEST_CASE("Bf16Mixed compute_gradients scales by 1 / targets rounded once, as st
 TEST_CASE("Bf16Mixed with recomputed attention takes the same steps bit for bit, in less memory") {
   // The recomputed probabilities are the bits the forward made (same calls, same inputs).
   auto remade = trainer_options();
-  remade.recompute_attention = true;
+  remade.recompute = Recompute::selective;
   Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> base(trainer_options()), other(remade);
   for (int s = 0; s < kSteps; ++s) {
     const auto a = base.step(trainer_batch(s)), b = other.step(trainer_batch(s));

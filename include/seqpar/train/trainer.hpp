@@ -53,13 +53,17 @@ struct TrainOptions {
   // micro-batch over the rank's vocabulary rows fit, the gradient pass reuses them; when
   // they do not, it computes them again, chunk by chunk.
   std::int64_t logits_bytes = 0;
-  // Attention probabilities ([rows, heads, seq, seq] per block and micro-batch) are not
-  // kept for the backward but recomputed there, bit for bit (Megatron's selective
-  // recomputation): one more q k^T GEMM and softmax per block.
-  bool recompute_attention = false;
+  // What a block keeps for its backward and what the backward makes again, bit for bit
+  // (Recompute, nn/block.hpp): `none` keeps everything; `selective` recomputes the
+  // attention probabilities ([rows, heads, seq, seq] per block and micro-batch; one more
+  // q k^T GEMM and softmax per block, Megatron's selective recomputation); `full` keeps
+  // only the input of every recompute_every-th block (1: every block, Hugging Face's
+  // gradient_checkpointing) and runs its forward again in the backward.
+  Recompute recompute = Recompute::none;
+  std::int64_t recompute_every = 1;
   // AttentionKind::fused: flash-style attention that never holds the probabilities; a block
   // keeps a log-sum-exp per query ([rows, heads, seq]) and its backward recomputes them per
-  // tile (recompute_attention is then moot). The same function within rounding.
+  // tile (Recompute::selective is then moot). The same function within rounding.
   AttentionKind attention = AttentionKind::standard;
   // A step whose loss or gradient norm is not finite makes no update (StepGuard); after
   // this many such faults in a row step() throws, naming the step (a loss-scale overflow
@@ -131,7 +135,10 @@ class Trainer {
                  "; expected at least 1 (the faulty steps in a row that stop a run)");
     SEQPAR_CHECK(opts_.logits_bytes >= 0, "TrainOptions::logits_bytes is ", opts_.logits_bytes,
                  "; expected a byte count, or 0 for the device's default");
-    model_.set_options({opts_.logits_bytes, opts_.recompute_attention, opts_.attention});
+    SEQPAR_CHECK(opts_.recompute_every >= 1, "TrainOptions::recompute_every is ",
+                 opts_.recompute_every, "; expected at least 1 (every block)");
+    model_.set_options(
+        {opts_.logits_bytes, opts_.recompute, opts_.recompute_every, opts_.attention});
     model_.initialize(opts_.seed, opts_.init_std);
     data_.emplace(model_, mesh_.data);
   }
