@@ -18,9 +18,10 @@
 // Options: --shapes=8x512,16x512  --micro-batch-rows=N (0: the whole batch at once)
 //          --logits-mib=0,4096 (LM head logits budgets, TrainOptions::logits_bytes; 0, the
 //          default: the device's 256 MiB)  --recompute-attention=0,1,2 (TrainOptions::
-//          recompute: 0 none, 1 selective, 2 full; default 0)  --fused-attention=0,1 (TrainOptions::attention =
-//          AttentionKind::fused; default 0). Each combination gets a fresh trainer and runs
-//          every shape; one other than the defaults is named in the "variant" of its lines.
+//          recompute: 0 none, 1 selective, 2 full; default 0)  --fused-attention=0,1
+//          (TrainOptions::attention = AttentionKind::fused; default 0). Each combination gets a
+//          fresh trainer and runs every shape; one other than the defaults is named in the
+//          "variant" of its lines.
 //          --warmup=3  --steps=10  --seed=1
 // Exit status: 0, 1 when a configuration failed, 77 without a CUDA device, 2 for bad options.
 #include <cuda_runtime.h>
@@ -210,9 +211,9 @@ int run(const Args& args) {
                                   ? "logits " + std::to_string(mib) + " MiB"
                                   : "";
         if (o.recompute != Recompute::none)
-          variant += (variant.empty() ? "" : ", ") +
-                     std::string(o.recompute == Recompute::full ? "blocks recomputed"
-                                                                : "attention recomputed");
+          variant += (variant.empty() ? "" : ", ") + std::string(o.recompute == Recompute::full
+                                                                     ? "blocks recomputed"
+                                                                     : "attention recomputed");
         if (fused != 0) variant += (variant.empty() ? "" : ", ") + std::string("attention fused");
         const std::string suffix = variant.empty() ? "" : ", " + variant;
         make_trainer();
@@ -221,9 +222,9 @@ int run(const Args& args) {
             "LM head logits budget %lld MiB; attention probabilities %s\n",
             init_s, static_cast<double>(trainer->memory().total_current) / (1ull << 30),
             static_cast<long long>(logits_bytes >> 20),
-            fused != 0              ? "never made (fused)"
+            fused != 0                       ? "never made (fused)"
             : o.recompute != Recompute::none ? "recomputed"
-                                    : "kept");
+                                             : "kept");
         std::fflush(stdout);
         for (const Shape& shape : args.shapes) {
           const Batch batch =

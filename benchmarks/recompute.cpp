@@ -38,14 +38,10 @@ void recompute_step(benchmark::State& state, seqpar::Recompute mode, std::int64_
 }
 
 void BM_RecomputeNone(benchmark::State& s) { recompute_step(s, seqpar::Recompute::none); }
-void BM_RecomputeSelective(benchmark::State& s) {
-  recompute_step(s, seqpar::Recompute::selective);
-}
+void BM_RecomputeSelective(benchmark::State& s) { recompute_step(s, seqpar::Recompute::selective); }
 void BM_RecomputeFull(benchmark::State& s) { recompute_step(s, seqpar::Recompute::full); }
 // Megatron's --recompute-method block: every 2nd block recomputed, the others kept whole.
-void BM_RecomputeFullEvery2(benchmark::State& s) {
-  recompute_step(s, seqpar::Recompute::full, 2);
-}
+void BM_RecomputeFullEvery2(benchmark::State& s) { recompute_step(s, seqpar::Recompute::full, 2); }
 #define SEQPAR_RECOMPUTE_BENCH(fn) \
   BENCHMARK(fn)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0)
 SEQPAR_RECOMPUTE_BENCH(BM_RecomputeNone);

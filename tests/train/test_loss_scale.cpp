@@ -10,8 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "../support/plans.hpp"
 
@@ -140,13 +140,14 @@ TEST_CASE("StepGuard follows DeepSpeed's loss scaler after every step of every s
         break;
       }
       // A static scale has nothing to answer an overflow with: a fault.
-      CHECK(v == (!overflow                        ? StepVerdict::take
+      CHECK(v == (!overflow     ? StepVerdict::take
                   : g.dynamic() ? StepVerdict::overflow
                                 : StepVerdict::fault));
       overflows += overflow;
       CHECK(g.value() == scales.at(static_cast<std::size_t>(i)).get<double>());
       if (g.dynamic())
-        CHECK(g.hysteresis_left() == hysteresis.at(static_cast<std::size_t>(i)).get<std::int64_t>());
+        CHECK(g.hysteresis_left() ==
+              hysteresis.at(static_cast<std::size_t>(i)).get<std::int64_t>());
       ++steps_checked;
     }
     CHECK((raised_at < 0 || g.skipped_steps() > 0));
@@ -165,10 +166,9 @@ TEST_CASE(
   StepGuard<Fp32> want(scaled_options.loss_scale);
   std::vector<StepStats> taken;
   std::int64_t overflows = 0, kept_hysteresis = 0, grown = 0;
-  const std::string path =
-      (std::filesystem::temp_directory_path() /
-       ("seqpar_loss_scale_" + std::to_string(::getpid()) + ".safetensors"))
-          .string();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("seqpar_loss_scale_" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
   std::vector<StepStats> after_save;
   std::map<std::string, std::vector<float>> weights_after;
   bool saved = false;

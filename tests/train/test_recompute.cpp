@@ -88,8 +88,7 @@ TEST_CASE_TEMPLATE_DEFINE("every recomputation mode gives the same bits on every
   }
 }
 TEST_CASE_TEMPLATE_INVOKE(recompute_mode_plans, Hybrid<TP2, PP2>, Hybrid<TP2, Pipeline<2, GPipe>>,
-                          Sharded<Zero3, 2>, Hybrid<TP2, Sharded<Zero3, 2>>,
-                          Pipeline<4, OneFOneB>);
+                          Sharded<Zero3, 2>, Hybrid<TP2, Sharded<Zero3, 2>>, Pipeline<4, OneFOneB>);
 
 TEST_CASE(
     "the activations peak per mode: full keeps a block's input, selective its record without "
@@ -113,8 +112,8 @@ TEST_CASE(
   // [N, F], four [N] statistics; the probabilities [rows, nh, seq, seq] apart.
   const std::int64_t record = (7 * H + 2 * F) * N * f + 4 * N * f;
   const std::int64_t probs = rows * nh * seq * seq * f;
-  INFO("none ", peak["none"], " selective ", peak["selective"], " full ", peak["full"],
-       " full/2 ", peak["full/2"], "; a record ", record, " + ", probs, " bytes");
+  INFO("none ", peak["none"], " selective ", peak["selective"], " full ", peak["full"], " full/2 ",
+       peak["full/2"], "; a record ", record, " + ", probs, " bytes");
   CHECK(peak["none"] - peak["selective"] == L * probs);
   // Full: one block's record (with its probabilities) at a time, made by the forward and
   // made again by the backward; every block's input is the residual stream all modes keep.

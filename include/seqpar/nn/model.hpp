@@ -195,10 +195,10 @@ class BloomStack {
     // backward, a scratch freed on return (an evaluation leaves nothing behind); under
     // Recompute::selective, the one the backward recomputes them in.
     BlockScratch<T, Arena> transient;
-    BlockScratch<T, Arena>* probs_scratch =
-        !for_backward                                ? &transient
-        : options_.recompute == Recompute::selective ? &block_scratch_
-                                                     : nullptr;
+    BlockScratch<T, Arena>* probs_scratch = !for_backward ? &transient
+                                            : options_.recompute == Recompute::selective
+                                                ? &block_scratch_
+                                                : nullptr;
     for (std::int64_t l = 0; l < stage_.count(); ++l) {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
       const bool full = for_backward && recomputed(l);

@@ -207,8 +207,8 @@ TrainingPosition read_training_position(const std::map<std::string, std::string>
   const auto count = [&](const char* key, std::int64_t otherwise) {
     const auto f = meta.find(key);
     if (f == meta.end()) return otherwise;
-    const auto c = detail::parse_field<std::int64_t>(f->second, file,
-                                                     std::string("metadata ") + key);
+    const auto c =
+        detail::parse_field<std::int64_t>(f->second, file, std::string("metadata ") + key);
     SEQPAR_CHECK(c >= 0, file, ": metadata ", key, " is ", c, "; expected a count from 0");
     return c;
   };

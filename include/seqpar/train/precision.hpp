@@ -61,8 +61,8 @@ using ComputeType = typename StorageOf<D, P::dtype>::type;
 /// Fp32, Fp64, Bf16Mixed: no, a constant scale of 1) unless `enabled` says otherwise; a
 /// scaled fp32 loss is what lets the CPU test the whole skipping path.
 struct LossScaleOptions {
-  std::optional<bool> enabled = {};  // unset: Precision::loss_scaling
-  double loss_scale = 0;        // 0: dynamic; > 0: a static scale that never changes
+  std::optional<bool> enabled = {};       // unset: Precision::loss_scaling
+  double loss_scale = 0;                  // 0: dynamic; > 0: a static scale that never changes
   std::int64_t initial_scale_power = 16;  // the dynamic scale starts at 2^initial_scale_power
   std::int64_t loss_scale_window = 1000;  // clean steps since the last overflow before it doubles
   std::int64_t hysteresis = 2;            // overflows it takes before the scale halves
@@ -74,9 +74,8 @@ struct LossScaleOptions {
   }
   /// Throws naming the field when a value is not one a scaler can run with.
   void validate() const {
-    SEQPAR_CHECK(std::isfinite(loss_scale) && loss_scale >= 0,
-                 "LossScaleOptions::loss_scale is ", loss_scale,
-                 "; expected 0 (dynamic) or a finite static scale above 0");
+    SEQPAR_CHECK(std::isfinite(loss_scale) && loss_scale >= 0, "LossScaleOptions::loss_scale is ",
+                 loss_scale, "; expected 0 (dynamic) or a finite static scale above 0");
     SEQPAR_CHECK(initial_scale_power >= -1000 && initial_scale_power <= 1000,
                  "LossScaleOptions::initial_scale_power is ", initial_scale_power,
                  "; expected an exponent a double holds (-1000 to 1000)");
@@ -103,9 +102,9 @@ enum class StepVerdict : std::uint8_t {
 /// Everything a StepGuard carries from step to step (checkpoints save all of it).
 struct LossScaleState {
   double scale = 1;
-  std::int64_t clean_steps = 0;     // clean steps since the last overflow (or the start)
-  std::int64_t hysteresis = 1;      // overflows left before the scale halves
-  std::int64_t skipped_steps = 0;   // steps skipped so far, for any reason
+  std::int64_t clean_steps = 0;    // clean steps since the last overflow (or the start)
+  std::int64_t hysteresis = 1;     // overflows left before the scale halves
+  std::int64_t skipped_steps = 0;  // steps skipped so far, for any reason
   std::int64_t faults_in_a_row = 0;
 };
 

@@ -172,10 +172,10 @@ class Trainer {
     }
     double loss_sum = accumulate(local_slice(batch), scale);
     // The model's gradients are `unscale` times those of the token-mean loss.
-    const double unscale = !mixed                ? 1.0 / loss_scale
-                           : targets > 0 ? 1.0 / (static_cast<double>(scale) *
-                                                  static_cast<double>(targets))
-                                         : 1.0;
+    const double unscale = !mixed ? 1.0 / loss_scale
+                           : targets > 0
+                               ? 1.0 / (static_cast<double>(scale) * static_cast<double>(targets))
+                               : 1.0;
     const double norm = grad_norm() * unscale;
     const double lr = schedule_.at(step_);
     const double loss = targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0;
@@ -311,10 +311,10 @@ class Trainer {
   /// (load_checkpoint).
   void save_checkpoint(const std::filesystem::path& path,
                        const std::map<std::string, std::string>& metadata = {}) {
-    state().write(path, StateKinds::weights | StateKinds::moments,
-                  checkpoint_metadata(metadata, step_, opts_.seed, loss_scale_.state(),
-                                      loss_scale_.scaled()),
-                  DType::f32);
+    state().write(
+        path, StateKinds::weights | StateKinds::moments,
+        checkpoint_metadata(metadata, step_, opts_.seed, loss_scale_.state(), loss_scale_.scaled()),
+        DType::f32);
   }
 
   /// Restores a checkpoint written under any plan: every rank reads its own pieces. The
