@@ -17,10 +17,11 @@
 //
 // Options: --shapes=8x512,16x512  --micro-batch-rows=N (0: the whole batch at once)
 //          --logits-mib=0,4096 (LM head logits budgets, TrainOptions::logits_bytes; 0, the
-//          default: the device's 256 MiB)  --recompute-attention=0,1 (TrainOptions::
-//          recompute_attention; default 0)  --fused-attention=0,1 (TrainOptions::attention =
-//          AttentionKind::fused; default 0). Each combination gets a fresh trainer and runs
-//          every shape; one other than the defaults is named in the "variant" of its lines.
+//          default: the device's 256 MiB)  --recompute-attention=0,1,2 (TrainOptions::
+//          recompute: 0 none, 1 selective, 2 full; default 0)  --fused-attention=0,1
+//          (TrainOptions::attention = AttentionKind::fused; default 0). Each combination gets a
+//          fresh trainer and runs every shape; one other than the defaults is named in the
+//          "variant" of its lines.
 //          --warmup=3  --steps=10  --seed=1
 // Exit status: 0, 1 when a configuration failed, 77 without a CUDA device, 2 for bad options.
 #include <cuda_runtime.h>
@@ -57,7 +58,7 @@ struct Args {
   std::vector<Shape> shapes{{8, 512}, {16, 512}};
   std::int64_t micro_batch_rows = 0;
   std::vector<std::int64_t> logits_mib{0};  // LM head logits budgets; 0: the device's default
-  std::vector<std::int64_t> recompute{0};   // 1: attention probabilities recomputed in the backward
+  std::vector<std::int64_t> recompute{0};   // Recompute: 0 none, 1 selective, 2 full
   std::vector<std::int64_t> fused{0};       // 1: fused attention (a log-sum-exp per query kept)
   int warmup = 3, steps = 10;
   std::uint64_t seed = 1;
@@ -67,7 +68,7 @@ struct Args {
   std::fprintf(stderr,
                "bench_cuda_train_step: bad argument '%s'\n"
                "usage: bench_cuda_train_step [--shapes=8x512,16x512] [--micro-batch-rows=N] "
-               "[--logits-mib=0,4096] [--recompute-attention=0,1] [--fused-attention=0,1] "
+               "[--logits-mib=0,4096] [--recompute-attention=0,1,2] [--fused-attention=0,1] "
                "[--warmup=3] [--steps=10] "
                "[--seed=1]\n",
                bad.c_str());
@@ -115,7 +116,7 @@ Args parse(int argc, char** argv) {
       a.recompute.clear();
       for (const std::string& item : split(value)) {
         a.recompute.push_back(to_int(item, arg));
-        if (a.recompute.back() > 1) usage(arg);
+        if (a.recompute.back() > 2) usage(arg);
       }
     } else if (key == "--fused-attention") {
       a.fused.clear();
@@ -199,18 +200,20 @@ int run(const Args& args) {
     for (const std::int64_t recompute : args.recompute)
       for (const std::int64_t fused : args.fused) {
         o.logits_bytes = mib << 20;
-        o.recompute_attention = recompute != 0;
+        o.recompute = static_cast<Recompute>(recompute);
         o.attention = fused != 0 ? AttentionKind::fused : AttentionKind::standard;
-        // Fused attention keeps no probabilities: recomputing them is moot, run it once.
-        if (fused != 0 && recompute != 0) continue;
+        // Fused attention keeps no probabilities: recomputing them alone is moot.
+        if (fused != 0 && o.recompute == Recompute::selective) continue;
         const std::int64_t logits_bytes = mib > 0 ? o.logits_bytes : Ops<Cuda>::logits_chunk_bytes;
         // Rows of the table are told apart by this; the defaults (0 or the default budget
         // given by its size) have none. `suffix` follows the shape in the readable lines.
         std::string variant = logits_bytes != Ops<Cuda>::logits_chunk_bytes
                                   ? "logits " + std::to_string(mib) + " MiB"
                                   : "";
-        if (o.recompute_attention)
-          variant += (variant.empty() ? "" : ", ") + std::string("attention recomputed");
+        if (o.recompute != Recompute::none)
+          variant += (variant.empty() ? "" : ", ") + std::string(o.recompute == Recompute::full
+                                                                     ? "blocks recomputed"
+                                                                     : "attention recomputed");
         if (fused != 0) variant += (variant.empty() ? "" : ", ") + std::string("attention fused");
         const std::string suffix = variant.empty() ? "" : ", " + variant;
         make_trainer();
@@ -219,9 +222,9 @@ int run(const Args& args) {
             "LM head logits budget %lld MiB; attention probabilities %s\n",
             init_s, static_cast<double>(trainer->memory().total_current) / (1ull << 30),
             static_cast<long long>(logits_bytes >> 20),
-            fused != 0              ? "never made (fused)"
-            : o.recompute_attention ? "recomputed"
-                                    : "kept");
+            fused != 0                       ? "never made (fused)"
+            : o.recompute != Recompute::none ? "recomputed"
+                                             : "kept");
         std::fflush(stdout);
         for (const Shape& shape : args.shapes) {
           const Batch batch =
@@ -264,7 +267,7 @@ int run(const Args& args) {
                 "\"device_peak_bytes\": %lld, \"ms_per_step\": %.3f, \"loss\": %.5f, "
                 "\"grad_norm\": %.5f, \"skipped_steps\": %lld, \"params\": %lld, "
                 "\"flops_per_token\": %.0f, \"micro_batch_rows\": %lld, \"logits_bytes\": %lld, "
-                "\"recompute_attention\": %s, \"fused_attention\": %s, \"warmup_s\": %.3f, "
+                "\"recompute\": \"%s\", \"fused_attention\": %s, \"warmup_s\": %.3f, "
                 "\"steps\": %d, \"init_s\": %.3f, "
                 "\"precision\": \"Bf16Mixed: bf16 model, fp32 master weights and AdamW moments\", "
                 "\"device\": \"%s\"}\n",
@@ -273,7 +276,7 @@ int run(const Args& args) {
                 static_cast<long long>(device_peak), ms, loss, grad_norm,
                 static_cast<long long>(skipped), static_cast<long long>(Model::parameter_count),
                 flops_per_token, static_cast<long long>(args.micro_batch_rows),
-                static_cast<long long>(logits_bytes), o.recompute_attention ? "true" : "false",
+                static_cast<long long>(logits_bytes), recompute_name(o.recompute),
                 fused != 0 ? "true" : "false", warm_s, args.steps, init_s, prop.name);
           } catch (const std::exception& e) {
             std::printf("%lldx%lld%s: failed: %s\n", static_cast<long long>(shape.rows),

@@ -11,13 +11,13 @@ namespace {
 using Small =
     seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 8192, .hidden = 256, .layers = 4, .heads = 8}>;
 
-void train_step(benchmark::State& state, bool recompute_attention,
+void train_step(benchmark::State& state, seqpar::Recompute recompute,
                 seqpar::AttentionKind attention = seqpar::AttentionKind::standard) {
   const std::int64_t rows = state.range(0), seq = state.range(1);
   seqpar::TrainOptions o;
   o.lr = 1e-4;
   o.weight_decay = 0.01;
-  o.recompute_attention = recompute_attention;
+  o.recompute = recompute;
   o.attention = attention;
   seqpar::Trainer<Small, seqpar::Replicated<1>> trainer(o);
   seqpar::Batch batch(rows, seq);
@@ -40,17 +40,19 @@ void train_step(benchmark::State& state, bool recompute_attention,
   state.counters["peak_mib"] = static_cast<double>(trainer.memory().total_peak) / (1 << 20);
 }
 
-void BM_TrainStep(benchmark::State& state) { train_step(state, false); }
-// TrainOptions::recompute_attention: the same step, the attention probabilities recomputed in
+void BM_TrainStep(benchmark::State& state) { train_step(state, seqpar::Recompute::none); }
+// TrainOptions::recompute = selective: the same step, the attention probabilities recomputed in
 // the backward instead of kept (peak_mib shows what that saves).
-void BM_TrainStepRecomputedAttention(benchmark::State& state) { train_step(state, true); }
+void BM_TrainStepRecomputedAttention(benchmark::State& state) {
+  train_step(state, seqpar::Recompute::selective);
+}
 // TrainOptions::attention = fused: flash-style tiles, a log-sum-exp per query kept instead of
 // the probabilities (peak_mib again).
 void BM_TrainStepFusedAttention(benchmark::State& state) {
-  train_step(state, false, seqpar::AttentionKind::fused);
+  train_step(state, seqpar::Recompute::none, seqpar::AttentionKind::fused);
 }
 // The standard step at 2 x 512 (a separate name: tools/compare_cpu_step.py reads BM_TrainStep).
-void BM_TrainStepSeq512(benchmark::State& state) { train_step(state, false); }
+void BM_TrainStepSeq512(benchmark::State& state) { train_step(state, seqpar::Recompute::none); }
 BENCHMARK(BM_TrainStep)->Args({8, 128})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 BENCHMARK(BM_TrainStepRecomputedAttention)
     ->Args({8, 128})

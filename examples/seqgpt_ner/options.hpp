@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "seqpar/core/parse.hpp"
+#include "seqpar/nn/block.hpp"
 
 #ifndef SEQPAR_NER_DATA_DIR
 #define SEQPAR_NER_DATA_DIR "examples/data"
@@ -40,6 +41,8 @@ struct Options {
   double weight_decay = 0.01;
   double warmup_ratio = 0.03;
   double max_grad_norm = 1.0;
+  seqpar::Recompute recompute = seqpar::Recompute::none;  // what blocks keep for the backward
+  std::int64_t recompute_every = 1;                       // under full: every K-th block
   std::uint64_t seed = 42;
   std::int64_t eval_every = 0;  // steps; 0: at the end of each epoch
   std::int64_t eval_limit =
@@ -82,6 +85,10 @@ Parallel plan
 Training
   --epochs N (15)  --max-steps N  --batch ROWS (16)  --micro-batch ROWS  --lr X (5e-3)
   --weight-decay X (0.01)  --warmup-ratio X (0.03)  --max-grad-norm X (1)  --seed N (42)
+  --recompute none|selective|full (none)  what a block keeps for its backward: all,
+                       all but the attention probabilities, or only its input (its forward
+                       runs again in the backward); the same results in less memory
+  --recompute-every K (1)  with full: only every K-th block is recomputed
   --resume             continue from the newest checkpoint OUT/step-N.safetensors
   --allow-changed-options  resume although the data, tokenizer, labels or run options
                        (batch, lr schedule, seed, ...) differ from the checkpoint's
@@ -194,6 +201,15 @@ inline Options parse_options(int argc, char** argv) {
       o.max_grad_norm = real();
     else if (name == "--seed")
       o.seed = unsigned_integer();
+    else if (name == "--recompute") {
+      const std::string v = value();
+      if (v != "none" && v != "selective" && v != "full")
+        throw std::invalid_argument("--recompute is '" + v + "'; expected none, selective or full");
+      o.recompute = v == "full"        ? seqpar::Recompute::full
+                    : v == "selective" ? seqpar::Recompute::selective
+                                       : seqpar::Recompute::none;
+    } else if (name == "--recompute-every")
+      o.recompute_every = integer();
     else if (name == "--eval-every")
       o.eval_every = integer();
     else if (name == "--eval-limit")
@@ -240,6 +256,8 @@ inline Options parse_options(int argc, char** argv) {
                                 "; expected at most 4096");
   if (o.max_nonfinite_steps == 0)
     throw std::invalid_argument("--max-nonfinite-steps must be positive");
+  if (o.recompute_every == 0)
+    throw std::invalid_argument("--recompute-every must be positive (every K-th block)");
   if (o.log_every == 0) o.log_every = 1;
   if (!o.model.empty() && o.model != "tiny" && o.model != "seqgpt560m")
     throw std::invalid_argument("--model is '" + o.model + "'; expected tiny or seqgpt560m");

@@ -320,6 +320,8 @@ int train_ner(const Options& o) {
   to.seed = o.seed;
   to.max_nonfinite_steps = o.max_nonfinite_steps;
   to.offload = parse_offload(o.offload, "--offload");
+  to.recompute = o.recompute;
+  to.recompute_every = o.recompute_every;
   constexpr int data_degree = PlanTraits<Plan>::data_degree;
   to.micro_batch_rows = o.micro_batch;
   if (to.micro_batch_rows == 0 && PlanTraits<Plan>::pipeline_degree > 1)
@@ -476,10 +478,20 @@ int train_ner(const Options& o) {
                       {"tokens_per_s", st.tokens_per_s},
                       {"skipped", st.skipped},
                       {"skipped_steps", st.skipped_steps},
+                      {"overflow", st.overflow},
+                      {"loss_scale", st.loss_scale},
                       {"nonfinite_in_a_row", st.nonfinite_in_a_row},
                       {"memory_peak_bytes", st.memory.total_peak},
                       {"memory_peak_bytes_by_category", memory_peaks_json(st.memory)}});
-          if (st.skipped) {
+          if (st.overflow) {
+            // Never folded into a window either: the scaler answered it (DeepSpeed's rules).
+            std::printf(
+                "step %lld skipped: the gradients overflowed at loss scale %g (now %g; %lld "
+                "skipped in all); no update made\n",
+                static_cast<long long>(step + 1), st.loss_scale, t.loss_scale(),
+                static_cast<long long>(st.skipped_steps));
+            std::fflush(stdout);
+          } else if (st.skipped) {
             // Never folded into a window: a skipped step is always said.
             std::printf(
                 "step %lld skipped: loss %g, grad norm %g not finite (%lld in a row, at "

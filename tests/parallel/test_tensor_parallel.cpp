@@ -21,7 +21,7 @@ TEST_CASE_TEMPLATE_DEFINE(
   // micro-batches keep several records in flight on the first stage (all four under GPipe).
   auto o = test::plan_options();
   const auto kept = test::run_plan_threads<Plan>(4, 3, o);
-  o.recompute_attention = true;
+  o.recompute = Recompute::selective;
   const auto remade = test::run_plan_threads<Plan>(4, 3, o);
   for (std::size_t r = 0; r < kept.size(); ++r) {
     CAPTURE(r);

@@ -88,17 +88,22 @@ TEST_CASE("StepGuard: a non-finite loss or gradient norm is a fault under every 
 
 TEST_CASE(
     "StepGuard under loss scaling: an overflow halves the scale; at the floor it is a fault") {
-  StepGuard<Fp16Mixed> g;
+  // (Hysteresis 1: every overflow halves; the floor the one this guard had before
+  // LossScaleOptions, 2^-16.)
+  StepGuard<Fp16Mixed> g(LossScaleOptions{.hysteresis = 1, .min_loss_scale = 0x1p-16});
   CHECK(g.update(1.0, INFINITY) == StepVerdict::overflow);
-  CHECK(g.value() == Fp16Mixed::initial_loss_scale / 2);
+  CHECK(g.value() == g.options().initial_scale() / 2);
   CHECK(g.faults_in_a_row() == 0);
   // A non-finite loss is no scale's doing: a fault, and the scale stays.
   CHECK(g.update(INFINITY, INFINITY) == StepVerdict::fault);
-  CHECK(g.value() == Fp16Mixed::initial_loss_scale / 2);
+  CHECK(g.value() == g.options().initial_scale() / 2);
   CHECK(g.faults_in_a_row() == 1);
-  g.restore(StepGuard<Fp16Mixed>::min_scale * 2, 0);
+  LossScaleState near_floor = g.state();
+  near_floor.scale = g.options().min_loss_scale * 2;
+  near_floor.clean_steps = 0;
+  g.restore(near_floor);
   CHECK(g.update(1.0, INFINITY) == StepVerdict::overflow);
-  CHECK(g.value() == StepGuard<Fp16Mixed>::min_scale);
+  CHECK(g.value() == g.options().min_loss_scale);
   CHECK(g.update(1.0, INFINITY) == StepVerdict::fault);
   CHECK(g.update(1.0, INFINITY) == StepVerdict::fault);
   CHECK(g.faults_in_a_row() == 2);

@@ -112,7 +112,7 @@ TEST_CASE(
     "recomputed attention probabilities: the same bits, a layer's probabilities less per record; "
     "an evaluation keeps none") {
   TrainOptions kept, remade;
-  remade.recompute_attention = true;
+  remade.recompute = Recompute::selective;
   Trainer<Tiny, Replicated<1>> t1(kept), t2(remade);
   const Batch b = pattern_batch(4, 9);
   const std::int64_t probs_bytes = 4 * Tiny::heads * 9 * 9 * std::int64_t{sizeof(float)};

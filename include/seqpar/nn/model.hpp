@@ -31,8 +31,12 @@ struct StackOptions {
   /// The most bytes of logits the loss holds at once; 0: Ops<D>::logits_chunk_bytes. When
   /// a micro-batch's logits over the local vocab rows fit, the gradient pass reuses them.
   std::int64_t logits_bytes = 0;
-  /// Attention probabilities are not kept for the backward but made again there.
-  bool recompute_attention = false;
+  /// What the blocks keep for the backward and what it makes again (Recompute).
+  Recompute recompute = Recompute::none;
+  /// Under Recompute::full, the blocks recomputed: those whose layer index (in the whole
+  /// model, so a pipeline split does not move them) is a multiple of this; the others keep
+  /// their whole record (Megatron's --recompute-method block with a layer count).
+  std::int64_t recompute_every = 1;
   /// Standard attention (probabilities, kept or recomputed) or fused (a log-sum-exp per query).
   AttentionKind attention = AttentionKind::standard;
 };
@@ -174,7 +178,9 @@ class BloomStack {
   /// Fills `a` for batch `b`. On a stage without the embedding, a.x[0] must hold the
   /// stage input [N, H] before the call; a.x.back() is the stage output. Without
   /// `for_backward` (evaluation, prefill) the record keeps no attention probabilities,
-  /// as under StackOptions::recompute_attention (a backward would recompute them).
+  /// as under Recompute::selective (a backward would recompute them). A block that
+  /// Recompute::full recomputes keeps nothing in `a` but its input a.x[l]: its forward
+  /// runs in the stack's one transient record.
   void forward(const BatchView& b, Acts& a, bool for_backward = true) {
     Arena& ar = *arena_;
     prepare(b, a);
@@ -187,17 +193,20 @@ class BloomStack {
     }
     // Where the attention probabilities go when the records do not keep them: without a
     // backward, a scratch freed on return (an evaluation leaves nothing behind); under
-    // recompute_attention, the one the backward recomputes them in.
+    // Recompute::selective, the one the backward recomputes them in.
     BlockScratch<T, Arena> transient;
-    BlockScratch<T, Arena>* probs_scratch = !for_backward                  ? &transient
-                                            : options_.recompute_attention ? &block_scratch_
-                                                                           : nullptr;
+    BlockScratch<T, Arena>* probs_scratch = !for_backward ? &transient
+                                            : options_.recompute == Recompute::selective
+                                                ? &block_scratch_
+                                                : nullptr;
     for (std::int64_t l = 0; l < stage_.count(); ++l) {
       const auto u = static_cast<std::size_t>(stage_.first + l + 1);
+      const bool full = for_backward && recomputed(l);
       hooks_->acquire(u, UnitUse::forward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
-      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), a.blocks[l], w, a, slopes_.data(), shape_,
-                       probs_scratch, options_.attention, ar, axis_);
+      if (full) a.blocks[l] = {};  // a record of an earlier mode or micro-batch shape
+      block_forward<D>(a.x[l + 1].data(), a.x[l].data(), full ? full_record_ : a.blocks[l], w, a,
+                       slopes_.data(), shape_, probs_scratch, options_.attention, ar, axis_);
       hooks_->release(u);
     }
     if (stage_.head) {
@@ -262,8 +271,16 @@ class BloomStack {
       hooks_->acquire(u, UnitUse::backward);
       const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       const auto g = BlockTensors<T>::bind(grads(u), units_[u]);
-      block_backward<D>(d, a.x[l].data(), a.blocks[l], w, g, a, slopes_.data(), shape_,
-                        block_scratch_, *arena_, axis_);
+      if (recomputed(l)) {
+        // The block's forward again, from its kept input, into the transient record (which
+        // keeps the probabilities: they are used at once). Its output [N, H] equals
+        // a.x[l + 1] and is not needed: it goes to d_ln, the backward's scratch.
+        block_forward<D>(block_scratch_.d_ln.data(), a.x[l].data(), full_record_, w, a,
+                         slopes_.data(), shape_, static_cast<BlockScratch<T, Arena>*>(nullptr),
+                         options_.attention, *arena_, axis_);
+      }
+      block_backward<D>(d, a.x[l].data(), recomputed(l) ? full_record_ : a.blocks[l], w, g, a,
+                        slopes_.data(), shape_, block_scratch_, *arena_, axis_);
       hooks_->grads_ready(u);
       hooks_->release(u);
     }
@@ -282,7 +299,16 @@ class BloomStack {
     }
   }
 
-  void set_options(const StackOptions& o) { options_ = o; }
+  void set_options(const StackOptions& o) {
+    SEQPAR_CHECK(o.recompute_every >= 1, "StackOptions::recompute_every is ", o.recompute_every,
+                 "; expected at least 1 (every block)");
+    options_ = o;
+  }
+  /// Whether this stage's block l keeps only its input and is recomputed in the backward.
+  bool recomputed(std::int64_t l) const {
+    return options_.recompute == Recompute::full &&
+           (stage_.first + l) % options_.recompute_every == 0;
+  }
   const StackOptions& options() const { return options_; }
 
   /// Logits of the local vocab rows for every token of a forwarded batch: out[N,
@@ -435,6 +461,9 @@ class BloomStack {
   Buffer<Stat, Arena> slopes_;  // [heads] ALiBi slopes of all heads
   std::vector<Buffer<T, Arena>> params_, grads_;
   BlockScratch<T, Arena> block_scratch_;
+  // The record of the block being run under Recompute::full (one block's activations, of
+  // kind activations: its forward, then its forward again and its backward).
+  BlockActivations<T, Arena> full_record_;
   HeadScratch<T, Arena> head_scratch_;
   Buffer<T, Arena> head_dh_, emb_d_;
   std::int64_t pad_ = 1;

@@ -34,6 +34,7 @@
 #include "seqpar/optim/offload.hpp"
 #include "seqpar/parallel/mesh.hpp"
 #include "seqpar/parallel/pipeline_axis.hpp"
+#include "seqpar/train/precision.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -160,36 +161,38 @@ void check_model_metadata(const std::map<std::string, std::string>& meta, const 
   }
 }
 
-/// A loss scale saved with a checkpoint (Fp16Mixed).
-struct SavedLossScale {
-  double value = 1;
-  std::int64_t clean_steps = 0;
-};
-
 /// What a training checkpoint records besides its tensors.
 struct TrainingPosition {
-  std::int64_t step = 0;                     // optimizer steps taken
-  std::optional<SavedLossScale> loss_scale;  // when the file has one and it was asked for
+  std::int64_t step = 0;  // optimizer steps taken
+  // The StepGuard's state: always its skip counters; the scale, its clean steps and the
+  // hysteresis left when the file has them and they were asked for (`has_scale`). A file
+  // from before the hysteresis was saved resumes with it full (hysteresis = 0 here).
+  LossScaleState guard{1, 0, 0, 0, 0};
+  bool has_scale = false;
 };
 
-/// The metadata of a training checkpoint: the caller's `metadata` with the step, the seed
-/// and, when given, the loss scale (its value to the last bit).
+/// The metadata of a training checkpoint: the caller's `metadata` with the step, the seed,
+/// the skip counters and, with `scaled`, the loss scale (its value to the last bit), its
+/// clean steps since the last overflow and the hysteresis left.
 inline std::map<std::string, std::string> checkpoint_metadata(
     std::map<std::string, std::string> metadata, std::int64_t step, std::uint64_t seed,
-    std::optional<SavedLossScale> loss_scale = {}) {
+    const LossScaleState& guard = {}, bool scaled = false) {
   metadata["seqpar.step"] = std::to_string(step);
   metadata["seqpar.seed"] = std::to_string(seed);
-  if (loss_scale) {
+  metadata["seqpar.skipped_steps"] = std::to_string(guard.skipped_steps);
+  metadata["seqpar.nonfinite_in_a_row"] = std::to_string(guard.faults_in_a_row);
+  if (scaled) {
     char scale[32];
-    std::snprintf(scale, sizeof scale, "%.17g", loss_scale->value);
+    std::snprintf(scale, sizeof scale, "%.17g", guard.scale);
     metadata["seqpar.loss_scale"] = scale;
-    metadata["seqpar.loss_scale_clean_steps"] = std::to_string(loss_scale->clean_steps);
+    metadata["seqpar.loss_scale_clean_steps"] = std::to_string(guard.clean_steps);
+    metadata["seqpar.loss_scale_hysteresis"] = std::to_string(guard.hysteresis);
   }
   return metadata;
 }
 
-/// Checks that `meta` (of `file`) is a training checkpoint of model M and reads its step
-/// and, with `loss_scaling`, its loss scale when it has one.
+/// Checks that `meta` (of `file`) is a training checkpoint of model M and reads its step,
+/// its skip counters and, with `loss_scaling`, its loss scale when it has one.
 template <BloomModel M>
 TrainingPosition read_training_position(const std::map<std::string, std::string>& meta,
                                         const std::string& file, bool loss_scaling) {
@@ -197,10 +200,21 @@ TrainingPosition read_training_position(const std::map<std::string, std::string>
   const auto it = meta.find("seqpar.step");
   SEQPAR_CHECK(it != meta.end(), file,
                ": not a training checkpoint (metadata 'seqpar.step' is missing)");
-  TrainingPosition at{detail::parse_field<std::int64_t>(it->second, file, "metadata seqpar.step"),
-                      std::nullopt};
+  TrainingPosition at;
+  at.step = detail::parse_field<std::int64_t>(it->second, file, "metadata seqpar.step");
   SEQPAR_CHECK(at.step >= 0, file, ": metadata seqpar.step is ", at.step,
                "; expected a step count from 0");
+  // A count from 0, or `otherwise` when the file has none.
+  const auto count = [&](const char* key, std::int64_t otherwise) {
+    const auto f = meta.find(key);
+    if (f == meta.end()) return otherwise;
+    const auto c =
+        detail::parse_field<std::int64_t>(f->second, file, std::string("metadata ") + key);
+    SEQPAR_CHECK(c >= 0, file, ": metadata ", key, " is ", c, "; expected a count from 0");
+    return c;
+  };
+  at.guard.skipped_steps = count("seqpar.skipped_steps", 0);
+  at.guard.faults_in_a_row = count("seqpar.nonfinite_in_a_row", 0);
   if (loss_scaling) {
     const auto scale = meta.find("seqpar.loss_scale"),
                clean = meta.find("seqpar.loss_scale_clean_steps");
@@ -212,7 +226,10 @@ TrainingPosition read_training_position(const std::map<std::string, std::string>
       SEQPAR_CHECK(std::isfinite(v) && v > 0 && c >= 0, file,
                    ": metadata seqpar.loss_scale = ", scale->second, " after ", clean->second,
                    " clean steps is not a loss scale to resume");
-      at.loss_scale = SavedLossScale{v, c};
+      at.guard.scale = v;
+      at.guard.clean_steps = c;
+      at.guard.hysteresis = count("seqpar.loss_scale_hysteresis", 0);
+      at.has_scale = true;
     }
   }
   return at;

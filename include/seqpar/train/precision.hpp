@@ -1,6 +1,7 @@
 #pragma once
 // Precision policies: the dtype of weights, activations and gradients in the model, the
-// type of the optimizer's master weights and moments, and whether the loss is scaled.
+// type of the optimizer's master weights and moments, and whether the loss is scaled by
+// default; LossScaleOptions and StepGuard: the loss scale at run time and the step verdicts.
 // The storage type of a dtype belongs to the device (StorageOf<Device, DType>): bf16 and
 // fp16 exist on Cuda; asking for them on the CPU stops the build with a message.
 
@@ -8,9 +9,11 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <optional>
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/core/dtype.hpp"
+#include "seqpar/core/error.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -26,69 +29,134 @@ struct Fp64 {
 };
 /// bf16 weights, activations and gradients in the model; fp32 master weights and AdamW
 /// moments in the optimizer; layernorm statistics, ALiBi positions and slopes and the
-/// softmax statistics of the loss in fp32. No loss scaling (bf16 has fp32's range).
+/// softmax statistics of the loss in fp32. No loss scaling by default (bf16 has fp32's
+/// range); LossScaleOptions::enabled asks for it.
 struct Bf16Mixed {
   static constexpr DType dtype = DType::bf16;
   static constexpr bool loss_scaling = false;
 };
-/// As Bf16Mixed in fp16, with dynamic loss scaling: the loss gradient is multiplied by
-/// the scale and the gradients divided by it before clipping; a step whose gradient norm
-/// is not finite is skipped and the scale halved (StepGuard); after `loss_scale_window` clean steps
-/// in a row the scale doubles (torch.cuda.amp.GradScaler's defaults).
+/// As Bf16Mixed in fp16, with dynamic loss scaling by default: the loss gradient is
+/// multiplied by the scale and the gradients divided by it before clipping; a step whose
+/// gradient norm is not finite is skipped and the scale lowered, and it grows again after
+/// a window of clean steps (StepGuard, configured by LossScaleOptions as DeepSpeed's fp16
+/// block is).
 struct Fp16Mixed {
   static constexpr DType dtype = DType::f16;
   static constexpr bool loss_scaling = true;
-  static constexpr double initial_loss_scale = 65536.0;
-  static constexpr std::int64_t loss_scale_window = 2000;
 };
 
-/// A precision policy: a model dtype and whether the loss is scaled (then also its
-/// initial scale and growth window).
+/// A precision policy: a model dtype and whether the loss is scaled by default.
 template <class P>
 concept Precision = requires {
   { P::dtype } -> std::convertible_to<DType>;
   { P::loss_scaling } -> std::convertible_to<bool>;
-}
-&&(!P::loss_scaling || requires {
-  { P::initial_loss_scale } -> std::convertible_to<double>;
-  { P::loss_scale_window } -> std::convertible_to<std::int64_t>;
-});
+};
 
 /// The type policy P stores model tensors in on device D.
 template <Precision P, Device D>
 using ComputeType = typename StorageOf<D, P::dtype>::type;
 
+/// Loss scaling at run time, with the fields and defaults of DeepSpeed's `fp16` config
+/// block. Whether the loss is scaled at all is the precision's default (Fp16Mixed: yes;
+/// Fp32, Fp64, Bf16Mixed: no, a constant scale of 1) unless `enabled` says otherwise; a
+/// scaled fp32 loss is what lets the CPU test the whole skipping path.
+struct LossScaleOptions {
+  std::optional<bool> enabled = {};       // unset: Precision::loss_scaling
+  double loss_scale = 0;                  // 0: dynamic; > 0: a static scale that never changes
+  std::int64_t initial_scale_power = 16;  // the dynamic scale starts at 2^initial_scale_power
+  std::int64_t loss_scale_window = 1000;  // clean steps since the last overflow before it doubles
+  std::int64_t hysteresis = 2;            // overflows it takes before the scale halves
+  bool consecutive_hysteresis = false;    // refill the hysteresis on every clean step
+  double min_loss_scale = 1;              // the floor; an overflow there is a fault
+
+  double initial_scale() const {
+    return loss_scale > 0 ? loss_scale : std::ldexp(1.0, static_cast<int>(initial_scale_power));
+  }
+  /// Throws naming the field when a value is not one a scaler can run with.
+  void validate() const {
+    SEQPAR_CHECK(std::isfinite(loss_scale) && loss_scale >= 0, "LossScaleOptions::loss_scale is ",
+                 loss_scale, "; expected 0 (dynamic) or a finite static scale above 0");
+    SEQPAR_CHECK(initial_scale_power >= -1000 && initial_scale_power <= 1000,
+                 "LossScaleOptions::initial_scale_power is ", initial_scale_power,
+                 "; expected an exponent a double holds (-1000 to 1000)");
+    SEQPAR_CHECK(loss_scale_window >= 1, "LossScaleOptions::loss_scale_window is ",
+                 loss_scale_window, "; expected at least 1 clean step");
+    SEQPAR_CHECK(hysteresis >= 1, "LossScaleOptions::hysteresis is ", hysteresis,
+                 "; expected at least 1 (1: the first overflow halves the scale)");
+    SEQPAR_CHECK(std::isfinite(min_loss_scale) && min_loss_scale > 0,
+                 "LossScaleOptions::min_loss_scale is ", min_loss_scale,
+                 "; expected a finite scale above 0");
+    SEQPAR_CHECK(loss_scale > 0 || initial_scale() >= min_loss_scale,
+                 "LossScaleOptions: the initial scale 2^", initial_scale_power,
+                 " is below min_loss_scale = ", min_loss_scale);
+  }
+};
+
 /// What a step's loss and gradient norm allow (StepGuard::update).
 enum class StepVerdict : std::uint8_t {
   take,      // both finite: the optimizer steps
-  overflow,  // loss scaling: a finite loss whose scaled gradients overflowed; the scale halves
+  overflow,  // loss scaling: a finite loss whose scaled gradients overflowed; the scaler adapts
   fault,     // a non-finite loss, or a non-finite gradient norm no loss scale explains
+};
+
+/// Everything a StepGuard carries from step to step (checkpoints save all of it).
+struct LossScaleState {
+  double scale = 1;
+  std::int64_t clean_steps = 0;    // clean steps since the last overflow (or the start)
+  std::int64_t hysteresis = 1;     // overflows left before the scale halves
+  std::int64_t skipped_steps = 0;  // steps skipped so far, for any reason
+  std::int64_t faults_in_a_row = 0;
 };
 
 /// The one place that decides whether a step's update is made, for every precision
 /// policy: a step whose loss or gradient norm is not finite is skipped. It also keeps the
-/// run's loss scale (a constant 1 for policies without loss scaling; for the others the
-/// dynamic scale described at Fp16Mixed) and counts the skipped steps. A non-finite
-/// gradient norm under loss scaling is an overflow while the scale can still halve, and a
-/// fault once it is at its floor; a non-finite loss is always a fault (no scale changes it).
+/// run's loss scale and counts the skipped steps.
+///
+/// The dynamic scale follows DeepSpeed's DynamicLossScaler.update_scale step for step:
+/// - an overflow while hysteresis > 1 takes one from the hysteresis and keeps the scale;
+///   with the hysteresis at 1 the scale halves, never below min_loss_scale;
+/// - every overflow restarts the window: a clean step that follows loss_scale_window clean
+///   steps since the last overflow (or 2 windows, 3, ...) doubles the scale, and refills the
+///   hysteresis (which consecutive_hysteresis refills on every clean step). So with a window
+///   of 2 the scales of clean steps from the start are s, s, s, 2s, 2s, 4s (DeepSpeed 0.19;
+///   releases before its "stable interval" doubled one step earlier).
+/// Where seqpar differs, on purpose: DeepSpeed raises at once on an overflow at
+/// min_loss_scale with no hysteresis left; here that step is a fault, skipped, and the run
+/// stops after TrainOptions::max_nonfinite_steps faults in a row. A non-finite loss is a
+/// fault that leaves the scaler as it was (DeepSpeed, which looks only at the gradients,
+/// would count it an overflow). Under a static scale an overflow is a fault too (DeepSpeed
+/// skips it without a count): nothing will change the scale.
 template <Precision P>
 class StepGuard {
  public:
-  /// The smallest loss scale; an overflow at this scale is a fault.
-  static constexpr double min_scale = 1.0 / 65536.0;
-
-  double value() const { return scale_; }
-  /// Clean steps in a row since the scale last changed (0 without loss scaling).
-  std::int64_t clean_steps() const { return clean_; }
-  /// Steps skipped so far, for any reason.
-  std::int64_t skipped_steps() const { return skipped_; }
-  /// Faults in a row up to the last step (0 after a step that was taken or overflowed).
-  std::int64_t faults_in_a_row() const { return faults_in_a_row_; }
-  /// Resumes a saved scale (checkpoints).
-  void restore(double scale, std::int64_t clean_steps) {
-    scale_ = scale;
-    clean_ = clean_steps;
+  explicit StepGuard(const LossScaleOptions& o = {}) : opts_(o) {
+    opts_.validate();
+    scaled_ = opts_.enabled.value_or(P::loss_scaling);
+    SEQPAR_CHECK(scaled_ || opts_.loss_scale == 0, "LossScaleOptions::loss_scale is ",
+                 opts_.loss_scale,
+                 " but loss scaling is off for this precision; set LossScaleOptions::enabled "
+                 "to scale the loss");
+    state_.scale = scaled_ ? opts_.initial_scale() : 1.0;
+    state_.hysteresis = opts_.hysteresis;
   }
+
+  /// Whether the loss is scaled (by a dynamic or a static scale).
+  bool scaled() const { return scaled_; }
+  /// Whether the scale changes with overflows.
+  bool dynamic() const { return scaled_ && opts_.loss_scale == 0; }
+  const LossScaleOptions& options() const { return opts_; }
+  double value() const { return state_.scale; }
+  /// Clean steps since the last overflow (0 without loss scaling).
+  std::int64_t clean_steps() const { return state_.clean_steps; }
+  /// Overflows left before the scale halves.
+  std::int64_t hysteresis_left() const { return state_.hysteresis; }
+  /// Steps skipped so far, for any reason.
+  std::int64_t skipped_steps() const { return state_.skipped_steps; }
+  /// Faults in a row up to the last step (0 after a step that was taken or overflowed).
+  std::int64_t faults_in_a_row() const { return state_.faults_in_a_row; }
+  const LossScaleState& state() const { return state_; }
+  /// Resumes a saved state (checkpoints).
+  void restore(const LossScaleState& s) { state_ = s; }
 
   /// After a step's loss and gradients are known (the same on every rank): whether to
   /// take the step.
@@ -97,37 +165,44 @@ class StepGuard {
     if (!std::isfinite(loss))
       v = StepVerdict::fault;
     else if (!std::isfinite(grad_norm))
-      v = P::loss_scaling && scale_ > min_scale ? StepVerdict::overflow : StepVerdict::fault;
+      v = can_adapt() ? StepVerdict::overflow : StepVerdict::fault;
     if (v != StepVerdict::take) {
-      ++skipped_;
-      faults_in_a_row_ = v == StepVerdict::fault ? faults_in_a_row_ + 1 : 0;
+      ++state_.skipped_steps;
+      state_.faults_in_a_row = v == StepVerdict::fault ? state_.faults_in_a_row + 1 : 0;
     } else {
-      faults_in_a_row_ = 0;
+      state_.faults_in_a_row = 0;
     }
-    if constexpr (P::loss_scaling) {
-      if (v == StepVerdict::overflow) {
-        scale_ = std::max(scale_ * 0.5, min_scale);
-        clean_ = 0;
-      } else if (v == StepVerdict::take && ++clean_ >= P::loss_scale_window) {
-        scale_ *= 2.0;
-        clean_ = 0;
+    if (!dynamic() || v == StepVerdict::fault) return v;
+    if (v == StepVerdict::overflow) {
+      if (state_.hysteresis > 1)
+        --state_.hysteresis;
+      else
+        state_.scale = std::max(state_.scale / 2, opts_.min_loss_scale);
+      state_.clean_steps = 0;
+    } else {
+      ++state_.clean_steps;
+      if (opts_.consecutive_hysteresis) state_.hysteresis = opts_.hysteresis;
+      // DeepSpeed's "stable interval": the clean steps before this one since the last
+      // overflow; a whole number of windows of them doubles the scale.
+      if (const std::int64_t stable = state_.clean_steps - 1;
+          stable > 0 && stable % opts_.loss_scale_window == 0) {
+        state_.hysteresis = opts_.hysteresis;
+        state_.scale *= 2;
       }
     }
     return v;
   }
 
  private:
-  double scale_ = initial();
-  std::int64_t clean_ = 0;
-  std::int64_t skipped_ = 0;
-  std::int64_t faults_in_a_row_ = 0;
-
-  static constexpr double initial() {
-    if constexpr (P::loss_scaling)
-      return P::initial_loss_scale;
-    else
-      return 1.0;
+  // Whether an overflow is the scaler's to answer: a dynamic scale with hysteresis left,
+  // or one above its floor.
+  bool can_adapt() const {
+    return dynamic() && (state_.hysteresis > 1 || state_.scale > opts_.min_loss_scale);
   }
+
+  LossScaleOptions opts_;
+  bool scaled_ = false;
+  LossScaleState state_;
 };
 
 }  // namespace seqpar::inline v0

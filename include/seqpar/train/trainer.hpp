@@ -53,17 +53,24 @@ struct TrainOptions {
   // micro-batch over the rank's vocabulary rows fit, the gradient pass reuses them; when
   // they do not, it computes them again, chunk by chunk.
   std::int64_t logits_bytes = 0;
-  // Attention probabilities ([rows, heads, seq, seq] per block and micro-batch) are not
-  // kept for the backward but recomputed there, bit for bit (Megatron's selective
-  // recomputation): one more q k^T GEMM and softmax per block.
-  bool recompute_attention = false;
+  // What a block keeps for its backward and what the backward makes again, bit for bit
+  // (Recompute, nn/block.hpp): `none` keeps everything; `selective` recomputes the
+  // attention probabilities ([rows, heads, seq, seq] per block and micro-batch; one more
+  // q k^T GEMM and softmax per block, Megatron's selective recomputation); `full` keeps
+  // only the input of every recompute_every-th block (1: every block, Hugging Face's
+  // gradient_checkpointing) and runs its forward again in the backward.
+  Recompute recompute = Recompute::none;
+  std::int64_t recompute_every = 1;
   // AttentionKind::fused: flash-style attention that never holds the probabilities; a block
   // keeps a log-sum-exp per query ([rows, heads, seq]) and its backward recomputes them per
-  // tile (recompute_attention is then moot). The same function within rounding.
+  // tile (Recompute::selective is then moot). The same function within rounding.
   AttentionKind attention = AttentionKind::standard;
+  // The loss scale, as DeepSpeed's fp16 block sets it (dynamic by default under
+  // Fp16Mixed; off under the other policies unless loss_scale.enabled asks for it).
+  LossScaleOptions loss_scale;
   // A step whose loss or gradient norm is not finite makes no update (StepGuard); after
   // this many such faults in a row step() throws, naming the step (a loss-scale overflow
-  // that halves the scale is not a fault).
+  // that the scaler answers is not a fault).
   std::int64_t max_nonfinite_steps = 10;
   // Which state lives in host memory (DeepSpeed's offload_optimizer / offload_param): the
   // fp32 master weights and AdamW moments (Offload::optimizer, any data-axis policy: the
@@ -84,6 +91,8 @@ struct StepStats {
   double tokens_per_s = 0;
   MemoryStats memory;              // this rank's arena
   bool skipped = false;            // no update was made: the loss or gradient norm was not finite
+  bool overflow = false;           // skipped because the scaled gradients overflowed (the
+                                   // scaler lowered the scale or its hysteresis)
   double loss_scale = 1;           // the loss scale this step used (1 without loss scaling)
   std::int64_t skipped_steps = 0;  // steps skipped so far by this trainer, this one included
   std::int64_t nonfinite_in_a_row =
@@ -130,13 +139,17 @@ class Trainer {
         pipe_(Model::layers, mesh_.pipeline),
         model_(arena_, make_axis(mesh_), pipe_.layers(), mesh_.data_degree),
         schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay},
-        runner_(model_, mesh_.pipeline) {
+        runner_(model_, mesh_.pipeline),
+        loss_scale_(opts.loss_scale) {
     SEQPAR_CHECK(opts_.max_nonfinite_steps > 0, "TrainOptions::max_nonfinite_steps is ",
                  opts_.max_nonfinite_steps,
                  "; expected at least 1 (the faulty steps in a row that stop a run)");
     SEQPAR_CHECK(opts_.logits_bytes >= 0, "TrainOptions::logits_bytes is ", opts_.logits_bytes,
                  "; expected a byte count, or 0 for the device's default");
-    model_.set_options({opts_.logits_bytes, opts_.recompute_attention, opts_.attention});
+    SEQPAR_CHECK(opts_.recompute_every >= 1, "TrainOptions::recompute_every is ",
+                 opts_.recompute_every, "; expected at least 1 (every block)");
+    model_.set_options(
+        {opts_.logits_bytes, opts_.recompute, opts_.recompute_every, opts_.attention});
     model_.initialize(opts_.seed, opts_.init_std);
     data_.emplace(model_, mesh_.data, opts_.offload);
   }
@@ -154,18 +167,26 @@ class Trainer {
     data_->reset_host_peaks();
     const std::int64_t targets = batch.target_count();
     const double loss_scale = loss_scale_.value();
-    const T scale =
-        mixed ? static_cast<T>(targets > 0 ? loss_scale / static_cast<double>(targets) : 0.0)
-              : inverse_count(targets);
+    // The loss gradient: the scale over the token count. In fp32 and fp64 it is 1/targets
+    // times the scale, so that a power-of-two scale changes no bit of the unscaled result.
+    T scale = T(0);
+    if (targets > 0) {
+      if constexpr (mixed)
+        scale = static_cast<T>(loss_scale / static_cast<double>(targets));
+      else
+        scale = inverse_count(targets) * static_cast<T>(loss_scale);
+    }
     double loss_sum = accumulate(local_slice(batch), scale);
     // The model's gradients are `unscale` times those of the token-mean loss.
-    const double unscale = mixed && targets > 0
+    const double unscale = !mixed ? 1.0 / loss_scale
+                           : targets > 0
                                ? 1.0 / (static_cast<double>(scale) * static_cast<double>(targets))
                                : 1.0;
-    const double norm = mixed ? grad_norm() * unscale : grad_norm();
+    const double norm = grad_norm() * unscale;
     const double lr = schedule_.at(step_);
     const double loss = targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0;
-    const bool take = loss_scale_.update(loss, norm) == StepVerdict::take;
+    const StepVerdict verdict = loss_scale_.update(loss, norm);
+    const bool take = verdict == StepVerdict::take;
     // (A NaN's sign bit means nothing; printed without it.)
     SEQPAR_CHECK(
         loss_scale_.faults_in_a_row() < opts_.max_nonfinite_steps, "step ", step_ + 1,
@@ -179,10 +200,17 @@ class Trainer {
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
     if (const double coef = opts_.max_grad_norm / (norm + 1e-6);
         take && opts_.max_grad_norm > 0 && coef < 1.0) {
-      if constexpr (mixed)
+      if constexpr (mixed) {
         grad_factor *= coef;
-      else
+      } else {
+        // A scaled fp32 gradient is unscaled first, by its own product: exact for a
+        // power-of-two scale (even one whose inverse is subnormal), so the clipping and the
+        // update that follow have the bits of an unscaled run.
+        if (loss_scale != 1.0) data_->scale_grads(static_cast<T>(unscale));
         data_->scale_grads(static_cast<T>(coef));
+      }
+    } else if (!mixed && take && loss_scale != 1.0) {
+      data_->scale_grads(static_cast<T>(unscale));
     }
     if (take) {
       ++step_;
@@ -200,6 +228,7 @@ class Trainer {
                  batch.tokens(), targets, secs, static_cast<double>(batch.tokens()) / secs,
                  memory_stats()};
     st.skipped = !take;
+    st.overflow = verdict == StepVerdict::overflow;
     st.loss_scale = loss_scale;
     st.skipped_steps = loss_scale_.skipped_steps();
     st.nonfinite_in_a_row = loss_scale_.faults_in_a_row();
@@ -281,32 +310,41 @@ class Trainer {
   }
 
   /// Collective. Saves the whole training state — weights (the fp32 master weights of a
-  /// mixed-precision model), AdamW moments, the step and the seed, the loss scale and its
-  /// clean-step count (Fp16Mixed), and `metadata` (e.g. the data position) — as one
-  /// safetensors file written atomically by world rank 0. It loads under any plan, on any
-  /// device, under any precision policy (load_checkpoint).
+  /// mixed-precision model), AdamW moments, the step and the seed, the step guard's skip
+  /// counters and, when the loss is scaled, its scale, clean steps and hysteresis left, and
+  /// `metadata` (e.g. the data position) — as one safetensors file written atomically by
+  /// world rank 0. It loads under any plan, on any device, under any precision policy
+  /// (load_checkpoint).
   void save_checkpoint(const std::filesystem::path& path,
                        const std::map<std::string, std::string>& metadata = {}) {
-    std::optional<SavedLossScale> scale;
-    if constexpr (Prec::loss_scaling)
-      scale = SavedLossScale{loss_scale_.value(), loss_scale_.clean_steps()};
-    state().write(path, StateKinds::weights | StateKinds::moments,
-                  checkpoint_metadata(metadata, step_, opts_.seed, scale), DType::f32);
+    state().write(
+        path, StateKinds::weights | StateKinds::moments,
+        checkpoint_metadata(metadata, step_, opts_.seed, loss_scale_.state(), loss_scale_.scaled()),
+        DType::f32);
   }
 
-  /// Restores a checkpoint written under any plan: every rank reads its own pieces. A policy
-  /// with loss scaling resumes the saved scale when the file has one. Returns the file's
-  /// metadata (the caller's entries included).
+  /// Restores a checkpoint written under any plan: every rank reads its own pieces. The
+  /// skip counters resume; a dynamic loss scale resumes the saved scale, clean steps and
+  /// hysteresis when the file has them (a static or absent scale is this run's own).
+  /// Returns the file's metadata (the caller's entries included).
   std::map<std::string, std::string> load_checkpoint(const std::filesystem::path& path) {
     const SafetensorsFile f(path);
     const std::string file = path.string();
     const TrainingPosition at =
-        read_training_position<Model>(f.metadata(), file, Prec::loss_scaling);
+        read_training_position<Model>(f.metadata(), file, loss_scale_.dynamic());
     load_weights([&f](std::string_view n) { return f.find(n); }, file);
     state().load_moments(f, file);
     step_ = at.step;
-    if constexpr (Prec::loss_scaling)
-      if (at.loss_scale) loss_scale_.restore(at.loss_scale->value, at.loss_scale->clean_steps);
+    LossScaleState guard = loss_scale_.state();
+    guard.skipped_steps = at.guard.skipped_steps;
+    guard.faults_in_a_row = at.guard.faults_in_a_row;
+    if (at.has_scale) {
+      guard.scale = at.guard.scale;
+      guard.clean_steps = at.guard.clean_steps;
+      guard.hysteresis =
+          at.guard.hysteresis > 0 ? at.guard.hysteresis : loss_scale_.options().hysteresis;
+    }
+    loss_scale_.restore(guard);
     return f.metadata();
   }
 
@@ -368,6 +406,10 @@ class Trainer {
   /// total peak is then the sum of both peaks, a bound).
   MemoryStats memory() const { return memory_stats(); }
   std::int64_t steps_taken() const { return step_; }
+  /// The loss scale the next step uses (1 when the loss is not scaled).
+  double loss_scale() const { return loss_scale_.value(); }
+  /// The step guard: the loss scaler's state and the skip counters.
+  const StepGuard<Prec>& step_guard() const { return loss_scale_; }
   const TrainOptions& options() const { return opts_; }
 
  private:
