@@ -89,10 +89,10 @@ struct Options {
   PlanPrecision precision = PlanPrecision::bf16;
   std::string precision_name = "bf16";
   std::int64_t seq = 512, micro_batch = 1, micro_batches = 0;
-  Recomputation recompute = Recomputation::none;
+  Recompute recompute = Recompute::none;
   std::string recompute_name = "none";
   bool fused = false;
-  Offloading offload = Offloading::none;
+  Offload offload = Offload::none;
   std::string offload_name = "none";
   std::int64_t logits_mib = 256;
   bool sync = false, json = false;
@@ -150,11 +150,11 @@ Options parse(int argc, char** argv) {
     } else if (a == "--recompute") {
       o.recompute_name = value();
       if (o.recompute_name == "none")
-        o.recompute = Recomputation::none;
+        o.recompute = Recompute::none;
       else if (o.recompute_name == "selective")
-        o.recompute = Recomputation::selective;
+        o.recompute = Recompute::selective;
       else if (o.recompute_name == "full")
-        o.recompute = Recomputation::full;
+        o.recompute = Recompute::full;
       else
         usage_error("--recompute '" + o.recompute_name + "' is not none, selective or full");
     } else if (a == "--attention") {
@@ -165,11 +165,11 @@ Options parse(int argc, char** argv) {
     } else if (a == "--offload") {
       o.offload_name = value();
       if (o.offload_name == "none")
-        o.offload = Offloading::none;
+        o.offload = Offload::none;
       else if (o.offload_name == "optimizer")
-        o.offload = Offloading::optimizer;
+        o.offload = Offload::optimizer;
       else if (o.offload_name == "optimizer+params")
-        o.offload = Offloading::optimizer_and_parameters;
+        o.offload = Offload::optimizer_and_params;
       else
         usage_error("--offload '" + o.offload_name +
                     "' is not none, optimizer or optimizer+params");
@@ -342,8 +342,8 @@ int main(int argc, char** argv) try {
       "AdamW at %.0f GB/s HBM; no overlap.%s%s\n",
       100 * o.hw.efficiency, o.precision == PlanPrecision::fp32 ? o.hw.tflops_32 : o.hw.tflops_16,
       o.hw.link_gbps, o.hw.network_gbps, o.hw.hbm_gbps,
-      o.recompute == Recomputation::full ? " Full recomputation: predicted, not yet built." : "",
-      o.offload != Offloading::none ? " Offload: predicted, not yet built." : "");
+      o.recompute == Recompute::full ? " Full recomputation: predicted, not yet built." : "",
+      o.offload != Offload::none ? " Offload: predicted, not yet built." : "");
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

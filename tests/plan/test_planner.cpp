@@ -43,7 +43,7 @@ Batch make_batch(int step) {
 }
 
 struct Mode {
-  Recomputation recompute;
+  Recompute recompute;
   AttentionKind attention;
 };
 
@@ -99,7 +99,7 @@ void check_plan(Mode mode) {
     TrainOptions o;
     o.lr = 1e-3;
     o.micro_batch_rows = kMicroRows;
-    o.recompute_attention = mode.recompute == Recomputation::selective;
+    o.recompute = mode.recompute;
     o.attention = mode.attention;
     Trainer<Tiny, Plan> t(world, o);
     t.step(make_batch(0));  // the scratch every step reuses is grown in the first
@@ -139,9 +139,9 @@ void check_plan(Mode mode) {
 
 template <class Plan>
 void check_modes() {
-  check_plan<Plan>({Recomputation::none, AttentionKind::standard});
-  check_plan<Plan>({Recomputation::selective, AttentionKind::standard});
-  check_plan<Plan>({Recomputation::none, AttentionKind::fused});
+  check_plan<Plan>({Recompute::none, AttentionKind::standard});
+  check_plan<Plan>({Recompute::selective, AttentionKind::standard});
+  check_plan<Plan>({Recompute::none, AttentionKind::fused});
 }
 
 }  // namespace
@@ -211,7 +211,7 @@ TEST_CASE("planner: unit sizes are config/units.hpp's table; SeqGPT-560M's state
                             z3.of(Memory::optimizer)) ==
         doctest::Approx(16.0 * SeqGPT560M::parameter_count / 8).epsilon(1e-6));
   // optimizer offload moves the whole optimizer state to the host
-  q.offload = Offloading::optimizer;
+  q.offload = Offload::optimizer;
   const auto off = predict(q).ranks.at(0);
   CHECK(off.of(Memory::optimizer) == 0);
   CHECK(off.host_bytes == off.of(Memory::host_optimizer));

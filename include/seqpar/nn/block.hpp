@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
+#include "seqpar/config/memory_modes.hpp"
 #include "seqpar/nn/activations.hpp"
 #include "seqpar/nn/kv_cache.hpp"
 #include "seqpar/nn/params.hpp"
@@ -31,19 +32,6 @@ struct BlockShape {
 /// record keeps a log-sum-exp per query [rows, nh, seq] instead, and the backward makes
 /// each tile's probabilities again from it.
 enum class AttentionKind { standard, fused };
-
-/// What a block keeps for its backward (Megatron's --recompute-granularity, Hugging Face's
-/// gradient_checkpointing). `none`: its whole record. `selective`: the record without the
-/// attention probabilities [rows, nh, seq, seq], which the backward makes again from the
-/// kept qkv. `full`: only its input (the residual stream [N, H], 2 s b h bytes in fp16);
-/// the backward runs the block's forward again, then its backward. Every mode gives the
-/// same bits: the recomputation is the same calls on the same inputs.
-enum class Recompute { none, selective, full };
-
-/// "none", "selective" or "full" (command lines, logs).
-inline const char* recompute_name(Recompute r) {
-  return r == Recompute::full ? "full" : r == Recompute::selective ? "selective" : "none";
-}
 
 /// Scratch a block's backward needs, sized for the largest micro-batch seen.
 template <class T, class ArenaT>

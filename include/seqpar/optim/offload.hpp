@@ -16,6 +16,7 @@
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/config/memory_modes.hpp"
 #include "seqpar/config/units.hpp"
 #include "seqpar/core/arena.hpp"
 #include "seqpar/core/error.hpp"
@@ -23,28 +24,6 @@
 #include "seqpar/optim/segments.hpp"
 
 namespace seqpar::inline v0 {
-
-/// What a rank keeps in host memory: nothing, the optimizer state (fp32 master weights
-/// and AdamW moments: ZeRO-Offload, any data-axis policy), or that and the parameter
-/// shards (ZeRO-3 only: each unit's shard is uploaded for its gather).
-enum class Offload : std::uint8_t { none, optimizer, optimizer_and_params };
-
-inline const char* offload_name(Offload o) {
-  switch (o) {
-    case Offload::optimizer: return "optimizer";
-    case Offload::optimizer_and_params: return "optimizer+params";
-    default: return "none";
-  }
-}
-
-/// "none", "optimizer" or "optimizer+params" (what offload_name prints); `what` names the
-/// option in the error.
-inline Offload parse_offload(std::string_view s, std::string_view what = "offload") {
-  for (const Offload o : {Offload::none, Offload::optimizer, Offload::optimizer_and_params})
-    if (s == offload_name(o)) return o;
-  throw Error(std::string(what) + ": '" + std::string(s) +
-              "' is not an offload; expected none, optimizer or optimizer+params");
-}
 
 /// One part of a rank's AdamW state over its range of a unit.
 enum class AdamPart : std::uint8_t { master, m, v };

@@ -23,6 +23,7 @@
 
 #include "seqpar/comm/communicator.hpp"
 #include "seqpar/config/bloom.hpp"
+#include "seqpar/config/memory_modes.hpp"
 #include "seqpar/config/units.hpp"
 #include "seqpar/core/arena.hpp"
 #include "seqpar/plan/plan_desc.hpp"
@@ -32,12 +33,6 @@ namespace seqpar::inline v0 {
 /// The storage precision of weights, activations and gradients: fp32 throughout, or 16-bit
 /// storage with fp32 master weights, moments and statistics (Bf16Mixed, Fp16Mixed).
 enum class PlanPrecision : std::uint8_t { fp32, bf16, fp16 };
-/// What a block keeps for its backward: everything, all but the attention probabilities
-/// (selective), or only its input (full).
-enum class Recomputation : std::uint8_t { none, selective, full };
-/// Which state lives in host memory: none, the optimizer's (master weights, moments and a
-/// gradient shard for the host AdamW), or also ZeRO-3's parameter shards.
-enum class Offloading : std::uint8_t { none, optimizer, optimizer_and_parameters };
 
 /// Everything the prediction depends on.
 struct PlanQuery {
@@ -50,9 +45,9 @@ struct PlanQuery {
   /// Tokens with a target per micro-batch; -1: every position but each row's last
   /// (labels = ids, no padding).
   std::int64_t targets_per_micro_batch = -1;
-  Recomputation recompute = Recomputation::none;
+  Recompute recompute = Recompute::none;
   bool fused_attention = false;  // AttentionKind::fused: a log-sum-exp per query, no probabilities
-  Offloading offload = Offloading::none;
+  Offload offload = Offload::none;
   /// The LM head's logits budget (TrainOptions::logits_bytes; Ops<Cpu> 32 MiB, Ops<Cuda> 256 MiB).
   std::int64_t logits_bytes = std::int64_t{256} << 20;
   /// A communicator with its own stream (NcclComm): reductions and gathers overlap compute.
@@ -141,8 +136,8 @@ inline double step_flops(const PlanQuery& q, int stage) {
   const double attn = 2.0 * 2.0 * S * H / t;                       // q k^T and P v, per token
   double fwd = L * (dense + attn);
   double extra = 0;  // recomputed in the backward
-  if (q.recompute == Recomputation::selective && !q.fused_attention) extra = L * attn / 2;
-  if (q.recompute == Recomputation::full) extra = fwd;
+  if (q.recompute == Recompute::selective && !q.fused_attention) extra = L * attn / 2;
+  if (q.recompute == Recompute::full) extra = fwd;
   if (q.fused_attention) extra += L * attn / 2;  // each tile's scores again
   double head = 0;
   if (stage == q.plan.pipeline - 1)
@@ -167,10 +162,10 @@ inline PlanPrediction predict(const PlanQuery& q) {
   const auto padded = [&](std::size_t u) { return (numel[u] + D - 1) / D * D; };
   const auto shard = [&](std::size_t u) { return padded(u) / D; };
   const bool standard = !q.fused_attention;
-  const bool full_recompute = q.recompute == Recomputation::full;
-  const bool keeps_probs = standard && q.recompute == Recomputation::none;
-  const bool offload_opt = q.offload != Offloading::none;
-  const bool offload_params = q.offload == Offloading::optimizer_and_parameters && Z == 3;
+  const bool full_recompute = q.recompute == Recompute::full;
+  const bool keeps_probs = standard && q.recompute == Recompute::none;
+  const bool offload_opt = q.offload != Offload::none;
+  const bool offload_params = q.offload == Offload::optimizer_and_params && Z == 3;
 
   PlanPrediction out;
   for (int stage = 0; stage < S; ++stage) {
@@ -277,7 +272,7 @@ inline PlanPrediction predict(const PlanQuery& q) {
       std::int64_t buffers = m.heads * st + 8 + z1_shards;  // ALiBi slopes, the norm's sum
       buffers += N * Fl * t + N * H * t + N * Hl * t + 3 * N * Hl * t;  // block backward scratch
       if (standard) buffers += B * nh * Sq * Sq * t;                    // d probabilities
-      if (standard && q.recompute == Recomputation::selective)
+      if (standard && q.recompute == Recompute::selective)
         buffers += B * nh * Sq * Sq * t;           // the recomputed ones
       if (!standard) buffers += B * nh * Sq * st;  // rowsum(d ctx * ctx)
       if (emb) buffers += N * H * t;               // the embedding's d
