@@ -92,7 +92,8 @@ TEST_CASE("fixture: one example per record and label chunk: prompt tokens, answe
   for (std::size_t i = 0; i < shorter.size(); ++i) CHECK(shorter.length(i) <= 60);
 }
 
-TEST_CASE("an example over max_tokens keeps its answer and loses the start of its prompt (cut_prompt)") {
+TEST_CASE(
+    "an example over max_tokens keeps its answer and loses the start of its prompt (cut_prompt)") {
   const NerDataset d = read_cluener(data_fixture("cluener_fixture.jsonl"));
   const ToyEncoder tok;
   NerExampleOptions o = fixture_options();
@@ -100,7 +101,8 @@ TEST_CASE("an example over max_tokens keeps its answer and loses the start of it
   const ExampleSet whole = make_ner_examples(d.records, o, tok);
   std::int64_t longest_answer = 0;
   for (std::size_t i = 0; i < whole.size(); ++i)
-    longest_answer = std::max<std::int64_t>(longest_answer, static_cast<std::int64_t>(whole.answer(i).size()));
+    longest_answer =
+        std::max<std::int64_t>(longest_answer, static_cast<std::int64_t>(whole.answer(i).size()));
   o.max_tokens = longest_answer + 5;  // every answer fits, few prompts do
   o.too_long = TooLong::cut_prompt;
   ExampleReport rep;

@@ -162,7 +162,8 @@ TEST_CASE("schedules: linear and cosine with warmup") {
   CHECK(flat.at(100) == 3.0);
 }
 
-TEST_CASE("schedules: DeepSpeed's WarmupLR (log warmup) and WarmupDecayLR (from and to warmup_min_lr)") {
+TEST_CASE(
+    "schedules: DeepSpeed's WarmupLR (log warmup) and WarmupDecayLR (from and to warmup_min_lr)") {
   // WarmupLR, warmup_type log: min + (max - min) * log(step + 1) / log(warmup), then max.
   const LrSchedule log_warmup{2.0, 4, 0, LrDecay::constant, 0.25, LrWarmup::log};
   for (int s = 0; s < 4; ++s)

@@ -57,7 +57,7 @@ struct NerExampleOptions {
 struct ExampleReport {
   std::int64_t examples = 0;
   std::int64_t skipped_too_long = 0;
-  std::int64_t tokens = 0;  // in the kept examples
+  std::int64_t tokens = 0;             // in the kept examples
   std::int64_t max_prompt_tokens = 0;  // after any cut
   std::int64_t max_answer_tokens = 0;  // answer + eos
   std::int64_t truncated = 0;          // kept with their prompt cut on the left

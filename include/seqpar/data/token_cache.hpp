@@ -138,9 +138,12 @@ ExampleSet cached_ner_examples(const std::filesystem::path& path, const std::str
       const auto it = meta.find("key");
       if (it != meta.end() && it->second == key) {
         if (report)
-          *report = {number(meta, "examples"), number(meta, "skipped_too_long"),
-                     number(meta, "tokens"), number(meta, "max_prompt_tokens"),
-                     number(meta, "max_answer_tokens"), number(meta, "truncated")};
+          *report = {number(meta, "examples"),
+                     number(meta, "skipped_too_long"),
+                     number(meta, "tokens"),
+                     number(meta, "max_prompt_tokens"),
+                     number(meta, "max_answer_tokens"),
+                     number(meta, "truncated")};
         if (status) *status = {true, path, "key matches"};
         return cached;
       }
