@@ -31,11 +31,14 @@ struct LrSchedule {
   double at(std::int64_t step) const {
     if (step < warmup) {
       const double w = static_cast<double>(std::max<std::int64_t>(1, warmup));
-      // A log warmup over one step would divide by log(1) = 0: it is linear there.
-      const double gamma = warmup_shape == LrWarmup::log && warmup > 1
-                               ? std::log(static_cast<double>(step + 1)) / std::log(w)
-                               : static_cast<double>(step) / w;
-      return peak * (min_ratio + (1.0 - min_ratio) * gamma);
+      // floor + (peak - floor) * num / den: with floor 0 and a linear warmup exactly
+      // peak * step / warmup. A log warmup over one step would divide by log(1) = 0: it is
+      // linear there.
+      const bool log = warmup_shape == LrWarmup::log && warmup > 1;
+      const double num = log ? std::log(static_cast<double>(step + 1)) : static_cast<double>(step);
+      const double den = log ? std::log(w) : w;
+      const double floor = peak * min_ratio;
+      return floor + (peak - floor) * num / den;
     }
     if (decay == LrDecay::constant || total <= warmup) return peak;
     const double progress = std::clamp(
