@@ -143,6 +143,9 @@ run(0 out train --out "${OUT}/ds" ${common} --deepspeed "${OUT}/ds.json" --max-s
 expect("${out}" "zero_optimization.stage=2 -> --plan zero2x2")
 expect("${out}" "ignored (performance only; the results are the same): steps_per_print=5, zero_optimization.overlap_comm=true")
 expect("${out}" "batch 8 rows = micro-batch 2 x accumulation 2 x 2 data rank(s); lr linear, linear warmup from 0; AdamW betas 0.9, 0.99")
+if(NOT EXISTS "${OUT}/ds/hf/model.safetensors")  # a run of two ranks writes it too
+  message(FATAL_ERROR "the zero2x2 run wrote no hf/model.safetensors:\n${out}")
+endif()
 events("${OUT}/ds" train lr lrs)
 list(GET lrs 0 lr0)
 list(GET lrs 1 lr1)

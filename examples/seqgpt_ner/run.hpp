@@ -542,7 +542,7 @@ int train_ner(const Options& options) {
       }
       if (step == total) {
         t.save_weights(model_file);
-        completed = comm.rank() == 0;
+        if (comm.rank() == 0) completed = true;  // the one rank that writes it
       }
     });
   } catch (const std::exception& e) {
