@@ -21,6 +21,7 @@
 #include "seqpar/data/examples.hpp"
 #include "seqpar/data/token_cache.hpp"
 #include "seqpar/io/tokenizer.hpp"
+#include "train_controls.hpp"
 
 namespace ner {
 
@@ -148,6 +149,7 @@ inline seqpar::ExampleSet cached_examples(const Options& o, const std::string& s
   seqpar::NerExampleOptions eo;
   eo.labels = labels;
   eo.max_tokens = o.max_tokens;
+  eo.too_long = too_long(o);
   seqpar::CacheStatus st;
   const auto t0 = std::chrono::steady_clock::now();
   auto ex = seqpar::cached_ner_examples(o.out_dir / "cache" / (split + ".tokens.safetensors"),
@@ -155,11 +157,13 @@ inline seqpar::ExampleSet cached_examples(const Options& o, const std::string& s
                                         &st, &report);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
-      "  %s: %lld examples, %lld tokens (prompt <= %lld, answer <= %lld), %lld too long; cache %s "
-      "(%s, %.2f s)\n",
+      "  %s: %lld examples, %lld tokens (prompt <= %lld, answer <= %lld), %lld too long "
+      "(--max-length %lld: %lld prompts cut on the left, %lld skipped); cache %s (%s, %.2f s)\n",
       split.c_str(), static_cast<long long>(report.examples), static_cast<long long>(report.tokens),
       static_cast<long long>(report.max_prompt_tokens),
       static_cast<long long>(report.max_answer_tokens),
+      static_cast<long long>(report.truncated + report.skipped_too_long),
+      static_cast<long long>(o.max_tokens), static_cast<long long>(report.truncated),
       static_cast<long long>(report.skipped_too_long), st.hit ? "hit" : "built", st.reason.c_str(),
       s);
   return ex;

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "data.hpp"
+#include "deepspeed_config.hpp"
 #include "models.hpp"
 #include "options.hpp"
 #include "plans.hpp"
@@ -29,6 +30,13 @@ int main(int argc, char** argv) {
     return e.what()[0] != '\0' ? 2 : 0;
   }
   try {
+    if (!o.deepspeed.empty()) {
+      SEQPAR_CHECK(o.command == "train", "--deepspeed configures training; ", o.command,
+                   " takes no DeepSpeed configuration");
+      for (const auto& line : ner::apply_deepspeed_file(o, ner::in_process_ranks).lines())
+        std::printf("%s\n", line.c_str());
+    }
+    ner::check_precision_device(o, "cpu");
     if (o.command == "train" && !ner::with_plan(o.plan, [](auto) {})) {
       std::fprintf(stderr, "seqgpt_ner: --plan '%s' is not one of: %s\n", o.plan.c_str(),
                    ner::plan_list());

@@ -4,13 +4,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "seqpar/core/parse.hpp"
-#include "seqpar/nn/block.hpp"
+#include "seqpar/config/memory_modes.hpp"
+#include "seqpar/train/precision.hpp"
 
 #ifndef SEQPAR_NER_DATA_DIR
 #define SEQPAR_NER_DATA_DIR "examples/data"
@@ -30,7 +32,7 @@ struct Options {
   std::int64_t epochs = 15;
   std::int64_t max_steps = 0;             // 0: epochs x batches per epoch
   std::int64_t stop_after = 0;            // >0: save a checkpoint and stop after this many steps
-  std::int64_t save_every = 0;            // steps between checkpoints; 0: at each epoch's end
+  std::int64_t save_every = 0;            // --save-steps: between checkpoints; 0: each epoch's end
   std::int64_t save_total_limit = 2;      // checkpoints OUT/step-N.safetensors kept
   std::int64_t max_nonfinite_steps = 10;  // non-finite steps in a row that stop the run
   std::string offload = "none";           // none | optimizer | optimizer+params (ZeRO-3)
@@ -44,13 +46,13 @@ struct Options {
   seqpar::Recompute recompute = seqpar::Recompute::none;  // what blocks keep for the backward
   std::int64_t recompute_every = 1;                       // under full: every K-th block
   std::uint64_t seed = 42;
-  std::int64_t eval_every = 0;  // steps; 0: at the end of each epoch
+  std::int64_t eval_every = 0;  // --eval-steps; 0: at the end of each epoch
   std::int64_t eval_limit =
       -1;  // dev records per evaluation, 0: all; -1: 100 while training, all in eval
   std::int64_t eval_rows = 32;      // prompts per generation batch
   std::int64_t max_new_tokens = 0;  // 0: the longest training answer + 16
   std::int64_t max_chars = 512;     // longer texts are skipped when reading
-  std::int64_t max_tokens = 512;    // longer examples are skipped
+  std::int64_t max_tokens = 512;    // --max-length: longer examples are cut (or skipped)
   std::int64_t log_every = 10;
   std::int64_t threads = 0;  // OpenMP threads per rank; 0: cores / ranks (1 for eval, predict)
   bool resume = false;
@@ -58,6 +60,21 @@ struct Options {
   bool overwrite_output_dir = false;   // a fresh run may delete an earlier run's checkpoints
   bool no_eval = false;                // train without evaluating
   bool quiet = false;
+  // Everyday training controls under Hugging Face's names (train_controls.hpp) and what
+  // --deepspeed ds_config.json sets (deepspeed_config.hpp, docs/deepspeed.md).
+  std::int64_t gradient_accumulation_steps = 0;  // micro-batches per step; 0: from --micro-batch
+  std::string truncation = "left";  // an example over --max-length: left (cut the prompt) | skip
+  std::filesystem::path export_hf;  // the model directory written at the end; empty: OUT/hf
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  std::string lr_scheduler_type = "linear";  // linear | cosine | constant_with_warmup
+  std::string warmup_type = "linear";        // linear | log (DeepSpeed WarmupLR's default)
+  double warmup_min_lr = 0;                  // where warmup starts and decay ends
+  std::int64_t warmup_steps = -1;            // -1: --warmup-ratio x the run's steps
+  std::int64_t lr_decay_steps = 0;           // the step the decay ends at; 0: the run's last
+  std::filesystem::path deepspeed;           // a DeepSpeed configuration to apply
+  std::string precision = "fp32";            // fp32 | bf16 | fp16
+  seqpar::LossScaleOptions loss_scale;       // fp16's (DeepSpeed's fp16 block; its defaults)
+  std::set<std::string> given;  // the options given on the command line, by flag
 };
 
 inline const char* usage() {
@@ -70,8 +87,10 @@ inline const char* usage() {
 Data and model
   --data-dir DIR       train.jsonl|train.json|train.bio and dev.* (default: the bundled corpus)
   --out DIR            outputs: tokenizer.json, step-N.safetensors (checkpoints),
-                       model.safetensors, metrics.jsonl, run.json, cache/ (default:
-                       seqgpt_ner_out); one training run at a time (a lock file holds its pid)
+                       model.safetensors, hf/ (a model directory transformers opens),
+                       metrics.jsonl, run.json, cache/ (default: seqgpt_ner_out); one
+                       training run at a time (a lock file holds its pid)
+  --export-hf DIR      write the trained model directory there instead of OUT/hf
   --model NAME         tiny | seqgpt560m (default: the trained run's for eval and predict,
                        else seqgpt560m when --weights is given, else tiny)
   --weights FILE       start from these weights (safetensors or pytorch_model.bin, HF names)
@@ -89,27 +108,51 @@ Training
                        all but the attention probabilities, or only its input (its forward
                        runs again in the backward); the same results in less memory
   --recompute-every K (1)  with full: only every K-th block is recomputed
+  --gradient-accumulation-steps N  micro-batches per optimizer step: the global batch
+                       --batch = micro-batch rows x N x data-parallel ranks (as Hugging Face)
+  --warmup-steps N     (default: --warmup-ratio of the steps)  --lr-scheduler-type linear |
+                       cosine | constant_with_warmup (linear)
+  --adam-beta1 X (0.9)  --adam-beta2 X (0.999)  --adam-epsilon X (1e-8)
+  --deepspeed FILE     a DeepSpeed configuration (ds_config.json): ZeRO stage and offload
+                       (the plan), precision, loss scaling, clipping, AdamW, WarmupLR /
+                       WarmupDecayLR, batch sizes; "auto" takes these options' values; every
+                       key not honoured is named (docs/deepspeed.md)
   --resume             continue from the newest checkpoint OUT/step-N.safetensors
   --allow-changed-options  resume although the data, tokenizer, labels or run options
                        (batch, lr schedule, seed, ...) differ from the checkpoint's
   --overwrite-output-dir  a fresh run in a folder holding an earlier run's checkpoints
                        deletes them (without it the run refuses to start)
-  --save-every N       steps between checkpoints (default: each epoch's end)
+  --save-steps N       steps between checkpoints (default: each epoch's end; alias
+                       --save-every)
   --save-total-limit N (2)  checkpoints kept; older ones are removed
   --stop-after N       save a checkpoint and stop after N steps (to try --resume)
   --max-nonfinite-steps N (10)  a step with a non-finite loss or gradient norm makes no
                        update; this many in a row stop the run with an error
   --log-every N (10)   --quiet
 Evaluation and generation
-  --eval-every N       steps between evaluations (default: each epoch's end)
+  --eval-steps N       steps between evaluations (default: each epoch's end; alias
+                       --eval-every)
   --eval-limit N       dev records per evaluation, 0: all (default: 100 for the evaluations
                        during training, all for the last one and for eval)
-  --eval-rows N (32)   --max-new-tokens N  --max-chars N (512)  --max-tokens N (512)
+  --eval-rows N (32)   --max-new-tokens N  --max-chars N (512)
+  --max-length N (512) tokens of an example (prompt, answer, eos); a longer one has its
+                       prompt cut on the left, as SeqGPT's inference truncates (alias
+                       --max-tokens); one whose answer alone does not fit is skipped
+  --truncation left|skip (left)  skip: examples over --max-length are skipped instead
   --no-eval            train without evaluating
 Prediction
   --text "..."         a sentence (repeatable)
   --input FILE         sentences: CLUENER JSON, or plain text one per line
 )";
+}
+
+/// The one name of a flag that has an alias (--save-every is --save-steps), so that
+/// Options::given names each option once.
+inline std::string canonical_flag(const std::string& name) {
+  if (name == "--save-every") return "--save-steps";
+  if (name == "--eval-every") return "--eval-steps";
+  if (name == "--max-tokens") return "--max-length";
+  return name;
 }
 
 /// Parses argv; throws std::invalid_argument naming the bad option.
@@ -133,6 +176,7 @@ inline Options parse_options(int argc, char** argv) {
   for (; i < argc; ++i) {
     const std::string name = argv[i];
     if (name == "--help" || name == "-h") throw std::invalid_argument("");
+    o.given.insert(canonical_flag(name));
     const auto value = [&]() -> std::string {
       if (i + 1 >= argc) throw std::invalid_argument(name + " needs a value");
       return argv[++i];
@@ -201,16 +245,11 @@ inline Options parse_options(int argc, char** argv) {
       o.max_grad_norm = real();
     else if (name == "--seed")
       o.seed = unsigned_integer();
-    else if (name == "--recompute") {
-      const std::string v = value();
-      if (v != "none" && v != "selective" && v != "full")
-        throw std::invalid_argument("--recompute is '" + v + "'; expected none, selective or full");
-      o.recompute = v == "full"        ? seqpar::Recompute::full
-                    : v == "selective" ? seqpar::Recompute::selective
-                                       : seqpar::Recompute::none;
-    } else if (name == "--recompute-every")
+    else if (name == "--recompute")
+      o.recompute = seqpar::parse_recompute(value(), "--recompute");
+    else if (name == "--recompute-every")
       o.recompute_every = integer();
-    else if (name == "--eval-every")
+    else if (name == "--eval-steps" || name == "--eval-every")
       o.eval_every = integer();
     else if (name == "--eval-limit")
       o.eval_limit = integer();
@@ -220,13 +259,13 @@ inline Options parse_options(int argc, char** argv) {
       o.max_new_tokens = integer();
     else if (name == "--max-chars")
       o.max_chars = integer();
-    else if (name == "--max-tokens")
+    else if (name == "--max-length" || name == "--max-tokens")
       o.max_tokens = integer();
     else if (name == "--log-every")
       o.log_every = integer();
     else if (name == "--threads")
       o.threads = integer();
-    else if (name == "--save-every")
+    else if (name == "--save-steps" || name == "--save-every")
       o.save_every = integer();
     else if (name == "--save-total-limit")
       o.save_total_limit = integer();
@@ -234,6 +273,24 @@ inline Options parse_options(int argc, char** argv) {
       o.max_nonfinite_steps = integer();
     else if (name == "--offload")
       o.offload = value();
+    else if (name == "--gradient-accumulation-steps")
+      o.gradient_accumulation_steps = integer();
+    else if (name == "--truncation")
+      o.truncation = value();
+    else if (name == "--export-hf")
+      o.export_hf = value();
+    else if (name == "--adam-beta1")
+      o.adam_beta1 = real();
+    else if (name == "--adam-beta2")
+      o.adam_beta2 = real();
+    else if (name == "--adam-epsilon")
+      o.adam_epsilon = real();
+    else if (name == "--lr-scheduler-type")
+      o.lr_scheduler_type = value();
+    else if (name == "--warmup-steps")
+      o.warmup_steps = integer();
+    else if (name == "--deepspeed")
+      o.deepspeed = value();
     else if (name == "--resume")
       o.resume = true;
     else if (name == "--allow-changed-options")
@@ -259,6 +316,14 @@ inline Options parse_options(int argc, char** argv) {
   if (o.recompute_every == 0)
     throw std::invalid_argument("--recompute-every must be positive (every K-th block)");
   if (o.log_every == 0) o.log_every = 1;
+  if (o.truncation != "left" && o.truncation != "skip")
+    throw std::invalid_argument("--truncation is '" + o.truncation + "'; expected left or skip");
+  if (o.lr_scheduler_type != "linear" && o.lr_scheduler_type != "cosine" &&
+      o.lr_scheduler_type != "constant_with_warmup")
+    throw std::invalid_argument("--lr-scheduler-type is '" + o.lr_scheduler_type +
+                                "'; expected linear, cosine or constant_with_warmup");
+  if (o.adam_beta1 >= 1 || o.adam_beta2 >= 1)
+    throw std::invalid_argument("--adam-beta1 and --adam-beta2 must be below 1");
   if (!o.model.empty() && o.model != "tiny" && o.model != "seqgpt560m")
     throw std::invalid_argument("--model is '" + o.model + "'; expected tiny or seqgpt560m");
   return o;

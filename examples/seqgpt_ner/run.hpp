@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "data.hpp"
+#include "hf_export.hpp"
 #include "options.hpp"
 #include "out_dir.hpp"
 #include "plans.hpp"
@@ -31,6 +32,7 @@
 #include "seqpar/io/tensor_file.hpp"
 #include "seqpar/nn/generate.hpp"
 #include "seqpar/train/trainer.hpp"
+#include "train_controls.hpp"
 
 namespace ner {
 
@@ -268,7 +270,10 @@ inline std::vector<std::string> changed_keys(const std::map<std::string, std::st
 
 /// Trains model M under plan Plan on ThreadComm ranks.
 template <BloomModel M, class Plan>
-int train_ner(const Options& o) {
+int train_ner(const Options& options) {
+  // --batch is the global batch from here on (micro-batch x accumulation x data ranks).
+  const Options o =
+      with_global_batch(options, PlanTraits<Plan>::data_degree, PlanTraits<Plan>::pipeline_degree);
   using TrainerT = Trainer<M, Plan>;
   constexpr int world = TrainerT::world_size;
   static_assert(world > 0, "seqgpt_ner's plans have static degrees");
@@ -311,23 +316,15 @@ int train_ner(const Options& o) {
                " examples cannot fill one batch of ", o.batch, " rows");
   const std::int64_t total = o.max_steps > 0 ? o.max_steps : o.epochs * per_epoch;
   TrainOptions to;
-  to.lr = o.lr;
-  to.weight_decay = o.weight_decay;
-  to.warmup_steps = static_cast<std::int64_t>(o.warmup_ratio * static_cast<double>(total) + 0.5);
-  to.total_steps = total;
-  to.decay = LrDecay::linear;
-  to.max_grad_norm = o.max_grad_norm;
   to.seed = o.seed;
   to.max_nonfinite_steps = o.max_nonfinite_steps;
   to.offload = parse_offload(o.offload, "--offload");
   to.recompute = o.recompute;
   to.recompute_every = o.recompute_every;
+  to.loss_scale = o.loss_scale;  // fp16 only (--deepspeed): the precision decides whether it scales
   constexpr int data_degree = PlanTraits<Plan>::data_degree;
-  to.micro_batch_rows = o.micro_batch;
-  if (to.micro_batch_rows == 0 && PlanTraits<Plan>::pipeline_degree > 1)
-    to.micro_batch_rows = std::max<std::int64_t>(1, o.batch / data_degree / 4);
-  SEQPAR_CHECK(o.batch % data_degree == 0, "--batch ", o.batch,
-               " is not a multiple of the plan's data-parallel degree ", data_degree);
+  const BatchShape shape =
+      set_train_controls(o, total, data_degree, PlanTraits<Plan>::pipeline_degree, to);
 
   const fs::path model_file = o.out_dir / "model.safetensors";
   RunInfo{o.model, o.plan, d.labels, d.tokenizer_file, d.max_new_tokens}.write(o.out_dir /
@@ -357,6 +354,7 @@ int train_ner(const Options& o) {
       o.plan.c_str(), world, threads, static_cast<long long>(total),
       static_cast<long long>(o.batch), static_cast<long long>(per_epoch), o.lr,
       static_cast<long long>(to.warmup_steps));
+  print_train_controls(o, shape, data_degree);
 
   const std::string labels_key = joined(d.labels);
   // What a resume must find unchanged (or be told, with --allow-changed-options).
@@ -371,7 +369,9 @@ int train_ner(const Options& o) {
                                      {"ner.warmup_steps", std::to_string(to.warmup_steps), false},
                                      {"ner.total_steps", std::to_string(total), false},
                                      {"ner.weight_decay", real_text(o.weight_decay), false},
-                                     {"ner.max_grad_norm", real_text(o.max_grad_norm), false}};
+                                     {"ner.max_grad_norm", real_text(o.max_grad_norm), false},
+                                     {"ner.truncation", o.truncation, true},
+                                     {"ner.optimizer", optimizer_key(o), false}};
   const auto metadata = [&](const DataPosition& pos) {
     std::map<std::string, std::string> m{{"ner.plan", o.plan}, {"ner.model", o.model}};
     for (const auto& k : run_keys) m[k.key] = k.value;
@@ -379,6 +379,7 @@ int train_ner(const Options& o) {
     return m;
   };
   EvalResult final_eval;
+  bool completed = false;  // the last step was taken and the weights saved
 
   try {
     run_ranks(world, [&](ThreadComm& comm) {
@@ -554,7 +555,10 @@ int train_ner(const Options& o) {
           break;
         }
       }
-      if (step == total) t.save_weights(model_file);
+      if (step == total) {
+        t.save_weights(model_file);
+        if (comm.rank() == 0) completed = true;  // the one rank that writes it
+      }
     });
   } catch (const std::exception& e) {
     try {  // the failure may be the metrics file's own
@@ -562,6 +566,12 @@ int train_ner(const Options& o) {
     } catch (const std::exception&) {
     }
     throw;
+  }
+  if (completed) {
+    const fs::path hf = o.export_hf.empty() ? o.out_dir / "hf" : o.export_hf;
+    write_hf_dir<M>(hf, model_file, d.tokenizer_file, o.model, d.max_new_tokens, o.max_tokens);
+    std::printf("model directory %s (transformers: AutoModelForCausalLM.from_pretrained)\n",
+                hf.string().c_str());
   }
   if (final_eval.prompts > 0) {
     std::printf("dev F1 %.4f (precision %.4f, recall %.4f) after %s; weights in %s\n",
@@ -640,7 +650,7 @@ int predict_ner(const Options& o) {
   std::vector<std::vector<std::int32_t>> prompts;
   for (const auto& t : texts)
     for (const auto& c : chunks)
-      prompts.push_back(tok.encode(seqgpt_prompt(t, Task::extraction, c)));
+      prompts.push_back(cut_prompt(o, tok.encode(seqgpt_prompt(t, Task::extraction, c))));
   std::vector<std::string> answers(prompts.size());
   GenerateOptions go;
   go.max_new_tokens = tr.max_new_tokens;

@@ -92,6 +92,55 @@ TEST_CASE("fixture: one example per record and label chunk: prompt tokens, answe
   for (std::size_t i = 0; i < shorter.size(); ++i) CHECK(shorter.length(i) <= 60);
 }
 
+TEST_CASE(
+    "an example over max_tokens keeps its answer and loses the start of its prompt (cut_prompt)") {
+  const NerDataset d = read_cluener(data_fixture("cluener_fixture.jsonl"));
+  const ToyEncoder tok;
+  NerExampleOptions o = fixture_options();
+  o.labels_per_prompt = 4;
+  const ExampleSet whole = make_ner_examples(d.records, o, tok);
+  std::int64_t longest_answer = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i)
+    longest_answer =
+        std::max<std::int64_t>(longest_answer, static_cast<std::int64_t>(whole.answer(i).size()));
+  o.max_tokens = longest_answer + 5;  // every answer fits, few prompts do
+  o.too_long = TooLong::cut_prompt;
+  ExampleReport rep;
+  const ExampleSet cut = make_ner_examples(d.records, o, tok, &rep);
+  REQUIRE(cut.size() == whole.size());  // nothing skipped: every answer fits
+  CHECK(rep.skipped_too_long == 0);
+  CHECK(rep.truncated > 0);
+  std::int64_t truncated = 0;
+  for (std::size_t i = 0; i < cut.size(); ++i) {
+    CAPTURE(i);
+    CHECK(cut.length(i) <= o.max_tokens);
+    CHECK(std::ranges::equal(cut.answer(i), whole.answer(i)));
+    const auto full = whole.prompt(i);
+    const auto kept = cut.prompt(i);
+    // The kept prompt is the full one's tail (its end, [GEN] and all, is what the answer follows).
+    REQUIRE(kept.size() <= full.size());
+    CHECK(std::ranges::equal(kept, full.last(kept.size())));
+    if (kept.size() < full.size()) {
+      ++truncated;
+      CHECK(cut.length(i) == o.max_tokens);  // cut to exactly the limit, not further
+    }
+  }
+  CHECK(truncated == rep.truncated);
+  // The cache keys the two behaviours apart; skip keeps its old key.
+  NerExampleOptions skip = o;
+  skip.too_long = TooLong::skip;
+  CHECK(skip.describe().find("too_long") == std::string::npos);
+  CHECK(o.describe() != skip.describe());
+  const ExampleSet skipped = make_ner_examples(d.records, skip, tok, &rep);
+  CHECK(rep.skipped_too_long == truncated);
+  CHECK(skipped.size() == whole.size() - static_cast<std::size_t>(truncated));
+  // An answer that alone fills max_tokens leaves no room for a prompt: skipped, also when cutting.
+  o.max_tokens = 1;
+  const ExampleSet none = make_ner_examples(d.records, o, tok, &rep);
+  CHECK(none.size() == 0);
+  CHECK(rep.skipped_too_long == static_cast<std::int64_t>(whole.size()));
+}
+
 TEST_CASE("batches are left-padded; the loss sees the answer and eos only") {
   const ToyEncoder tok;
   ExampleSetBuilder b;

@@ -161,3 +161,20 @@ TEST_CASE("schedules: linear and cosine with warmup") {
   const LrSchedule flat{3.0, 0, 0, LrDecay::linear};
   CHECK(flat.at(100) == 3.0);
 }
+
+TEST_CASE(
+    "schedules: DeepSpeed's WarmupLR (log warmup) and WarmupDecayLR (from and to warmup_min_lr)") {
+  // WarmupLR, warmup_type log: min + (max - min) * log(step + 1) / log(warmup), then max.
+  const LrSchedule log_warmup{2.0, 4, 0, LrDecay::constant, 0.25, LrWarmup::log};
+  for (int s = 0; s < 4; ++s)
+    CHECK(log_warmup.at(s) ==
+          doctest::Approx(0.5 + 1.5 * std::log(static_cast<double>(s + 1)) / std::log(4.0)));
+  CHECK(log_warmup.at(0) == doctest::Approx(0.5));
+  CHECK(log_warmup.at(4) == 2.0);
+  CHECK(log_warmup.at(1000) == 2.0);
+  // WarmupDecayLR, warmup_type linear, min 1, max 3, warmup 2, total 6: gamma = step / 2,
+  // then (6 - step) / (6 - 2).
+  const LrSchedule decay{3.0, 2, 6, LrDecay::linear, 1.0 / 3.0, LrWarmup::linear};
+  const double want[] = {1.0, 2.0, 3.0, 2.5, 2.0, 1.5, 1.0, 1.0};
+  for (int s = 0; s < 8; ++s) CHECK(decay.at(s) == doctest::Approx(want[s]));
+}

@@ -29,17 +29,26 @@ concept TextEncoder = requires(const T& t, std::string_view s) {
   { t.pad_id() } -> std::convertible_to<std::int32_t>;
 };
 
+/// What becomes of an example longer than NerExampleOptions::max_tokens.
+enum class TooLong : std::uint8_t {
+  skip,       // left out, counted
+  cut_prompt  // the prompt loses its first tokens, as SeqGPT's inference truncates on the left;
+              // an answer (with eos) that alone leaves no room for a prompt token is skipped
+};
+
 /// How records become examples. Everything here is part of a token cache's key.
 struct NerExampleOptions {
   std::vector<std::string> labels;  // in prompt order, cut into chunks
   std::size_t labels_per_prompt = seqpar::labels_per_prompt;
-  std::int64_t max_tokens = 1024;  // longer examples are skipped and counted
+  std::int64_t max_tokens = 1024;  // the most tokens of an example: prompt, answer and eos
+  TooLong too_long = TooLong::skip;
 
   std::string describe() const {
     std::ostringstream os;
     os << "labels=";
     for (std::size_t i = 0; i < labels.size(); ++i) os << (i ? "," : "") << labels[i];
     os << ";labels_per_prompt=" << labels_per_prompt << ";max_tokens=" << max_tokens;
+    if (too_long == TooLong::cut_prompt) os << ";too_long=cut_prompt";  // skip: keys as before
     return os.str();
   }
 };
@@ -48,10 +57,19 @@ struct NerExampleOptions {
 struct ExampleReport {
   std::int64_t examples = 0;
   std::int64_t skipped_too_long = 0;
-  std::int64_t tokens = 0;  // in the kept examples
-  std::int64_t max_prompt_tokens = 0;
+  std::int64_t tokens = 0;             // in the kept examples
+  std::int64_t max_prompt_tokens = 0;  // after any cut
   std::int64_t max_answer_tokens = 0;  // answer + eos
+  std::int64_t truncated = 0;          // kept with their prompt cut on the left
 };
+
+/// The last `max_tokens` tokens of a prompt (all of it when it fits): a prompt cut on the
+/// left, as SeqGPT's inference truncates (its tokenizer's truncation side is left).
+inline std::span<const std::int32_t> prompt_tail(std::span<const std::int32_t> prompt,
+                                                 std::int64_t max_tokens) {
+  const auto keep = static_cast<std::size_t>(std::max<std::int64_t>(max_tokens, 0));
+  return prompt.size() <= keep ? prompt : prompt.last(keep);
+}
 
 /// Tokenized examples in flat columns: example i is tokens[offsets[i], offsets[i + 1]), of
 /// which the first prompt_lengths[i] are the prompt and the rest the answer and eos; it
@@ -152,7 +170,8 @@ class ExampleSetBuilder {
 };
 
 /// Examples of `records`: one per record and chunk of options.labels, in record order.
-/// Examples longer than options.max_tokens are skipped (counted in `report`).
+/// Examples longer than options.max_tokens are skipped or have their prompt cut on the
+/// left (options.too_long; counted in `report`).
 template <TextEncoder Enc>
 ExampleSet make_ner_examples(std::span<const NerRecord> records, const NerExampleOptions& options,
                              const Enc& tok, ExampleReport* report = nullptr) {
@@ -164,14 +183,18 @@ ExampleSet make_ner_examples(std::span<const NerRecord> records, const NerExampl
   ExampleSetBuilder b;
   for (std::size_t r = 0; r < records.size(); ++r) {
     for (std::size_t c = 0; c < chunks.size(); ++c) {
-      const auto prompt = tok.encode(seqgpt_prompt(records[r].text, Task::extraction, chunks[c]));
+      const auto full = tok.encode(seqgpt_prompt(records[r].text, Task::extraction, chunks[c]));
       auto answer = tok.encode(ner_answer(records[r], chunks[c]));
       answer.push_back(eos);
-      const auto len = static_cast<std::int64_t>(prompt.size() + answer.size());
-      if (len > options.max_tokens) {
+      const auto room = options.max_tokens - static_cast<std::int64_t>(answer.size());
+      const bool fits = static_cast<std::int64_t>(full.size()) <= room;
+      if (!fits && (options.too_long == TooLong::skip || room < 1)) {
         ++rep.skipped_too_long;
         continue;
       }
+      const auto prompt = prompt_tail(full, room);
+      rep.truncated += fits ? 0 : 1;
+      const auto len = static_cast<std::int64_t>(prompt.size() + answer.size());
       b.add(prompt, answer, static_cast<std::int32_t>(r), static_cast<std::int32_t>(c));
       ++rep.examples;
       rep.tokens += len;

@@ -138,9 +138,12 @@ ExampleSet cached_ner_examples(const std::filesystem::path& path, const std::str
       const auto it = meta.find("key");
       if (it != meta.end() && it->second == key) {
         if (report)
-          *report = {number(meta, "examples"), number(meta, "skipped_too_long"),
-                     number(meta, "tokens"), number(meta, "max_prompt_tokens"),
-                     number(meta, "max_answer_tokens")};
+          *report = {number(meta, "examples"),
+                     number(meta, "skipped_too_long"),
+                     number(meta, "tokens"),
+                     number(meta, "max_prompt_tokens"),
+                     number(meta, "max_answer_tokens"),
+                     number(meta, "truncated")};
         if (status) *status = {true, path, "key matches"};
         return cached;
       }
@@ -158,7 +161,8 @@ ExampleSet cached_ner_examples(const std::filesystem::path& path, const std::str
                  {"skipped_too_long", std::to_string(rep.skipped_too_long)},
                  {"tokens", std::to_string(rep.tokens)},
                  {"max_prompt_tokens", std::to_string(rep.max_prompt_tokens)},
-                 {"max_answer_tokens", std::to_string(rep.max_answer_tokens)}});
+                 {"max_answer_tokens", std::to_string(rep.max_answer_tokens)},
+                 {"truncated", std::to_string(rep.truncated)}});
   if (report) *report = rep;
   if (status) *status = st;
   // Read back mapped, so a first run works from the same bytes as every later one.

@@ -1,5 +1,5 @@
 #pragma once
-// Learning-rate schedules: linear warmup, then constant, linear or cosine decay.
+// Learning-rate schedules: linear or logarithmic warmup, then constant, linear or cosine decay.
 
 #include <algorithm>
 #include <cmath>
@@ -10,20 +10,36 @@ namespace seqpar::inline v0 {
 
 enum class LrDecay : std::uint8_t { constant, linear, cosine };
 
-/// lr(step) for optimizer steps 0, 1, 2, ...: peak * step / warmup during warmup, then a
-/// decay to min_ratio * peak at total_steps (the schedules of Hugging Face's
-/// get_{linear,cosine}_schedule_with_warmup; with warmup > 0 step 0 runs at lr 0).
+/// How the rate climbs during warmup: linearly (step / warmup, Hugging Face's schedules
+/// and DeepSpeed's warmup_type "linear"), or as log(step + 1) / log(warmup) (DeepSpeed
+/// WarmupLR's default, warmup_type "log").
+enum class LrWarmup : std::uint8_t { linear, log };
+
+/// lr(step) for optimizer steps 0, 1, 2, ...: from min_ratio * peak up to peak during
+/// warmup, then a decay to min_ratio * peak at total_steps (the schedules of Hugging
+/// Face's get_{linear,cosine}_schedule_with_warmup, where min_ratio is 0 and step 0 runs at
+/// lr 0; DeepSpeed's WarmupLR and WarmupDecayLR, where min_ratio is warmup_min_lr /
+/// warmup_max_lr).
 struct LrSchedule {
   double peak = 1e-4;
   std::int64_t warmup = 0;
   std::int64_t total = 0;  // 0 with a decay: no decay (constant after warmup)
   LrDecay decay = LrDecay::linear;
   double min_ratio = 0.0;
+  LrWarmup warmup_shape = LrWarmup::linear;
 
   double at(std::int64_t step) const {
-    if (step < warmup)
-      return peak * static_cast<double>(step) /
-             static_cast<double>(std::max<std::int64_t>(1, warmup));
+    if (step < warmup) {
+      const double w = static_cast<double>(std::max<std::int64_t>(1, warmup));
+      // floor + (peak - floor) * num / den: with floor 0 and a linear warmup exactly
+      // peak * step / warmup. A log warmup over one step would divide by log(1) = 0: it is
+      // linear there.
+      const bool log = warmup_shape == LrWarmup::log && warmup > 1;
+      const double num = log ? std::log(static_cast<double>(step + 1)) : static_cast<double>(step);
+      const double den = log ? std::log(w) : w;
+      const double floor = peak * min_ratio;
+      return floor + (peak - floor) * num / den;
+    }
     if (decay == LrDecay::constant || total <= warmup) return peak;
     const double progress = std::clamp(
         static_cast<double>(step - warmup) / static_cast<double>(total - warmup), 0.0, 1.0);

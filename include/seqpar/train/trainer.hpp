@@ -44,6 +44,10 @@ struct TrainOptions {
   std::int64_t warmup_steps = 0;
   std::int64_t total_steps = 0;  // for the decay; 0 keeps the lr constant after warmup
   LrDecay decay = LrDecay::linear;
+  // DeepSpeed's WarmupLR and WarmupDecayLR: a logarithmic warmup (their default shape), and
+  // min_lr, where warmup starts and the decay ends (their warmup_min_lr).
+  LrWarmup warmup_shape = LrWarmup::linear;
+  double min_lr = 0.0;
   double max_grad_norm = 1.0;         // <= 0: no clipping
   std::int64_t micro_batch_rows = 0;  // rows per micro-batch; 0: the whole local batch at once
   std::uint64_t seed = 42;            // initialisation and data order
@@ -138,7 +142,12 @@ class Trainer {
         mesh_(Mesh::make<Plan>(std::move(world))),
         pipe_(Model::layers, mesh_.pipeline),
         model_(arena_, make_axis(mesh_), pipe_.layers(), mesh_.data_degree),
-        schedule_{opts.lr, opts.warmup_steps, opts.total_steps, opts.decay},
+        schedule_{opts.lr,
+                  opts.warmup_steps,
+                  opts.total_steps,
+                  opts.decay,
+                  opts.lr > 0 ? opts.min_lr / opts.lr : 0.0,
+                  opts.warmup_shape},
         runner_(model_, mesh_.pipeline),
         loss_scale_(opts.loss_scale) {
     SEQPAR_CHECK(opts_.max_nonfinite_steps > 0, "TrainOptions::max_nonfinite_steps is ",

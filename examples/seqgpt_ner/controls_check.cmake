@@ -1,0 +1,170 @@
+# The everyday training controls and --deepspeed, end to end on the tiny model:
+# --gradient-accumulation-steps (the same losses as one micro-batch per rank; the global
+# batch = micro-batch x accumulation x data ranks), --save-steps, --eval-steps,
+# --max-length (prompts cut on the left, or skipped), and a DeepSpeed configuration mapped
+# onto the plan and schedule, refused by key, or refused for its precision on the CPU.
+#   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> [-DDS_GUIDE=<zero3_offload.json>] -P controls_check.cmake
+file(REMOVE_RECURSE "${OUT}")
+file(MAKE_DIRECTORY "${OUT}")
+set(common --no-eval --quiet --seed 5)
+
+function(run want var)
+  execute_process(COMMAND "${EXE}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL want)
+    message(FATAL_ERROR "seqgpt_ner ${ARGN}: exit code ${rc}, expected ${want}:\n${out}\n${err}")
+  endif()
+  set(${var} "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+function(expect text what)
+  string(FIND "${text}" "${what}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "expected '${what}' in:\n${text}")
+  endif()
+endfunction()
+
+# events(<dir> <event> <field> <var>): the field of every such event of dir's metrics.jsonl.
+function(events dir event field var)
+  file(STRINGS "${dir}/metrics.jsonl" lines)
+  set(result "")
+  foreach(line IN LISTS lines)
+    string(JSON e GET "${line}" event)
+    if(e STREQUAL event)
+      string(JSON v GET "${line}" ${field})
+      list(APPEND result "${v}")
+    endif()
+  endforeach()
+  set(${var} "${result}" PARENT_SCOPE)
+endfunction()
+
+# Losses in millionths (CMake has no floating point); they lie in [0, 20).
+function(micro value var)
+  if(NOT value MATCHES "^([0-9]+)\\.([0-9]+)$")
+    message(FATAL_ERROR "loss '${value}' is not a plain decimal")
+  endif()
+  set(whole "${CMAKE_MATCH_1}")
+  string(SUBSTRING "${CMAKE_MATCH_2}000000" 0 6 frac)
+  string(REGEX REPLACE "^0+([0-9])" "\\1" frac "${frac}")
+  math(EXPR v "${whole} * 1000000 + ${frac}")
+  set(${var} ${v} PARENT_SCOPE)
+endfunction()
+
+# 1. Accumulation: 8 rows over 2 ranks as 2 micro-batches of 2 rows each take the steps that
+#    one micro-batch of 4 rows takes (within rounding).
+run(0 out train --out "${OUT}/whole" ${common} --plan dp2 --batch 8 --max-steps 4)
+run(0 out train --out "${OUT}/accum" ${common} --plan dp2 --micro-batch 2 --gradient-accumulation-steps 2 --max-steps 4)
+expect("${out}" "batch 8 rows = micro-batch 2 x accumulation 2 x 2 data rank(s)")
+events("${OUT}/accum" start batch b)
+if(NOT b EQUAL 8)
+  message(FATAL_ERROR "--micro-batch 2 --gradient-accumulation-steps 2 on dp2: batch ${b}, expected 8")
+endif()
+events("${OUT}/whole" train loss a)
+events("${OUT}/accum" train loss c)
+foreach(i RANGE 3)
+  list(GET a ${i} x)
+  list(GET c ${i} y)
+  micro("${x}" xm)
+  micro("${y}" ym)
+  math(EXPR d "${xm} - ${ym}")
+  if(d GREATER 10 OR d LESS -10)
+    message(FATAL_ERROR "step ${i}: loss ${x} with one micro-batch, ${y} with two: more than 1e-5 apart")
+  endif()
+endforeach()
+run(2 out train --out "${OUT}/bad" --batch 8 --gradient-accumulation-steps -1)
+expect("${out}" "--gradient-accumulation-steps")
+
+# 2. --save-steps: a checkpoint every 2 steps, all kept.
+run(0 out train --out "${OUT}/save" ${common} --plan single --batch 4 --max-steps 6 --save-steps 2
+    --save-total-limit 10)
+foreach(s 2 4 6)
+  if(NOT EXISTS "${OUT}/save/step-${s}.safetensors")
+    message(FATAL_ERROR "--save-steps 2: no step-${s}.safetensors")
+  endif()
+endforeach()
+if(EXISTS "${OUT}/save/step-3.safetensors")
+  message(FATAL_ERROR "--save-steps 2 wrote step-3.safetensors")
+endif()
+# The model directory of a finished run (transformers' check of it: hf_check.cmake).
+foreach(f config.json generation_config.json model.safetensors tokenizer.json
+          tokenizer_config.json special_tokens_map.json)
+  if(NOT EXISTS "${OUT}/save/hf/${f}")
+    message(FATAL_ERROR "the finished run wrote no hf/${f}")
+  endif()
+endforeach()
+file(READ "${OUT}/save/hf/config.json" config)
+string(JSON arch GET "${config}" architectures 0)
+string(JSON vocab GET "${config}" vocab_size)
+string(JSON layers GET "${config}" n_layer)
+file(READ "${OUT}/save/hf/generation_config.json" gen)
+string(JSON beams GET "${gen}" num_beams)
+if(NOT arch STREQUAL "BloomForCausalLM" OR NOT vocab EQUAL 4608 OR NOT layers EQUAL 2 OR NOT beams EQUAL 1)
+  message(FATAL_ERROR "hf/config.json or generation_config.json of the tiny model:\n${config}\n${gen}")
+endif()
+
+# 3. --eval-steps: evaluations at steps 2 and 4 (and none between).
+run(0 out train --out "${OUT}/eval" --quiet --seed 5 --plan single --batch 4 --max-steps 4
+    --eval-steps 2 --eval-limit 2 --max-new-tokens 4 --eval-rows 64)
+events("${OUT}/eval" eval step e)
+if(NOT e STREQUAL "2;4")
+  message(FATAL_ERROR "--eval-steps 2 over 4 steps evaluated at steps '${e}', expected 2;4")
+endif()
+
+# 4. --max-length: prompts cut on the left (the answer kept), or with --truncation skip left out.
+run(0 out train --out "${OUT}/cut" ${common} --plan single --batch 4 --max-steps 1 --max-length 64)
+string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max-length 64: ([0-9]+) prompts cut on the left, ([0-9]+) skipped" m "${out}")
+if(NOT m OR CMAKE_MATCH_1 EQUAL 0)
+  message(FATAL_ERROR "--max-length 64 cut no prompt:\n${out}")
+endif()
+set(cut ${CMAKE_MATCH_1})
+run(0 out train --out "${OUT}/skip" ${common} --plan single --batch 4 --max-steps 1 --max-length 64
+    --truncation skip)
+string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max-length 64: 0 prompts cut on the left, ([0-9]+) skipped" m "${out}")
+if(NOT m OR NOT CMAKE_MATCH_1 GREATER_EQUAL cut)
+  message(FATAL_ERROR "--max-length 64 --truncation skip skipped fewer than the ${cut} cut before:\n${out}")
+endif()
+
+# 5. --deepspeed: ZeRO-2 over the in-process ranks, the batch from micro x accumulation,
+#    WarmupDecayLR; performance keys named as ignored.
+file(WRITE "${OUT}/ds.json" [=[
+{
+  "train_batch_size": "auto",
+  "train_micro_batch_size_per_gpu": 2,
+  "gradient_accumulation_steps": 2,
+  "zero_optimization": {"stage": 2, "overlap_comm": true},
+  "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": [0.9, 0.99]}},
+  "scheduler": {"type": "WarmupDecayLR",
+                "params": {"warmup_min_lr": 0, "warmup_max_lr": "auto", "warmup_num_steps": 2,
+                           "total_num_steps": "auto", "warmup_type": "linear"}},
+  "gradient_clipping": 1.0,
+  "steps_per_print": 5
+}
+]=])
+run(0 out train --out "${OUT}/ds" ${common} --deepspeed "${OUT}/ds.json" --max-steps 4 --lr 1e-3)
+expect("${out}" "zero_optimization.stage=2 -> --plan zero2x2")
+expect("${out}" "ignored (performance only; the results are the same): steps_per_print=5, zero_optimization.overlap_comm=true")
+expect("${out}" "batch 8 rows = micro-batch 2 x accumulation 2 x 2 data rank(s); lr linear, linear warmup from 0; AdamW betas 0.9, 0.99")
+if(NOT EXISTS "${OUT}/ds/hf/model.safetensors")  # a run of two ranks writes it too
+  message(FATAL_ERROR "the zero2x2 run wrote no hf/model.safetensors:\n${out}")
+endif()
+events("${OUT}/ds" train lr lrs)
+list(GET lrs 0 lr0)
+list(GET lrs 1 lr1)
+if(NOT lr0 MATCHES "^0(\\.0*)?$" OR NOT lr1 MATCHES "^0\\.0005")
+  message(FATAL_ERROR "WarmupDecayLR over 2 warmup steps to 1e-3: rates ${lrs}, expected 0, 0.0005, ...")
+endif()
+file(WRITE "${OUT}/lamb.json" [=[{"optimizer": {"type": "Lamb"}, "zero_optimization": {"stage": 1, "mics_shard_size": 4}}]=])
+run(1 out train --out "${OUT}/lamb" ${common} --deepspeed "${OUT}/lamb.json")
+expect("${out}" "2 key(s) that seqgpt_ner does not honour")
+expect("${out}" "optimizer.type=\"Lamb\"")
+expect("${out}" "zero_optimization.mics_shard_size=4")
+file(WRITE "${OUT}/bf16.json" [=[{"bf16": {"enabled": true}}]=])
+run(1 out train --out "${OUT}/bf16" ${common} --deepspeed "${OUT}/bf16.json")
+expect("${out}" "precision bf16 (from ${OUT}/bf16.json or --precision) needs --device cuda")
+if(DS_GUIDE AND EXISTS "${DS_GUIDE}")
+  run(0 out train --out "${OUT}/guide" ${common} --deepspeed "${DS_GUIDE}" --max-steps 2 --batch 8)
+  expect("${out}" "--plan zero3x2")
+  expect("${out}" "--offload optimizer+params")
+else()
+  message(STATUS "the users' guide's zero3_offload.json is not here (DS_GUIDE): that run is skipped")
+endif()
+message(STATUS "controls check: accumulation, save/eval steps, max length, deepspeed: all as expected")

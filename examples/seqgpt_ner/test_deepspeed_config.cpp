@@ -1,0 +1,328 @@
+// seqgpt_ner's --deepspeed: our users' guide's ds_config.json (SEQPAR_DATA_DIR/deepspeed,
+// skipped where absent) mapped onto the options; "auto" from the command line; keys that
+// would change the training refused by name; the batch as micro x accumulation x ranks;
+// DeepSpeed's schedules.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "deepspeed_config.hpp"
+#include "options.hpp"
+#include "train_controls.hpp"
+
+#ifndef SEQPAR_DATA_DIR
+#define SEQPAR_DATA_DIR ""
+#endif
+
+using nlohmann::json;
+
+namespace {
+
+ner::Options parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "seqgpt_ner");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return ner::parse_options(static_cast<int>(argv.size()), argv.data());
+}
+
+bool has(const std::vector<std::string>& v, const std::string& prefix) {
+  for (const auto& s : v)
+    if (s.starts_with(prefix)) return true;
+  return false;
+}
+
+// The message of the seqpar::Error that applying `config` throws ("" when none).
+std::string refusal(ner::Options o, const json& config, std::int64_t world = 2) {
+  try {
+    ner::apply_deepspeed_config(o, config, "ds.json", world);
+  } catch (const seqpar::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+const std::filesystem::path guide_config =
+    std::filesystem::path(SEQPAR_DATA_DIR) / "deepspeed" / "zero3_offload.json";
+
+}  // namespace
+
+TEST_CASE(
+    "the users' guide's zero3_offload.json: ZeRO-3 over all ranks, both offloads, auto from the "
+    "command line") {
+  if (std::string(SEQPAR_DATA_DIR).empty() || !std::filesystem::exists(guide_config)) {
+    MESSAGE(
+        "skipped: no SEQPAR_DATA_DIR/deepspeed/zero3_offload.json (configure with "
+        "-DSEQPAR_DATA_DIR=...)");
+    return;
+  }
+  // The guide's TrainingArguments: per-device batch 4, accumulation 4, lr 2e-5, warmup 0.1.
+  ner::Options o =
+      parse({"--deepspeed", guide_config.string(), "--micro-batch", "4",
+             "--gradient-accumulation-steps", "4", "--lr", "2e-5", "--warmup-ratio", "0.1"});
+  const ner::DeepSpeedReport r = ner::apply_deepspeed_file(o, 2);
+  CHECK(o.plan == "zero3x2");
+  CHECK(o.offload == "optimizer+params");
+  CHECK(o.precision == "fp32");  // fp16.enabled "auto" and no --precision fp16
+  CHECK(o.lr == 2e-5);
+  CHECK(o.adam_beta1 == 0.9);
+  CHECK(o.adam_beta2 == 0.999);
+  CHECK(o.adam_epsilon == 1e-8);
+  CHECK(o.weight_decay == 0.01);                         // "auto": the example's default
+  CHECK(o.max_grad_norm == 1.0);                         // gradient_clipping "auto"
+  CHECK(o.lr_scheduler_type == "constant_with_warmup");  // WarmupLR
+  CHECK(o.warmup_type == "log");                         // DeepSpeed's default warmup_type
+  CHECK(o.warmup_min_lr == 0.0);
+  CHECK(o.warmup_steps == -1);  // "auto": --warmup-ratio of the run's steps
+  CHECK(o.loss_scale.loss_scale == 0.0);   // dynamic
+  CHECK(o.loss_scale.loss_scale_window == 1000);
+  CHECK(o.loss_scale.hysteresis == 2);
+  CHECK(o.loss_scale.min_loss_scale == 1.0);
+  CHECK(o.loss_scale.initial_scale_power == 16);  // absent: DeepSpeed's default
+  // The batch: 4 rows x 4 micro-batches x 2 data ranks, as the Trainer computes it.
+  const ner::BatchShape b = ner::batch_shape(o, 2, 1);
+  CHECK(b.rows == 32);
+  CHECK(b.micro_rows == 4);
+  CHECK(b.accumulation == 4);
+  for (const char* key :
+       {"zero_optimization.overlap_comm=true", "zero_optimization.contiguous_gradients=true",
+        "zero_optimization.sub_group_size=", "zero_optimization.reduce_bucket_size=\"auto\"",
+        "zero_optimization.stage3_prefetch_bucket_size=",
+        "zero_optimization.stage3_param_persistence_threshold=",
+        "zero_optimization.stage3_max_live_parameters=",
+        "zero_optimization.stage3_max_reuse_distance=",
+        "zero_optimization.offload_optimizer.pin_memory=true",
+        "zero_optimization.offload_param.pin_memory=true", "steps_per_print=10",
+        "wall_clock_breakdown=false"}) {
+    CAPTURE(key);
+    CHECK(has(r.ignored, key));
+  }
+  CHECK(r.ignored.size() == 12);
+  CHECK(has(r.applied, "zero_optimization.stage=3 -> --plan zero3x2"));
+  // The guide launches 4 GPUs: ZeRO-3 over 4 ranks is a plan this build does not have.
+  ner::Options four = parse({"--deepspeed", guide_config.string()});
+  try {
+    ner::apply_deepspeed_file(four, 4);
+    FAIL("ZeRO-3 over 4 ranks should be refused");
+  } catch (const seqpar::Error& e) {
+    CHECK(contains(e.what(), "zero_optimization.stage=3"));
+    CHECK(contains(e.what(), "'zero3x4'"));
+  }
+}
+
+TEST_CASE(
+    "keys that would change the training are refused, each named with its value, in one message") {
+  const json config = {
+      {"optimizer", {{"type", "Lamb"}, {"params", {{"lr", 1e-3}}}}},
+      {"zero_optimization", {{"stage", 2}, {"offload_param", {{"device", "cpu"}}}}},
+      {"fp16", {{"enabled", true}, {"auto_cast", true}}},
+      {"prescale_gradients", true},
+      {"amp", {{"enabled", true}}},
+      {"scheduler", {{"type", "OneCycle"}}},
+      {"zero_optimisation", {{"stage", 1}}},  // misspelt: not silently dropped
+      {"steps_per_print", 100},               // performance only: no refusal
+  };
+  const std::string m = refusal(ner::Options{}, config);
+  CAPTURE(m);
+  CHECK(contains(m, "ds.json: 7 key(s)"));
+  CHECK(contains(m, "optimizer.type=\"Lamb\""));
+  CHECK(contains(m, "zero_optimization.offload_param"));
+  CHECK(contains(m, "stage 3 only"));
+  CHECK(contains(m, "fp16.auto_cast=true"));
+  CHECK(contains(m, "prescale_gradients=true"));
+  CHECK(contains(m, "amp={\"enabled\":true}"));
+  CHECK(contains(m, "scheduler.type=\"OneCycle\""));
+  CHECK(contains(m, "zero_optimisation="));
+  CHECK(!contains(m, "steps_per_print"));
+  // Unknown keys inside known blocks too, and values of the wrong type.
+  CHECK(contains(refusal(ner::Options{}, {{"zero_optimization", {{"stage", 3}, {"stage4", 1}}}}),
+                 "zero_optimization.stage4=1: not a key of zero_optimization"));
+  CHECK(contains(refusal(ner::Options{}, {{"gradient_clipping", "one"}}),
+                 "gradient_clipping=\"one\": expected a number or \"auto\""));
+  CHECK(contains(refusal(ner::Options{},
+                         {{"zero_optimization", {{"offload_optimizer", {{"device", "nvme"}}}}}}),
+                 "offload_optimizer.device=\"nvme\""));
+  CHECK(contains(
+      refusal(ner::Options{}, {{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}}),
+      "both true"));
+  CHECK(refusal(ner::Options{}, json::array()).find("a JSON object") != std::string::npos);
+}
+
+TEST_CASE(
+    "an explicit value replaces a default but must agree with the command line; \"auto\" takes "
+    "it") {
+  const json config = {
+      {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 3e-5}, {"betas", {0.8, 0.95}}}}}},
+      {"gradient_clipping", 0.5}};
+  ner::Options o;
+  ner::apply_deepspeed_config(o, config, "ds.json", 2);
+  CHECK(o.lr == 3e-5);
+  CHECK(o.adam_beta1 == 0.8);
+  CHECK(o.adam_beta2 == 0.95);
+  CHECK(o.max_grad_norm == 0.5);
+  CHECK(o.plan == "dp2");  // no zero_optimization: stage 0 over the 2 ranks
+  const std::string m = refusal(parse({"--lr", "1e-4", "--max-grad-norm", "0.5"}), config);
+  CHECK(contains(m, "optimizer.params.lr=3e-05: the command line gives --lr 0.0001"));
+  CHECK(!contains(m, "gradient_clipping"));  // agrees with --max-grad-norm
+  ner::Options a = parse({"--lr", "1e-4"});
+  ner::apply_deepspeed_config(a, {{"optimizer", {{"type", "adam"}, {"params", {{"lr", "auto"}}}}}},
+                              "ds.json", 2);
+  CHECK(a.lr == 1e-4);
+  // The plan: given on the command line it must have the stage; else the stage's over all ranks.
+  CHECK(contains(refusal(parse({"--plan", "dp2"}), {{"zero_optimization", {{"stage", 3}}}}),
+                 "the command line gives --plan dp2 (ZeRO stage 0)"));
+  ner::Options z = parse({"--plan", "zero2x2"});
+  ner::apply_deepspeed_config(z, {{"zero_optimization", {{"stage", 2}}}}, "ds.json", 2);
+  CHECK(z.plan == "zero2x2");
+  ner::Options one;
+  ner::apply_deepspeed_config(one, {{"zero_optimization", {{"stage", 3}}}}, "ds.json", 1);
+  CHECK(one.plan == "single");
+  ner::Options off;
+  ner::apply_deepspeed_config(
+      off, {{"zero_optimization", {{"stage", 1}, {"offload_optimizer", {{"device", "cpu"}}}}}},
+      "ds.json", 2);
+  CHECK(off.plan == "zero1x2");
+  CHECK(off.offload == "optimizer");
+}
+
+TEST_CASE("precision: fp16 / bf16 blocks, loss scaling fields, and the CPU's fp32") {
+  ner::Options o;
+  ner::apply_deepspeed_config(o,
+                              {{"fp16",
+                                {{"enabled", true},
+                                 {"loss_scale", 0},
+                                 {"initial_scale_power", 12},
+                                 {"loss_scale_window", 500},
+                                 {"hysteresis", 3},
+                                 {"consecutive_hysteresis", true},
+                                 {"min_loss_scale", 0.5}}}},
+                              "ds.json", 2);
+  CHECK(o.precision == "fp16");
+  CHECK(o.loss_scale.initial_scale_power == 12);
+  CHECK(o.loss_scale.loss_scale_window == 500);
+  CHECK(o.loss_scale.hysteresis == 3);
+  CHECK(o.loss_scale.consecutive_hysteresis);
+  CHECK(o.loss_scale.min_loss_scale == 0.5);
+  try {
+    ner::check_precision_device(o, "cpu");
+    FAIL("fp16 on the CPU should be refused");
+  } catch (const seqpar::Error& e) {
+    CHECK(contains(e.what(), "precision fp16"));
+    CHECK(contains(e.what(), "needs --device cuda"));
+  }
+  CHECK_NOTHROW(ner::check_precision_device(o, "cuda"));
+  ner::Options b;
+  ner::apply_deepspeed_config(b, {{"bf16", {{"enabled", "auto"}}}}, "ds.json", 2);
+  CHECK(b.precision == "fp32");
+  ner::apply_deepspeed_config(b, {{"bf16", {{"enabled", true}}}}, "ds.json", 2);
+  CHECK(b.precision == "bf16");
+  CHECK_NOTHROW(ner::check_precision_device(ner::Options{}, "cpu"));
+}
+
+TEST_CASE("batch sizes: two of the three give the third; all three must agree") {
+  const auto shape = [](ner::Options o, const json& c, std::int64_t world) {
+    ner::apply_deepspeed_config(o, c, "ds.json", world);
+    return ner::batch_shape(o, world, 1);
+  };
+  auto b = shape({}, {{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 4}}, 2);
+  CHECK(b.rows == 32);
+  CHECK(b.micro_rows == 4);
+  CHECK(b.accumulation == 4);
+  b = shape({}, {{"train_micro_batch_size_per_gpu", 2}, {"gradient_accumulation_steps", 3}}, 2);
+  CHECK(b.rows == 12);
+  b = shape({}, {{"train_batch_size", 8}}, 2);  // alone: no accumulation
+  CHECK(b.micro_rows == 4);
+  CHECK(b.accumulation == 1);
+  b = shape(parse({"--gradient-accumulation-steps", "2"}),
+            {{"train_batch_size", "auto"},
+             {"train_micro_batch_size_per_gpu", 4},
+             {"gradient_accumulation_steps", "auto"}},
+            2);
+  CHECK(b.rows == 16);
+  const std::string m = refusal(ner::Options{}, {{"train_batch_size", 30},
+                                                 {"train_micro_batch_size_per_gpu", 4},
+                                                 {"gradient_accumulation_steps", 2}});
+  CHECK(contains(m,
+                 "train_batch_size 30 is not train_micro_batch_size_per_gpu 4 x "
+                 "gradient_accumulation_steps 2 x 2 data-parallel rank(s)"));
+  CHECK(contains(refusal(parse({"--batch", "8"}), {{"train_batch_size", 16}}),
+                 "train_batch_size=16: the command line gives --batch 8"));
+}
+
+TEST_CASE(
+    "--gradient-accumulation-steps and --micro-batch: global batch = micro x accumulation x data "
+    "ranks") {
+  auto b = ner::batch_shape(parse({"--batch", "16", "--gradient-accumulation-steps", "4"}), 2, 1);
+  CHECK(b.rows == 16);
+  CHECK(b.micro_rows == 2);
+  CHECK(b.accumulation == 4);
+  b = ner::batch_shape(parse({"--micro-batch", "3", "--gradient-accumulation-steps", "2"}), 2, 1);
+  CHECK(b.rows == 12);  // --batch not given: the product
+  b = ner::batch_shape(parse({}), 2, 1);
+  CHECK(b.rows == 16);
+  CHECK(b.micro_rows == 8);
+  CHECK(b.accumulation == 1);
+  b = ner::batch_shape(parse({}), 1, 2);  // a pipeline: micro-batches of a quarter
+  CHECK(b.micro_rows == 4);
+  CHECK(b.accumulation == 4);
+  CHECK_THROWS_WITH_AS(
+      ner::batch_shape(parse({"--batch", "16", "--gradient-accumulation-steps", "3"}), 2, 1),
+      doctest::Contains("--gradient-accumulation-steps 3"), seqpar::Error);
+  CHECK_THROWS_WITH_AS(
+      ner::batch_shape(
+          parse({"--batch", "10", "--micro-batch", "2", "--gradient-accumulation-steps", "2"}), 2,
+          1),
+      doctest::Contains("--batch 10 is not --micro-batch 2 x --gradient-accumulation-steps 2 x 2"),
+      seqpar::Error);
+  // The aliases name one option.
+  const ner::Options a = parse({"--save-every", "5", "--eval-every", "7", "--max-tokens", "64"});
+  const ner::Options h = parse({"--save-steps", "5", "--eval-steps", "7", "--max-length", "64"});
+  CHECK(a.save_every == h.save_every);
+  CHECK(a.eval_every == h.eval_every);
+  CHECK(a.max_tokens == h.max_tokens);
+  CHECK(a.given == h.given);
+}
+
+TEST_CASE("DeepSpeed's WarmupDecayLR through the options: the rates of its formula") {
+  ner::Options o;
+  ner::apply_deepspeed_config(o,
+                              {{"scheduler",
+                                {{"type", "WarmupDecayLR"},
+                                 {"params",
+                                  {{"warmup_min_lr", 1e-5},
+                                   {"warmup_max_lr", 1e-3},
+                                   {"warmup_num_steps", 10},
+                                   {"total_num_steps", 50},
+                                   {"warmup_type", "linear"}}}}}},
+                              "ds.json", 2);
+  const seqpar::LrSchedule s = ner::lr_schedule(o, 40);
+  for (int step : {0, 3, 9, 10, 25, 49, 50, 60}) {
+    CAPTURE(step);
+    // DeepSpeed: min + (max - min) * gamma; gamma = step / warmup, then
+    // max(0, (total - step) / (total - warmup)).
+    const double gamma = step < 10 ? step / 10.0 : std::max(0.0, (50.0 - step) / 40.0);
+    CHECK(s.at(step) == doctest::Approx(1e-5 + (1e-3 - 1e-5) * gamma));
+  }
+  ner::Options w;
+  ner::apply_deepspeed_config(
+      w, {{"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_num_steps", 8}}}}}}, "ds.json",
+      2);
+  const seqpar::LrSchedule l = ner::lr_schedule(w, 100);
+  CHECK(l.at(3) == doctest::Approx(w.lr * std::log(4.0) / std::log(8.0)));  // log warmup
+  CHECK(l.at(50) == w.lr);                                                  // then constant
+  CHECK(contains(
+      refusal(parse({"--warmup-ratio", "0.1"}),
+              {{"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_num_steps", 8}}}}}}),
+      "warmup_num_steps=8: the command line gives --warmup-ratio"));
+  CHECK(contains(
+      refusal(ner::Options{},
+              {{"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-4}}}}},
+               {"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_max_lr", 1e-3}}}}}}),
+      "warmup_max_lr=0.001: optimizer.params.lr is 0.0001"));
+}
