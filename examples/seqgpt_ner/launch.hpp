@@ -63,7 +63,7 @@ inline std::optional<ProcessLaunch> process_launch_from_environment() {
 /// run_world. Otherwise this process is rank world.rank() of world.size() processes.
 struct Launch {
   seqpar::AnyComm world;
-  std::string launcher;  // for messages: "mpirun", "srun", ...
+  std::string launcher;    // for messages: "mpirun", "srun", ...
   int node_processes = 1;  // processes of this run on this node: they share its cores
 
   bool processes() const { return static_cast<bool>(world); }
@@ -154,8 +154,11 @@ inline nlohmann::json memory_json(const std::vector<RankMemory>& ranks, const ch
   for (const auto& r : ranks) {
     nlohmann::json by = nlohmann::json::object();
     for (std::size_t k = 0; k < r.peak.size(); ++k) by[memory_kind_names[k]] = r.peak[k];
-    list.push_back(
-        {{"rank", r.rank}, {"pid", r.pid}, {"device", device}, {"peak_bytes", r.total}, {"by", by}});
+    list.push_back({{"rank", r.rank},
+                    {"pid", r.pid},
+                    {"device", device},
+                    {"peak_bytes", r.total},
+                    {"by", by}});
   }
   return {{"event", "memory"}, {"ranks", list}};
 }

@@ -18,9 +18,8 @@ extern template struct ModelServices<SEQPAR_NER_MODEL>;
 template <class M, class Family>
 int TrainFamily<M, Family>::train(std::string_view plan, const Options& o, const Launch& launch) {
   int rc = -1;
-  const bool known = Family::with(plan, [&](auto p) {
-    rc = train_ner<M, typename decltype(p)::type>(o, launch);
-  });
+  const bool known =
+      Family::with(plan, [&](auto p) { rc = train_ner<M, typename decltype(p)::type>(o, launch); });
   SEQPAR_CHECK(known, "--plan '", plan, "' is not a plan of the ", Family::name, " family");
   return rc;
 }
