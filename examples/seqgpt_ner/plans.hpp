@@ -1,7 +1,7 @@
-// The parallel plans seqgpt_ner is compiled with, chosen at run time by name. They come in
-// families; each (model, family) pair is compiled in a translation unit of its own
-// (train_plans.cpp, built once per pair by CMakeLists.txt), so that they build in parallel
-// and none takes long.
+// The parallel plans seqgpt_ner is compiled with, chosen at run time by name, in families
+// (the order of --help). Every plan of a model is compiled in the model's translation unit
+// (tiny.cpp, seqgpt560m.cpp): what a Trainer instantiates whatever the plan costs more
+// than the plans, and is paid once per model that way.
 #pragma once
 
 #include <algorithm>
@@ -34,11 +34,10 @@ struct NamedPlan {
   static_assert(world_size > 0, "seqgpt_ner's plans have static degrees");
 };
 
-/// Plans compiled together; `Called` names the family (and its translation units).
+/// Plans that belong together; `Called` names the family.
 template <Name Called, class... Plans>
 struct PlanFamily {
   static constexpr std::string_view name = Called.view();
-  static constexpr bool has(std::string_view plan) { return ((plan == Plans::name) || ...); }
   /// Calls f(NamedPlan{}) for the plan called `plan`; false when the family has none.
   template <class F>
   static bool with(std::string_view plan, F&& f) {
@@ -51,8 +50,8 @@ struct PlanFamily {
 };
 
 using namespace seqpar;
-// The cost of a family's translation unit is mostly what any Trainer instantiates (the
-// model's stack, the communicators, checkpoints); each plan adds a few seconds.
+// A model's translation unit costs mostly what any Trainer instantiates (the model's stack,
+// the communicators, checkpoints); each plan adds a few seconds.
 /// Data parallelism alone: replicas and ZeRO sharding.
 using DataPlans =
     PlanFamily<"data", NamedPlan<"single", "Replicated<1>", Replicated<1>>,

@@ -229,8 +229,8 @@ std::optional<fs::path> take_output_folder(const Options& o,
 void rotate_checkpoints(const fs::path& dir, std::int64_t keep);
 
 /// What training asks of model M that no plan changes: weight files checked and read, the
-/// dev set generated and scored. Instantiated once per model (tiny.cpp, seqgpt560m.cpp);
-/// the plans' translation units only call it (extern template in train_plans.cpp).
+/// dev set generated and scored. Instantiated once per model (tiny.cpp, seqgpt560m.cpp),
+/// called by the train_ner of every plan.
 template <BloomModel M>
 struct ModelServices {
   /// Checks a weights file against M from its header alone, before the model is allocated.
@@ -721,14 +721,8 @@ int run_model(const Options& o, const Launch& launch) {
   if (o.command == "eval") return eval_ner<M>(o);
   if (o.command == "predict") return predict_ner<M>(o);
   int rc = -1;
-  bool known = false;
-  each_family([&](auto family) {
-    using Family = decltype(family);
-    if (!known && Family::has(o.plan)) {
-      known = true;
-      rc = TrainFamily<M, Family>::train(o.plan, o, launch);
-    }
-  });
+  const bool known =
+      with_plan(o.plan, [&](auto p) { rc = train_ner<M, typename decltype(p)::type>(o, launch); });
   SEQPAR_CHECK(known, "--plan '", o.plan, "' is not one of: ", plan_list());
   return rc;
 }

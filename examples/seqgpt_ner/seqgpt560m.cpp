@@ -1,6 +1,6 @@
 // seqgpt_ner with SeqGPT-560M (fine-tuning the published weights: --weights, --tokenizer):
-// evaluation, prediction and what training asks of the model under every plan
-// (ModelServices); the plans themselves: train_plans.cpp.
+// training under every plan of plans.hpp, evaluation and prediction, in one translation
+// unit (as tiny.cpp).
 #include "models.hpp"
 #include "run.hpp"
 

@@ -1,5 +1,6 @@
-// seqgpt_ner with the tiny model: evaluation, prediction and what training asks of the model
-// under every plan (ModelServices); the plans themselves: train_plans.cpp.
+// seqgpt_ner with the tiny model: training under every plan of plans.hpp, evaluation and
+// prediction. One translation unit per model: most of a Trainer's cost (the stack, the data
+// axis, communicators, checkpoints) does not depend on the plan and is paid once here.
 #include "models.hpp"
 #include "run.hpp"
 
