@@ -53,15 +53,8 @@ inline void print_report(const seqpar::ReadReport& r) {
 class MetricsLog {
  public:
   explicit MetricsLog(const fs::path& path) : path_(path) {}
-  void append(nlohmann::json j) {
-    j["time"] =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    std::ofstream f(path_, std::ios::app);
-    SEQPAR_CHECK(f.is_open(), path_.string(), ": cannot be opened for appending metrics");
-    f << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    f.close();
-    SEQPAR_CHECK(!f.fail(), path_.string(), ": writing the metrics failed (a full disk?)");
-  }
+  /// Adds "time" (seconds since the epoch) and appends the line (training_setup.cpp).
+  void append(nlohmann::json j);
   const fs::path& path() const { return path_; }
 
  private:
@@ -116,10 +109,13 @@ inline std::string resolve_model(const Options& o) {
   return o.weights.empty() ? "tiny" : "seqgpt560m";
 }
 
-/// The tokenizer: --tokenizer, or a character-level one built from `texts` into OUT.
+/// The tokenizer: --tokenizer, or a character-level one built from `texts` into OUT (with
+/// `build` false: the one already built there, by the process that writes OUT).
 inline fs::path tokenizer_path(const Options& o, const std::vector<std::string>& texts,
-                               const std::vector<std::string>& labels, std::int64_t max_vocab) {
+                               const std::vector<std::string>& labels, std::int64_t max_vocab,
+                               bool build = true) {
   if (!o.tokenizer.empty()) return o.tokenizer;
+  if (!build) return o.out_dir / "tokenizer.json";
   seqpar::CharTokenizerOptions co;
   co.max_vocab = max_vocab;
   co.words = seqpar::seqgpt_prompt_words();

@@ -1,6 +1,10 @@
-// The model types seqgpt_ner is built for; each has its own translation unit.
+// The model types seqgpt_ner is built for. Each has one translation unit (tiny.cpp,
+// seqgpt560m.cpp) for training under every plan, evaluation and prediction.
 #pragma once
 
+#include <string_view>
+
+#include "launch.hpp"
 #include "options.hpp"
 #include "seqpar/config/bloom.hpp"
 
@@ -10,7 +14,7 @@ namespace ner {
 using TinyNer =
     seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 4608, .hidden = 128, .layers = 2, .heads = 4}>;
 
-int run_tiny(const Options& o);        // tiny.cpp
-int run_seqgpt560m(const Options& o);  // seqgpt560m.cpp
+int run_tiny(const Options& o, const Launch& launch);        // tiny.cpp
+int run_seqgpt560m(const Options& o, const Launch& launch);  // seqgpt560m.cpp
 
 }  // namespace ner

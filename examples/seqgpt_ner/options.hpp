@@ -97,8 +97,9 @@ Data and model
   --tokenizer FILE     tokenizer.json (default: a character-level one built from the training text)
   --labels a,b,c       label set in prompt order (default: the training data's labels, sorted)
 Parallel plan
-  --plan NAME          single dp2 dp4 zero1x2 zero2x2 zero3x2 tp2 pp2 tp2dp2 (default dp2);
-                       multi-rank plans run their ranks as threads of this process
+  --plan NAME          single dp2 dp4 zero1x2 zero2x2 zero3x2 zero3x4 tp2 tp2dp2 tp2zero3x2
+                       pp2 pp2dp2 (default dp2); the ranks run as threads of this process,
+                       or one per process under mpirun -np N or srun -n N (N: the plan's)
   --threads N          OpenMP threads per rank (default: cores / ranks; 1 for eval and predict)
   --offload WHAT       none | optimizer | optimizer+params (zero3x2): state kept in host memory
 Training

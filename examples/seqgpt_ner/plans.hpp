@@ -1,36 +1,108 @@
-// The parallel plans seqgpt_ner is compiled with, chosen at run time by name.
+// The parallel plans seqgpt_ner is compiled with, chosen at run time by name, in families
+// (the order of --help). Every plan of a model is compiled in the model's translation unit
+// (tiny.cpp, seqgpt560m.cpp): what a Trainer instantiates whatever the plan costs more
+// than the plans, and is paid once per model that way.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
+#include "seqpar/parallel/plan.hpp"
 #include "seqpar/parallel/policies.hpp"
 
 namespace ner {
 
-/// Plan names and what they mean, for --help and error messages.
-inline const char* plan_list() {
-  return "single (Replicated<1>), dp2 (Replicated<2>), dp4 (Replicated<4>), zero1x2 "
-         "(Sharded<Zero1, 2>), "
-         "zero2x2 (Sharded<Zero2, 2>), zero3x2 (Sharded<Zero3, 2>), tp2 (TensorSplit<2>), "
-         "pp2 (Pipeline<2, OneFOneB>), tp2dp2 (Hybrid<TP2, DP2>)";
+/// A string as a template argument: a plan's name and how its type is spelled.
+template <std::size_t N>
+struct Name {
+  char text[N];
+  constexpr Name(const char (&s)[N]) { std::copy_n(s, N, text); }
+  constexpr std::string_view view() const { return {text, N - 1}; }
+};
+
+/// A plan the example offers: the name --plan takes, the type as users write it, the type.
+template <Name Called, Name Spelled, class P>
+struct NamedPlan {
+  using type = P;
+  static constexpr std::string_view name = Called.view();
+  static constexpr std::string_view spelled = Spelled.view();
+  /// The ranks the plan needs (every degree of the example's plans is static).
+  static constexpr int world_size = seqpar::PlanTraits<P>::world_size;
+  static_assert(world_size > 0, "seqgpt_ner's plans have static degrees");
+};
+
+/// Plans that belong together; `Called` names the family.
+template <Name Called, class... Plans>
+struct PlanFamily {
+  static constexpr std::string_view name = Called.view();
+  /// Calls f(NamedPlan{}) for the plan called `plan`; false when the family has none.
+  template <class F>
+  static bool with(std::string_view plan, F&& f) {
+    return ((plan == Plans::name ? (f(Plans{}), true) : false) || ...);
+  }
+  template <class F>
+  static void each(F&& f) {
+    (f(Plans{}), ...);
+  }
+};
+
+using namespace seqpar;
+// A model's translation unit costs mostly what any Trainer instantiates (the model's stack,
+// the communicators, checkpoints); each plan adds a few seconds.
+/// Data parallelism alone: replicas and ZeRO sharding.
+using DataPlans =
+    PlanFamily<"data", NamedPlan<"single", "Replicated<1>", Replicated<1>>,
+               NamedPlan<"dp2", "Replicated<2>", Replicated<2>>,
+               NamedPlan<"dp4", "Replicated<4>", Replicated<4>>,
+               NamedPlan<"zero1x2", "Sharded<Zero1, 2>", Sharded<Zero1, 2>>,
+               NamedPlan<"zero2x2", "Sharded<Zero2, 2>", Sharded<Zero2, 2>>,
+               NamedPlan<"zero3x2", "Sharded<Zero3, 2>", Sharded<Zero3, 2>>,
+               NamedPlan<"zero3x4", "Sharded<Zero3, 4>", Sharded<Zero3, 4>>>;
+/// The model split: over the tensor axis or into pipeline stages, with data parallelism.
+using SplitPlans =
+    PlanFamily<"split", NamedPlan<"tp2", "TensorSplit<2>", TP2>,
+               NamedPlan<"tp2dp2", "Hybrid<TP2, DP2>", Hybrid<TP2, DP2>>,
+               NamedPlan<"tp2zero3x2", "Hybrid<TP2, Sharded<Zero3, 2>>",
+                         Hybrid<TP2, Sharded<Zero3, 2>>>,
+               NamedPlan<"pp2", "Pipeline<2, OneFOneB>", Pipeline<2, OneFOneB>>,
+               NamedPlan<"pp2dp2", "Hybrid<Pipeline<2, OneFOneB>, DP2>",
+                         Hybrid<Pipeline<2, OneFOneB>, DP2>>>;
+
+/// Calls f(Family{}) for every family, in the order of --help.
+template <class F>
+void each_family(F&& f) {
+  f(DataPlans{});
+  f(SplitPlans{});
 }
 
-/// Calls f(std::type_identity<Plan>{}) for the plan called `name`; false when there is none.
+/// Calls f(NamedPlan{}) for the plan called `name`; false when there is none.
 template <class F>
 bool with_plan(std::string_view name, F&& f) {
-  using namespace seqpar;
-  if (name == "single") return f(std::type_identity<Replicated<1>>{}), true;
-  if (name == "dp2") return f(std::type_identity<Replicated<2>>{}), true;
-  if (name == "dp4") return f(std::type_identity<Replicated<4>>{}), true;
-  if (name == "zero1x2") return f(std::type_identity<Sharded<Zero1, 2>>{}), true;
-  if (name == "zero2x2") return f(std::type_identity<Sharded<Zero2, 2>>{}), true;
-  if (name == "zero3x2") return f(std::type_identity<Sharded<Zero3, 2>>{}), true;
-  if (name == "tp2") return f(std::type_identity<TP2>{}), true;
-  if (name == "pp2") return f(std::type_identity<Pipeline<2, OneFOneB>>{}), true;
-  if (name == "tp2dp2") return f(std::type_identity<Hybrid<TP2, DP2>>{}), true;
-  return false;
+  bool found = false;
+  each_family([&](auto family) { found = found || decltype(family)::with(name, f); });
+  return found;
+}
+
+/// Plan names and what they mean, for --help and error messages.
+inline std::string plan_list() {
+  std::string s;
+  each_family([&](auto family) {
+    decltype(family)::each([&](auto plan) {
+      s += (s.empty() ? "" : ", ") + std::string(plan.name) + " (" + std::string(plan.spelled) +
+           ")";
+    });
+  });
+  return s;
+}
+
+/// The ranks the plan called `name` needs; 0 when there is no such plan.
+inline int plan_world_size(std::string_view name) {
+  int n = 0;
+  with_plan(name, [&](auto plan) { n = plan.world_size; });
+  return n;
 }
 
 }  // namespace ner
