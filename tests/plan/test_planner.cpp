@@ -5,8 +5,9 @@
 // together) is within 1 % of the arena's measured peak (the model state, the host state
 // and ZeRO's transient unit buffers exactly), and the bytes (and calls) each communicator
 // counts in a step, per collective kind, equal the prediction exactly. ZeRO-2/3's
-// transient categories are 0 after the step. Also: plan types map to their run-time description and name, the
-// unit sizes equal config/units.hpp's table, and the run-time plan rules agree with CheckPlan.
+// transient categories are 0 after the step. Also: plan types map to their run-time
+// description and name, the unit sizes equal config/units.hpp's table, and the run-time
+// plan rules agree with CheckPlan.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -164,8 +165,8 @@ void check_modes() {
   check_plan<Plan>({Recompute::full, AttentionKind::fused, 2, Offload::optimizer});
   if constexpr (PlanTraits<Plan>::zero_stage == 3) {
     check_plan<Plan>({Recompute::none, AttentionKind::standard, 1, Offload::optimizer_and_params});
-    check_plan<Plan>({Recompute::selective, AttentionKind::standard, 1,
-                      Offload::optimizer_and_params});
+    check_plan<Plan>(
+        {Recompute::selective, AttentionKind::standard, 1, Offload::optimizer_and_params});
   }
 }
 

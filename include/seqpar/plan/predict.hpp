@@ -70,13 +70,13 @@ struct RankPrediction {
   int stage = 0, tensor_rank = 0;
   std::array<std::int64_t, memory_kinds> peak{};  // bytes at each category's peak
   std::int64_t device_peak = 0;                   // device bytes at their joint peak
-  std::int64_t host_bytes = 0;                    // host_optimizer + host_parameters, at their peaks
+  std::int64_t host_bytes = 0;                    // host_optimizer + host_parameters peaks
+  CommStats data, tensor, pipeline;               // per step, under the ring model
+  double flops = 0;                               // per step, recomputation included
   /// Device and host bytes together at their joint peak: what one arena that counts both
   /// sees (Cpu, whose device memory is host memory). device_peak when nothing is offloaded.
   std::int64_t joint_peak = 0;
-  std::int64_t range_elements = 0;                // of the units this rank's optimizer updates
-  CommStats data, tensor, pipeline;               // per step, under the ring model
-  double flops = 0;                               // per step, recomputation included
+  std::int64_t range_elements = 0;  // of the units this rank's optimizer updates
 
   std::int64_t of(Memory m) const { return peak[static_cast<std::size_t>(m)]; }
 };
@@ -155,7 +155,7 @@ inline double step_flops(const PlanQuery& q, int stage) {
   double fwd = L * (dense + attn);
   double extra = 0;  // recomputed in the backward
   if (q.recompute == Recompute::selective && !q.fused_attention) extra = L * attn / 2;
-  extra += recomputed * (dense + attn);  // Recompute::full: those blocks' forward again
+  extra += recomputed * (dense + attn);          // Recompute::full: those blocks' forward again
   if (q.fused_attention) extra += L * attn / 2;  // each tile's scores again
   double head = 0;
   if (stage == q.plan.pipeline - 1)
