@@ -42,10 +42,11 @@ that fits and a predicted step time.
   --micro-batch B        rows per micro-batch (default 1)
   --micro-batches M      micro-batches per data rank per step (default 1; 4 x stages
                          under a pipeline)
-  --recompute R          none | selective | full (default none; full is predicted only)
+  --recompute R          none | selective | full (default none)
+  --recompute-every K    under full recomputation, every K-th block only (default 1: all)
   --attention A          standard | fused (default standard)
-  --offload O            none | optimizer | optimizer+params (default none; predicted only;
-                         parameters are offloaded under ZeRO-3 only)
+  --offload O            none | optimizer | optimizer+params (default none; parameters
+                         are offloaded under ZeRO-3 only)
   --logits-mb L          the LM head's logits budget, MiB (default 256, as on Cuda)
   --tflops F             dense 16-bit peak, TFLOP/s      --tflops-fp32 F   fp32 peak
   --efficiency E         fraction of the peak reached (default 0.4)
@@ -91,6 +92,7 @@ struct Options {
   std::int64_t seq = 512, micro_batch = 1, micro_batches = 0;
   Recompute recompute = Recompute::none;
   std::string recompute_name = "none";
+  std::int64_t recompute_every = 1;
   bool fused = false;
   Offload offload = Offload::none;
   std::string offload_name = "none";
@@ -157,6 +159,8 @@ Options parse(int argc, char** argv) {
         o.recompute = Recompute::full;
       else
         usage_error("--recompute '" + o.recompute_name + "' is not none, selective or full");
+    } else if (a == "--recompute-every") {
+      o.recompute_every = integer(a, value(), 1);
     } else if (a == "--attention") {
       const std::string& v = value();
       if (v != "standard" && v != "fused")
@@ -229,6 +233,7 @@ int main(int argc, char** argv) try {
     q.seq = o.seq;
     q.micro_batches = o.micro_batches > 0 ? o.micro_batches : (p.pipeline > 1 ? 4 * p.pipeline : 1);
     q.recompute = o.recompute;
+    q.recompute_every = o.recompute_every;
     q.fused_attention = o.fused;
     q.offload = o.offload;
     q.logits_bytes = o.logits_mib << 20;
@@ -302,6 +307,7 @@ int main(int argc, char** argv) try {
                       {"seq", o.seq},
                       {"micro_batch", o.micro_batch},
                       {"recompute", o.recompute_name},
+                      {"recompute_every", o.recompute_every},
                       {"attention", o.fused ? "fused" : "standard"},
                       {"offload", o.offload_name},
                       {"asynchronous", !o.sync},
@@ -310,12 +316,16 @@ int main(int argc, char** argv) try {
     return 0;
   }
 
+  const std::string recompute =
+      o.recompute == Recompute::full && o.recompute_every > 1
+          ? o.recompute_name + " (every " + std::to_string(o.recompute_every) + ". block)"
+          : o.recompute_name;
   std::printf(
       "%s on %d x %s (%.1f GiB, %.1f GiB usable), %s, %lld tokens a row, micro-batch %lld, "
       "recompute %s, offload %s\n",
       o.model_name.c_str(), o.gpus, o.hw.name.c_str(), o.hw.memory_gib, gib(budget),
       o.precision_name.c_str(), static_cast<long long>(o.seq),
-      static_cast<long long>(o.micro_batch), o.recompute_name.c_str(), o.offload_name.c_str());
+      static_cast<long long>(o.micro_batch), recompute.c_str(), o.offload_name.c_str());
   std::printf(
       "GiB per GPU (the worst rank; categories peak at different moments, total is their "
       "joint peak)\n\n");
@@ -339,11 +349,10 @@ int main(int argc, char** argv) try {
   std::printf(
       "\nm: micro-batches per data rank per step. step s: compute at %.0f%% of %.0f "
       "TFLOP/s, plus each axis's bytes at %.0f GB/s in a node (%.0f between nodes), plus "
-      "AdamW at %.0f GB/s HBM; no overlap.%s%s\n",
+      "AdamW at %.0f GB/s HBM%s; no overlap.\n",
       100 * o.hw.efficiency, o.precision == PlanPrecision::fp32 ? o.hw.tflops_32 : o.hw.tflops_16,
       o.hw.link_gbps, o.hw.network_gbps, o.hw.hbm_gbps,
-      o.recompute == Recompute::full ? " Full recomputation: predicted, not yet built." : "",
-      o.offload != Offload::none ? " Offload: predicted, not yet built." : "");
+      o.offload != Offload::none ? " (offloaded: on the host, over PCIe)" : "");
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

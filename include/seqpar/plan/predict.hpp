@@ -7,14 +7,14 @@
 // The figures are derived from how seqpar allocates, not from textbook ratios: the flat
 // units of config/units.hpp padded to the data degree, the shards and transient buffers of
 // parallel/data_axis.hpp, the activation records of nn/activations.hpp and nn/block.hpp,
-// the LM head's chunked scratch of nn/lm_head.hpp, the micro-batch schedules of
-// train/pipeline.hpp, and the ring byte counts of comm/communicator.hpp. They are exact for
-// a synchronous communicator (ThreadComm, MpiComm; tests/plan holds them to the arena and
-// the counters); `asynchronous` adds what NcclComm keeps in flight (a second unit's
-// unreduced gradients, the next unit's gathered parameters).
-//
-// Full recomputation and offload are predicted from the design (DESIGN.md, "Memory relief")
-// before the library implements them; docs/memory.md marks those figures as predictions.
+// the LM head's chunked scratch of nn/lm_head.hpp, full recomputation's one transient
+// block record of nn/model.hpp, the micro-batch schedules of train/pipeline.hpp, the host
+// state and staging buffers of offload (optim/offload.hpp, parallel/data_axis.hpp), and
+// the ring byte counts of comm/communicator.hpp. They are exact for a synchronous
+// communicator (ThreadComm, MpiComm; tests/plan holds them to the arena and the counters,
+// every recomputation and offload mode included); `asynchronous` adds what NcclComm keeps
+// in flight (a second unit's unreduced gradients, the next unit's gathered parameters and,
+// with the parameters offloaded, its uploaded shard).
 
 #include <algorithm>
 #include <array>
@@ -46,6 +46,9 @@ struct PlanQuery {
   /// (labels = ids, no padding).
   std::int64_t targets_per_micro_batch = -1;
   Recompute recompute = Recompute::none;
+  /// Under Recompute::full, the blocks recomputed: those whose layer index in the whole
+  /// model is a multiple of this (TrainOptions::recompute_every); the others keep their record.
+  std::int64_t recompute_every = 1;
   bool fused_attention = false;  // AttentionKind::fused: a log-sum-exp per query, no probabilities
   Offload offload = Offload::none;
   /// The LM head's logits budget (TrainOptions::logits_bytes; Ops<Cpu> 32 MiB, Ops<Cuda> 256 MiB).
@@ -67,9 +70,13 @@ struct RankPrediction {
   int stage = 0, tensor_rank = 0;
   std::array<std::int64_t, memory_kinds> peak{};  // bytes at each category's peak
   std::int64_t device_peak = 0;                   // device bytes at their joint peak
-  std::int64_t host_bytes = 0;                    // host_optimizer + host_parameters
+  std::int64_t host_bytes = 0;                    // host_optimizer + host_parameters peaks
   CommStats data, tensor, pipeline;               // per step, under the ring model
   double flops = 0;                               // per step, recomputation included
+  /// Device and host bytes together at their joint peak: what one arena that counts both
+  /// sees (Cpu, whose device memory is host memory). device_peak when nothing is offloaded.
+  std::int64_t joint_peak = 0;
+  std::int64_t range_elements = 0;  // of the units this rank's optimizer updates
 
   std::int64_t of(Memory m) const { return peak[static_cast<std::size_t>(m)]; }
 };
@@ -123,6 +130,15 @@ inline void count_call(CommStats& c, CollectiveKind k, std::int64_t count, std::
            ring_bytes(k, static_cast<std::size_t>(count), static_cast<std::size_t>(elem), size, 0));
 }
 
+// How many of a stage's blocks (layers [first, first + count) of the model) Recompute::full
+// runs again in the backward: those whose layer index is a multiple of `every`.
+inline std::int64_t recomputed_blocks(const PlanQuery& q, std::int64_t first, std::int64_t count) {
+  if (q.recompute != Recompute::full) return 0;
+  const std::int64_t k = std::max<std::int64_t>(q.recompute_every, 1);
+  const auto multiples_below = [k](std::int64_t n) { return (n + k - 1) / k; };  // in [0, n)
+  return multiples_below(first + count) - multiples_below(first);
+}
+
 }  // namespace detail
 
 /// Floating-point operations of one training step per rank of a plan (forward + backward,
@@ -131,13 +147,15 @@ inline double step_flops(const PlanQuery& q, int stage) {
   const auto& m = q.model;
   const double t = q.plan.tensor, H = static_cast<double>(m.hidden), F = 4.0 * H,
                S = static_cast<double>(q.seq), L = static_cast<double>(m.layers / q.plan.pipeline);
+  const auto per = static_cast<std::int64_t>(L);
+  const double recomputed = static_cast<double>(detail::recomputed_blocks(q, stage * per, per));
   const double tokens = static_cast<double>(q.micro_batch_rows * q.seq * q.micro_batches);
   const double dense = 2.0 * (3 * H * H + H * H + 2 * F * H) / t;  // per token per block
   const double attn = 2.0 * 2.0 * S * H / t;                       // q k^T and P v, per token
   double fwd = L * (dense + attn);
   double extra = 0;  // recomputed in the backward
   if (q.recompute == Recompute::selective && !q.fused_attention) extra = L * attn / 2;
-  if (q.recompute == Recompute::full) extra = fwd;
+  extra += recomputed * (dense + attn);          // Recompute::full: those blocks' forward again
   if (q.fused_attention) extra += L * attn / 2;  // each tile's scores again
   double head = 0;
   if (stage == q.plan.pipeline - 1)
@@ -162,8 +180,9 @@ inline PlanPrediction predict(const PlanQuery& q) {
   const auto padded = [&](std::size_t u) { return (numel[u] + D - 1) / D * D; };
   const auto shard = [&](std::size_t u) { return padded(u) / D; };
   const bool standard = !q.fused_attention;
-  const bool full_recompute = q.recompute == Recompute::full;
-  const bool keeps_probs = standard && q.recompute == Recompute::none;
+  // A block's record keeps the probabilities unless they are recomputed (selective); under
+  // Recompute::full the blocks that are not recomputed keep their whole record.
+  const bool keeps_probs = standard && q.recompute != Recompute::selective;
   const bool offload_opt = q.offload != Offload::none;
   const bool offload_params = q.offload == Offload::optimizer_and_params && Z == 3;
 
@@ -183,7 +202,10 @@ inline PlanPrediction predict(const PlanQuery& q) {
       const std::size_t u_final = static_cast<std::size_t>(L + 1), u_block = 1;
 
       // --- model state (parallel/data_axis.hpp) ----------------------------------------
+      // A rank's range of a unit (what its optimizer updates): the whole padded unit, or
+      // its shard.
       std::int64_t params = 0, grads = 0, optim = 0, z1_shards = 0, max_shard = 0;
+      std::int64_t ranges = 0, max_range = 0;
       for (const auto u : held) {
         const std::int64_t range = Z == 0 ? padded(u) : shard(u);
         params += (Z == 3 ? shard(u) : padded(u)) * t;
@@ -191,20 +213,22 @@ inline PlanPrediction predict(const PlanQuery& q) {
         if (Z == 1) z1_shards += shard(u) * t;  // the reduce-scatter target, a buffer
         optim += range * (2 + (q.mixed() ? 1 : 0)) * master;
         max_shard = std::max(max_shard, shard(u));
+        ranges += range;
+        max_range = std::max(max_range, range);
       }
       auto& pk = r.peak;
       const auto set = [&](Memory k, std::int64_t v) { pk[static_cast<std::size_t>(k)] = v; };
       set(Memory::parameters, offload_params ? 0 : params);
       set(Memory::gradients, grads);
       set(Memory::optimizer, offload_opt ? 0 : optim);
-      if (offload_opt) {
-        // the host keeps fp32 master weights, both moments and a gradient shard per element
-        // of this rank's range
-        std::int64_t range_elems = 0;
-        for (const auto u : held) range_elems += Z == 0 ? padded(u) : shard(u);
-        set(Memory::host_optimizer, range_elems * (3 * master + 4));
-      }
-      if (offload_params) set(Memory::host_parameters, params);
+      // Offloaded (optim/offload.hpp): the host keeps fp32 master weights (a float model's
+      // too: its device weights are then the working copy) and both moments over the range
+      // of every unit, and, during a unit's update, that range's gradients as fp32.
+      const std::int64_t host_rest =
+          (offload_opt ? 3 * master * ranges : 0) + (offload_params ? params : 0);
+      const std::int64_t host_grads = offload_opt ? master * max_range : 0;
+      set(Memory::host_optimizer, offload_opt ? 3 * master * ranges + host_grads : 0);
+      set(Memory::host_parameters, offload_params ? params : 0);  // ZeRO-3's shards
 
       // --- transient unit buffers of ZeRO-2/3 ------------------------------------------
       // Walk the units in the order the stage's backward reduces them (ln_f, the blocks
@@ -233,7 +257,6 @@ inline PlanPrediction predict(const PlanQuery& q) {
         if (head && emb) w = std::max(w, padded(0) + padded(u_block));
         if (q.asynchronous) w += padded(u_block);  // the next unit gathered ahead
         gathered = w * t;
-        if (offload_params) gathered += max_shard * t;  // the shard uploaded for its gather
       }
       set(Memory::unreduced_gradients, unreduced);
       set(Memory::gathered_parameters, gathered);
@@ -246,7 +269,12 @@ inline PlanPrediction predict(const PlanQuery& q) {
       if (!standard) block_rec += B * nh * Sq * st;
       const std::int64_t ends =
           (emb ? N * H * t + 2 * N * st : 0) + (head ? N * H * t + 2 * N * st : 0);
-      const std::int64_t blocks_kept = full_recompute ? 0 : per * block_rec;
+      // Recompute::full: a recomputed block keeps nothing but its input (in the stream);
+      // its forward, and its forward again in the backward, run in the stack's one
+      // transient record, the whole record of a block, kept from step to step.
+      const std::int64_t recomputed = detail::recomputed_blocks(q, first, per);
+      const std::int64_t full_record = recomputed > 0 ? block_rec : 0;
+      const std::int64_t blocks_kept = (per - recomputed) * block_rec;
       const std::int64_t full = batch_part + stream + ends + blocks_kept;
       const std::int64_t prepared = batch_part + stream;  // the next record, before its forward
       const std::int64_t grad_slot = N * H * t;           // d stage output of a micro-batch
@@ -260,13 +288,10 @@ inline PlanPrediction predict(const PlanQuery& q) {
         records = std::min(warm + 1, mb);
         next_prepared = mb > warm + 1;
       }
-      // full recomputation: the block being recomputed holds its whole record once more
-      const std::int64_t recomputed =
-          full_recompute ? block_rec + (standard ? B * nh * Sq * Sq * t : 0) : 0;
-      const std::int64_t act_backward = records * full + slots * grad_slot + recomputed;
-      const std::int64_t act_peak =
-          act_backward + (next_prepared ? prepared : 0) - (next_prepared ? recomputed : 0);
-      set(Memory::activations, std::max(act_backward, act_peak));
+      const std::int64_t act_rest = full_record;  // between steps, and in the update
+      const std::int64_t act_backward = records * full + slots * grad_slot + full_record;
+      const std::int64_t act_peak = act_backward + (next_prepared ? prepared : 0);
+      set(Memory::activations, act_peak);
 
       // --- buffers: scratch kept from step to step, and the transient ones -------------
       std::int64_t buffers = m.heads * st + 8 + z1_shards;  // ALiBi slopes, the norm's sum
@@ -286,19 +311,32 @@ inline PlanPrediction predict(const PlanQuery& q) {
         if (q.mixed()) buffers += Nv * H * st;       // d rows summed in fp32
         buffers += 5 * Nv * st + 2 * Nv * 4;         // softmax statistics, row lists
       }
-      std::int64_t transient = 0;
-      if (Z == 1 || Z == 2) transient = D > 1 ? max_shard * t : 0;  // the all-gather's source
-      if (S > 1 && (emb || head))
-        transient = std::max(transient, (Z == 0 ? padded(0) : shard(0)) * t);
+      // Transient buffers, each at its own moment: the tied table's copy summed over the
+      // pipeline (after the backward); in the update of a unit, ZeRO-1/2's all-gather
+      // source and, offloaded with 16-bit storage, the range widened to fp32 on the device
+      // (the gradients going down, the master weights coming back); with the ZeRO-3
+      // parameters offloaded, the shard uploaded for a gather (on an asynchronous
+      // communicator the gather ahead's, alive through the backward).
+      const std::int64_t tied = S > 1 && (emb || head) ? (Z == 0 ? padded(0) : shard(0)) * t : 0;
+      const std::int64_t gather_source = (Z == 1 || Z == 2) && D > 1 ? max_shard * t : 0;
+      const std::int64_t widened = offload_opt && q.mixed() ? master * max_range : 0;
+      const std::int64_t staging = offload_params ? max_shard * t : 0;
+      const std::int64_t transient = std::max({tied, gather_source, widened, staging});
       set(Memory::buffers, buffers + transient);
 
-      // --- the joint device peak ---------------------------------------------------------
+      // --- the joint device peak, and with the host's (one arena on Cpu) -----------------
       const std::int64_t state = pk[0] + pk[1] + pk[2] + buffers;
-      const std::int64_t in_backward = state + act_backward + unreduced + gathered;
+      const std::int64_t in_backward =
+          state + act_backward + unreduced + gathered + (q.asynchronous ? staging : 0);
       const std::int64_t at_prepare = state + act_peak;
-      const std::int64_t at_update = state + transient;
+      const std::int64_t at_update = state + act_rest + std::max({tied, gather_source, widened});
       r.device_peak = std::max({in_backward, at_prepare, at_update});
+      r.range_elements = ranges;
       r.host_bytes = r.of(Memory::host_optimizer) + r.of(Memory::host_parameters);
+      // A unit's update holds its host gradients and its widened device copy together.
+      const std::int64_t update_joint =
+          state + act_rest + std::max({tied, gather_source, host_grads + widened});
+      r.joint_peak = host_rest + std::max({in_backward, at_prepare, update_joint});
 
       // --- bytes moved per step ---------------------------------------------------------
       // data axis
@@ -324,9 +362,9 @@ inline PlanPrediction predict(const PlanQuery& q) {
       // and the vocab-parallel cross-entropy
       for (std::int64_t i = 0; i < mb; ++i) {
         if (emb) count_call(r.tensor, CK::all_reduce, N * H, t, T);
-        for (std::int64_t l = 0; l < 4 * per; ++l)
+        // a recomputed block's forward again in the backward: its two sums once more
+        for (std::int64_t l = 0; l < 4 * per + 2 * recomputed; ++l)
           count_call(r.tensor, CK::all_reduce, N * H, t, T);
-        if (head) buffers += N * H * t;  // d ln_f output
         if (head && Nv > 0) {
           for (int k = 0; k < 3; ++k) count_call(r.tensor, CK::all_reduce, Nv, st, T);
           count_call(r.tensor, CK::all_reduce, Nv * H, q.mixed() ? st : t, T);

@@ -8,8 +8,11 @@
 //             receives at once, so the bytes sent are the time); an axis whose ranks fit in
 //             one node uses the node's link (NVLink or PCIe), else the network
 //   update    AdamW reads and writes parameters, gradients and optimizer state once: their
-//             bytes x 2 / HBM bandwidth; offloaded, the host's state x 2 / host memory
-//             bandwidth, and each element's gradient down and weight up over PCIe
+//             bytes x 2 / HBM bandwidth; offloaded, the host AdamW's 28 bytes an element
+//             (gradient, master weight and moments read, the last three written) / host
+//             memory bandwidth, and over PCIe each element's gradient down and master
+//             weight up in fp32 (optim/offload.hpp), or, with the ZeRO-3 parameters
+//             offloaded, the shard of each gather up instead of the weights
 
 #include <algorithm>
 #include <cstdint>
@@ -82,12 +85,16 @@ inline StepTime step_time(const PlanQuery& q, const RankPrediction& r, const Har
   const auto device_state = static_cast<double>(r.of(Memory::parameters) + r.of(Memory::gradients) +
                                                 r.of(Memory::optimizer));
   s.update = 2 * device_state / (h.hbm_gbps * 1e9);
-  if (r.host_bytes > 0) {
-    // 16 host bytes per element of the rank's range: its gradient comes down and its
-    // working weight goes up
-    const double elems = static_cast<double>(r.of(Memory::host_optimizer)) / 16;
-    s.update += 2 * static_cast<double>(r.host_bytes) / (h.host_gbps * 1e9) +
-                elems * 2 * static_cast<double>(q.storage_bytes()) / (h.pcie_gbps * 1e9);
+  if (q.offload != Offload::none) {
+    const auto elems = static_cast<double>(r.range_elements);
+    const bool params_offloaded = q.offload == Offload::optimizer_and_params && p.zero_stage == 3;
+    // a ring all-gather sends (D - 1) shards a call: the uploads are 1 / (D - 1) of that
+    const double uploads =
+        params_offloaded && p.data > 1
+            ? static_cast<double>(r.data[CollectiveKind::all_gather].bytes_sent) / (p.data - 1)
+            : 0;
+    s.update += 28 * elems / (h.host_gbps * 1e9) +
+                ((params_offloaded ? 4 : 8) * elems + uploads) / (h.pcie_gbps * 1e9);
   }
   return s;
 }
