@@ -62,7 +62,8 @@ double reforward_score(Trainer<Tiny, Replicated<1>>& t, const std::vector<std::i
     for (int v = 0; v < Tiny::vocab_size; ++v) mx = std::max(mx, double(l[v]));
     for (int v = 0; v < Tiny::vocab_size; ++v) s += std::exp(double(l[v]) - mx);
     double lp = double(l[tok]) - mx - std::log(s);
-    if (std::find(seq.begin(), seq.end(), tok) != seq.end()) lp = lp < 0 ? lp * penalty : lp / penalty;
+    if (std::find(seq.begin(), seq.end(), tok) != seq.end())
+      lp = lp < 0 ? lp * penalty : lp / penalty;
     sum += lp;
     seq.push_back(tok);
   }
@@ -140,7 +141,8 @@ TEST_CASE("beam search's best hypotheses score what full re-forwards of their to
     for (std::size_t r = 0; r < 3; ++r) {
       CAPTURE(r);
       CHECK((g.finished[r] || g.tokens[r].size() == 9));
-      const double want = reforward_score(t, kPrompts[r], g.tokens[r], g.finished[r], o.eos_id, penalty);
+      const double want =
+          reforward_score(t, kPrompts[r], g.tokens[r], g.finished[r], o.eos_id, penalty);
       CHECK(g.scores[r] == doctest::Approx(want).epsilon(1e-5));
     }
     // Without the penalty (greedy's and beam search's objectives then agree), some prompt's
@@ -151,8 +153,8 @@ TEST_CASE("beam search's best hypotheses score what full re-forwards of their to
     const Generated greedy = generate(t.model(), p.view(), go);
     bool better = false;
     for (std::size_t r = 0; r < 3; ++r) {
-      const double s = reforward_score(t, kPrompts[r], greedy.tokens[r], greedy.finished[r],
-                                       o.eos_id, penalty);
+      const double s =
+          reforward_score(t, kPrompts[r], greedy.tokens[r], greedy.finished[r], o.eos_id, penalty);
       better = better || (g.tokens[r] != greedy.tokens[r] && g.scores[r] > s + 1e-4);
     }
     CHECK(better);
@@ -238,8 +240,9 @@ TEST_CASE("greedy's repetition penalty divides positive and multiplies negative 
   for (std::size_t r = 0; r < 3; ++r) {
     std::vector<std::int32_t> seen = kPrompts[r];
     for (std::size_t s = 0; s < 8; ++s) {
-      std::vector<float> l(logits[s].begin() + static_cast<std::ptrdiff_t>(r * Tiny::vocab_size),
-                           logits[s].begin() + static_cast<std::ptrdiff_t>((r + 1) * Tiny::vocab_size));
+      std::vector<float> l(
+          logits[s].begin() + static_cast<std::ptrdiff_t>(r * Tiny::vocab_size),
+          logits[s].begin() + static_cast<std::ptrdiff_t>((r + 1) * Tiny::vocab_size));
       const auto raw_best = std::max_element(l.begin(), l.end()) - l.begin();
       for (std::size_t v = 0; v < l.size(); ++v)
         if (std::find(seen.begin(), seen.end(), static_cast<std::int32_t>(v)) != seen.end())
@@ -258,17 +261,19 @@ TEST_CASE("decoding refuses options it cannot honour, naming them") {
   const Batch p = left_padded(kPrompts);
   GenerateOptions o;
   o.num_beams = 0;
-  CHECK_THROWS_WITH_AS(beam_search(t.model(), p.view(), o), doctest::Contains("num_beams 0"), Error);
+  CHECK_THROWS_WITH_AS(beam_search(t.model(), p.view(), o), doctest::Contains("num_beams 0"),
+                       Error);
   o.num_beams = 2;
   o.repetition_penalty = 0.0;
   CHECK_THROWS_WITH_AS(generate(t.model(), p.view(), o),
-                       doctest::Contains("repetition_penalty 0; expected a positive number"), Error);
+                       doctest::Contains("repetition_penalty 0; expected a positive number"),
+                       Error);
   o.repetition_penalty = 1.0;
   Batch right(1, 3);
   right.input_ids = {5, 6, pad};
   right.attention_mask = {1, 1, 0};
-  CHECK_THROWS_WITH_AS(generate(t.model(), right.view(), o), doctest::Contains("beam_search: row 0"),
-                       Error);
+  CHECK_THROWS_WITH_AS(generate(t.model(), right.view(), o),
+                       doctest::Contains("beam_search: row 0"), Error);
   o.max_new_tokens = 0;
   const Generated none = generate(t.model(), p.view(), o);
   CHECK(none.steps == 0);

@@ -26,8 +26,8 @@ struct Case {
   double penalty;
   std::string tag;
 };
-const std::vector<Case> kCases{{1, 1.0, "b1.p1"}, {1, 2.0, "b1.p2"}, {3, 1.0, "b3.p1"},
-                               {4, 1.0, "b4.p1"}, {4, 2.0, "b4.p2"}};
+const std::vector<Case> kCases{
+    {1, 1.0, "b1.p1"}, {1, 2.0, "b1.p2"}, {3, 1.0, "b3.p1"}, {4, 1.0, "b4.p1"}, {4, 2.0, "b4.p2"}};
 
 TensorLookup lookup(const SafetensorsFile& f) {
   return [&f](std::string_view name) { return f.find("param." + std::string(name)); };

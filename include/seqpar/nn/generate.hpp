@@ -148,7 +148,8 @@ struct NextTokenLogits {
     for (std::int64_t r = 0; r < rows; ++r) {
       const float* l = local.data() + r * cols;
       for (std::int64_t c = 0; c < real; ++c)
-        sum[static_cast<std::size_t>(r)] += std::exp(static_cast<double>(l[c] - mx[static_cast<std::size_t>(r)]));
+        sum[static_cast<std::size_t>(r)] +=
+            std::exp(static_cast<double>(l[c] - mx[static_cast<std::size_t>(r)]));
     }
     s.axis().sum(sum.data(), rows);
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -238,7 +239,6 @@ auto prefilled_cache(Stack& model, const BatchView& prompts, std::int64_t capaci
 }
 
 }  // namespace detail
-
 
 /// Greedy decoding of `prompts` (left-padded: each row's tokens end in the last column;
 /// labels are ignored) with `model`, which must hold every layer (no pipeline stage; a
@@ -469,7 +469,8 @@ Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts
         seen_next[static_cast<std::size_t>(j)] = seen.rows[static_cast<std::size_t>(from[i])];
       }
       for (std::int64_t j = 0; j < K; ++j) {
-        seen.rows[static_cast<std::size_t>(p * K + j)] = std::move(seen_next[static_cast<std::size_t>(j)]);
+        seen.rows[static_cast<std::size_t>(p * K + j)] =
+            std::move(seen_next[static_cast<std::size_t>(j)]);
         seen.add(p * K + j, next[static_cast<std::size_t>(p * K + j)]);
       }
       // The finished list: the old K and the 2K candidates, of which only those among the
@@ -494,13 +495,15 @@ Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts
     bool any = false;
     for (std::int64_t p = 0; p < N; ++p) {
       auto& ok = improvable[static_cast<std::size_t>(p)];
-      const float best_running = length_score(running[static_cast<std::size_t>(p * K)].score, length);
+      const float best_running =
+          length_score(running[static_cast<std::size_t>(p * K)].score, length);
       float worst = done[static_cast<std::size_t>(p * K)].score;
       for (std::int64_t j = 1; j < K; ++j)
         worst = std::min(worst, done[static_cast<std::size_t>(p * K + j)].score);
       bool beats = false;
       for (std::int64_t j = 0; j < K; ++j)
-        beats = beats || best_running > (done[static_cast<std::size_t>(p * K + j)].finished ? worst : dropped);
+        beats = beats || best_running >
+                             (done[static_cast<std::size_t>(p * K + j)].finished ? worst : dropped);
       ok = ok && beats;
       any = any || ok;
     }

@@ -44,7 +44,7 @@ struct KvCache {
   std::int64_t rows = 0, capacity = 0, length = 0;
   std::int64_t heads = 0, head_dim = 0;    // this rank's heads, and their width
   std::vector<BlockKv<T, ArenaT>> blocks;  // one per block of the stack
-  Buffer<T, ArenaT> spare;  // [rows, heads, capacity, head_dim] once rows are reordered in place
+  Buffer<T, ArenaT> spare;                 // a block's k or v, to reorder rows in place
   Buffer<S, ArenaT> pos;                   // [rows, capacity] ALiBi position of each key
   Buffer<std::uint8_t, ArenaT> valid;      // [rows, capacity] the key may be attended
   std::vector<S> host_pos;                 // the host's copies of pos and valid

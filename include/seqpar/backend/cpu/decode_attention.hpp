@@ -39,7 +39,8 @@ void cpu_kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std:
 template <class T, std::integral Id>
 void cpu_kv_gather(T* dst, const T* src, const Id* index, std::int64_t B, std::int64_t nh,
                    std::int64_t cap, std::int64_t hd, std::int64_t len) {
-#pragma omp parallel for collapse(2) schedule(static) if (B * nh * len * hd > (std::int64_t{1} << 16))
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (B * nh * len * hd > (std::int64_t{1} << 16))
   for (std::int64_t r = 0; r < B; ++r)
     for (std::int64_t h = 0; h < nh; ++h)
       std::copy_n(src + ((static_cast<std::int64_t>(index[r]) * nh + h) * cap) * hd, len * hd,
