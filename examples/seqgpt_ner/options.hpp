@@ -51,6 +51,8 @@ struct Options {
       -1;  // dev records per evaluation, 0: all; -1: 100 while training, all in eval
   std::int64_t eval_rows = 32;      // prompts per generation batch
   std::int64_t max_new_tokens = 0;  // 0: the longest training answer + 16
+  std::int64_t num_beams = 0;       // 0: the model's default (docs/ner.md)
+  double repetition_penalty = 0;    // 0: the model's default (docs/ner.md)
   std::int64_t max_chars = 512;     // longer texts are skipped when reading
   std::int64_t max_tokens = 512;    // --max-length: longer examples are cut (or skipped)
   std::int64_t log_every = 10;
@@ -140,6 +142,10 @@ Evaluation and generation
                        prompt cut on the left, as SeqGPT's inference truncates (alias
                        --max-tokens); one whose answer alone does not fit is skipped
   --truncation left|skip (left)  skip: examples over --max-length are skipped instead
+  --num-beams N        beam search with N beams, 1: greedy (default: 4 for seqgpt560m,
+                       as SeqGPT's authors decode; 1 for tiny)
+  --repetition-penalty X  transformers' penalty of tokens already in the sequence, 1: none
+                       (default: 2.0 for seqgpt560m, as SeqGPT's authors; 1.0 for tiny)
   --no-eval            train without evaluating
 Prediction
   --text "..."         a sentence (repeatable)
@@ -258,6 +264,10 @@ inline Options parse_options(int argc, char** argv) {
       o.eval_rows = integer();
     else if (name == "--max-new-tokens")
       o.max_new_tokens = integer();
+    else if (name == "--num-beams")
+      o.num_beams = integer();
+    else if (name == "--repetition-penalty")
+      o.repetition_penalty = real();
     else if (name == "--max-chars")
       o.max_chars = integer();
     else if (name == "--max-length" || name == "--max-tokens")
@@ -307,6 +317,7 @@ inline Options parse_options(int argc, char** argv) {
   }
   if (o.batch == 0) throw std::invalid_argument("--batch must be positive");
   if (o.eval_rows == 0) throw std::invalid_argument("--eval-rows must be positive");
+  if (o.num_beams > 64) throw std::invalid_argument("--num-beams is at most 64");
   if (o.save_total_limit == 0)
     throw std::invalid_argument("--save-total-limit must be positive (the checkpoints kept)");
   if (o.threads > 4096)  // an int downstream: refused rather than wrapped

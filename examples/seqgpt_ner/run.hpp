@@ -114,13 +114,27 @@ struct EvalResult {
   std::vector<std::string> samples;  // "text -> answer" of the first records
 };
 
+/// How eval, predict and the evaluations during training decode: --num-beams and
+/// --repetition-penalty, else SeqGPT's own decoding (4 beams, penalty 2.0) for SeqGPT-560M
+/// and greedy without a penalty for the tiny model (docs/ner.md has the figures behind it).
+template <BloomModel M>
+GenerateOptions decoding(const Options& o, const Tokenizer& tok, std::int64_t max_new) {
+  constexpr bool seqgpt = std::is_same_v<M, SeqGPT560M>;
+  GenerateOptions go;
+  go.max_new_tokens = max_new;
+  go.eos_id = tok.eos_id();
+  go.num_beams = o.num_beams > 0 ? o.num_beams : seqgpt ? 4 : 1;
+  go.repetition_penalty = o.repetition_penalty > 0 ? o.repetition_penalty : seqgpt ? 2.0 : 1.0;
+  return go;
+}
+
 /// Generates the answer of every prompt of `ex` (of the first `limit` records; 0: all),
 /// reads it back and scores it against the records' mentions.
 template <BloomModel M>
 EvalResult evaluate_ner(BloomStack<M, Cpu, float>& model, const Tokenizer& tok,
                         const NerDataset& dev, const ExampleSet& ex,
                         const std::vector<std::string>& labels, std::int64_t limit,
-                        std::int64_t rows, std::int64_t max_new) {
+                        std::int64_t rows, const GenerateOptions& go) {
   const auto t0 = Clock::now();
   const auto chunks = chunk_labels(labels);
   std::vector<std::int32_t> order;
@@ -133,14 +147,11 @@ EvalResult evaluate_ner(BloomStack<M, Cpu, float>& model, const Tokenizer& tok,
   });
   EvalResult res;
   std::map<std::int32_t, std::string> answers;  // by record, of the first records: the samples
-  GenerateOptions go;
-  go.max_new_tokens = max_new;
-  go.eos_id = tok.eos_id();
   for (std::size_t b = 0; b < order.size(); b += static_cast<std::size_t>(rows)) {
     const std::span<const std::int32_t> idx(
         order.data() + b, std::min(order.size() - b, static_cast<std::size_t>(rows)));
     const Batch prompts = collate(ex, idx, tok.pad_id(), true);
-    const Generated g = greedy_generate(model, prompts.view(), go);
+    const Generated g = generate(model, prompts.view(), go);
     for (std::size_t r = 0; r < idx.size(); ++r) {
       const auto e = static_cast<std::size_t>(idx[r]);
       const auto& chunk = chunks[static_cast<std::size_t>(ex.chunk(e))];
@@ -268,7 +279,7 @@ template <BloomModel M>
 EvalResult ModelServices<M>::evaluate(BloomStack<M, Cpu, float>& model, const Prepared& d,
                                       const Options& o, std::int64_t limit) {
   return evaluate_ner(model, *d.tok, d.dev, d.dev_ex, d.labels, limit, o.eval_rows,
-                      d.max_new_tokens);
+                      decoding<M>(o, *d.tok, d.max_new_tokens));
 }
 
 template <BloomModel M>
@@ -691,7 +702,7 @@ int eval_ner(const Options& o) {
   std::printf("weights %s\n", tr.weights.string().c_str());
   const EvalResult r =
       evaluate_ner(model.stack, tok, dev, ex, tr.labels, std::max<std::int64_t>(o.eval_limit, 0),
-                   o.eval_rows, tr.max_new_tokens);
+                   o.eval_rows, decoding<M>(o, tok, tr.max_new_tokens));
   print_eval(r, "dev", true);
   MetricsLog(o.out_dir / "metrics.jsonl").append(eval_json(r, 0, "dev"));
   return 0;
@@ -711,13 +722,11 @@ int predict_ner(const Options& o) {
     for (const auto& c : chunks)
       prompts.push_back(cut_prompt(o, tok.encode(seqgpt_prompt(t, Task::extraction, c))));
   std::vector<std::string> answers(prompts.size());
-  GenerateOptions go;
-  go.max_new_tokens = tr.max_new_tokens;
-  go.eos_id = tok.eos_id();
+  const GenerateOptions go = decoding<M>(o, tok, tr.max_new_tokens);
   for (std::size_t b = 0; b < prompts.size(); b += static_cast<std::size_t>(o.eval_rows)) {
     const std::size_t n = std::min(prompts.size() - b, static_cast<std::size_t>(o.eval_rows));
     const Batch batch = left_pad(std::span(prompts).subspan(b, n), tok.pad_id());
-    const Generated g = greedy_generate(model.stack, batch.view(), go);
+    const Generated g = generate(model.stack, batch.view(), go);
     for (std::size_t r = 0; r < n; ++r) answers[b + r] = tok.decode(g.tokens[r], true);
   }
   for (std::size_t i = 0; i < texts.size(); ++i) {

@@ -91,6 +91,10 @@ void CpuRef::kv_store(float* k, float* v, const float* qkv, std::int64_t B, std:
                       std::int64_t nh, std::int64_t hd, std::int64_t cap, std::int64_t t0) {
   O::kv_store(k, v, qkv, B, S, nh, hd, cap, t0);
 }
+void CpuRef::kv_gather(float* dst, const float* src, const std::int32_t* index, std::int64_t B,
+                       std::int64_t nh, std::int64_t cap, std::int64_t hd, std::int64_t len) {
+  O::kv_gather(dst, src, index, B, nh, cap, hd, len);
+}
 void CpuRef::decode_attention(float* ctx, float* scores, const float* qkv, const float* k,
                               const float* v, const float* pos, const std::uint8_t* valid,
                               const float* slopes, std::int64_t B, std::int64_t nh, std::int64_t hd,

@@ -59,6 +59,8 @@ struct CpuRef {
                                        std::int64_t hd);
   static void kv_store(float* k, float* v, const float* qkv, std::int64_t B, std::int64_t S,
                        std::int64_t nh, std::int64_t hd, std::int64_t cap, std::int64_t t0);
+  static void kv_gather(float* dst, const float* src, const std::int32_t* index, std::int64_t B,
+                        std::int64_t nh, std::int64_t cap, std::int64_t hd, std::int64_t len);
   static void decode_attention(float* ctx, float* scores, const float* qkv, const float* k,
                                const float* v, const float* pos, const std::uint8_t* valid,
                                const float* slopes, std::int64_t B, std::int64_t nh,

@@ -1,7 +1,8 @@
 // Decoding on the GPU: the KV-cache store and decode attention of Ops<Cuda> against Ops<Cpu>
 // (in float on the same values, with left padding and a masked key); prefill + decoding
 // steps against the same device's full forward at every position; greedy tokens of the
-// fp32 model equal to the CPU's.
+// fp32 model equal to the CPU's; the cache's row gather and beam search (the cache rows
+// reordered on the device) equal to the CPU's.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -169,6 +170,54 @@ TEST_CASE("greedy generation runs on a bf16 model") {
   o.eos_id = -1;
   const Generated g = greedy_generate(t.model(), generation_batch(8).view(), o);
   CHECK(g.steps == 6);
+  for (const auto& row : g.tokens) {
+    CHECK(row.size() == 6);
+    for (auto id : row) CHECK((id >= 0 && id < TrainTiny::vocab_size));
+  }
+}
+
+TEST_CASE_TEMPLATE("kv_gather matches Ops<Cpu> and leaves the unfilled positions", T, float,
+                   __nv_bfloat16, __half) {
+  CudaArena arena;
+  constexpr std::int64_t B = 5, nh = 3, cap = 70, hd = 64, len = 41, n = B * nh * cap * hd;
+  const auto src = random_values<T>(n, 700);
+  const std::vector<std::int32_t> index{4, 0, 0, 2, 4};
+  std::vector<float> want(n, 5.0f);
+  CpuRef::kv_gather(want.data(), src.data(), index.data(), B, nh, cap, hd, len);
+  auto d_src = to_device<T>(arena, src);
+  auto d_dst = to_device<T>(arena, std::vector<float>(n, 5.0f));
+  auto d_index = to_device_raw(arena, index);
+  O::kv_gather(d_dst.data(), d_src.data(), d_index.data(), B, nh, cap, hd, len);
+  CHECK(same_bits(to_host(d_dst), want));
+}
+
+TEST_CASE("beam search on the GPU chooses the CPU's tokens (fp32), with and without the penalty") {
+  for (const double penalty : {1.0, 2.0}) {
+    CAPTURE(penalty);
+    Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(generation_options());
+    GenerateOptions o;
+    o.max_new_tokens = 10;
+    o.eos_id = 60;
+    o.num_beams = 4;
+    o.repetition_penalty = penalty;
+    const Generated g = generate(t.model(), generation_batch(8).view(), o);
+    const Generated want = cpu_beam_search(8, 10, 4, penalty);
+    CHECK(g.tokens == want.tokens);
+    CHECK(g.finished == want.finished);
+    REQUIRE(g.scores.size() == want.scores.size());
+    for (std::size_t r = 0; r < want.scores.size(); ++r)
+      CHECK(g.scores[r] == doctest::Approx(want.scores[r]).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("beam search runs on a bf16 model") {
+  Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(generation_options());
+  GenerateOptions o;
+  o.max_new_tokens = 6;
+  o.eos_id = -1;
+  o.num_beams = 3;
+  o.repetition_penalty = 2.0;
+  const Generated g = generate(t.model(), generation_batch(8).view(), o);
   for (const auto& row : g.tokens) {
     CHECK(row.size() == 6);
     for (auto id : row) CHECK((id >= 0 && id < TrainTiny::vocab_size));

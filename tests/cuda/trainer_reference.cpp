@@ -57,4 +57,15 @@ std::vector<std::vector<std::int32_t>> cpu_greedy_tokens(std::int64_t prompt,
   return greedy_generate(t.model(), generation_batch(prompt).view(), o).tokens;
 }
 
+Generated cpu_beam_search(std::int64_t prompt, std::int64_t max_new, std::int64_t beams,
+                          double penalty) {
+  Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(generation_options());
+  GenerateOptions o;
+  o.max_new_tokens = max_new;
+  o.eos_id = 60;
+  o.num_beams = beams;
+  o.repetition_penalty = penalty;
+  return generate(t.model(), generation_batch(prompt).view(), o);
+}
+
 }  // namespace seqpar::test

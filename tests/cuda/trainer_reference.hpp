@@ -11,6 +11,7 @@
 #include "seqpar/config/bloom.hpp"
 #include "seqpar/core/batch.hpp"
 #include "seqpar/core/rng.hpp"
+#include "seqpar/nn/generate.hpp"
 #include "seqpar/train/trainer.hpp"
 
 namespace seqpar::test {
@@ -84,6 +85,11 @@ inline Batch generation_batch(std::int64_t prompt = 12) {
 /// Greedy tokens (no eos) of Trainer<TrainTiny, Replicated<1>, Cpu> under
 /// generation_options() for the prompts generation_batch(prompt).
 std::vector<std::vector<std::int32_t>> cpu_greedy_tokens(std::int64_t prompt, std::int64_t max_new);
+
+/// Beam search (eos id 60, so that some hypotheses end early) of the same model and prompts
+/// with `beams` beams and the repetition penalty.
+Generated cpu_beam_search(std::int64_t prompt, std::int64_t max_new, std::int64_t beams,
+                          double penalty);
 
 /// `steps` steps of Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> on trainer_batch(0, 1, ...).
 TrainRun cpu_train_run(int steps);

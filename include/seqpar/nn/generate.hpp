@@ -1,19 +1,24 @@
 #pragma once
-// Batched greedy decoding with a KV cache, for a whole BloomStack on any device and under
-// a tensor split. The left-padded prompts go through the stack once (prefill: the block's
-// forward, which also fills each block's cache); every new token then runs through the
-// blocks' decoding step, attending to its row's cached keys (nn/block.hpp). ALiBi
-// positions continue from each row's own length (the count of its non-padding tokens), so
-// a row's result does not depend on its padding. Under a tensor split each rank decodes
-// with its heads and vocabulary rows and the ranks agree on every token: the argmax over
-// the vocabulary combines the ranks' best logits through the tensor axis.
+// Batched decoding with a KV cache, for a whole BloomStack on any device and under a tensor
+// split: greedy, or beam search with transformers' semantics, both with its repetition
+// penalty. The left-padded prompts go through the stack once (prefill: the block's forward,
+// which also fills each block's cache); every new token then runs through the blocks'
+// decoding step, attending to its row's cached keys (nn/block.hpp). ALiBi positions
+// continue from each row's own length (the count of its non-padding tokens), so a row's
+// result does not depend on its padding. Beam search repeats each prompt's prefilled rows
+// for its beams and gathers the cache's rows by the chosen beams after each step
+// (BloomStack::select_cache_rows). Under a tensor split each rank decodes with its heads and
+// vocabulary rows and the ranks agree on every token: the argmax, the log-softmax and the
+// top candidates over the vocabulary combine the ranks' parts through the tensor axis.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
@@ -23,23 +28,37 @@
 
 namespace seqpar::inline v0 {
 
-/// What greedy decoding is asked to do.
+/// What decoding is asked to do (greedy_generate, beam_search, or generate, which picks).
 struct GenerateOptions {
   std::int64_t max_new_tokens = 64;
-  std::int32_t eos_id = 2;  // a row stops when it produces this token
-  /// Called before each token is chosen, with the next-token logits [rows, vocab] and
-  /// which rows are still generating (for tests and scoring; may be empty). Under a tensor
-  /// split the logits are gathered from every rank (then set it on every rank or none).
+  std::int32_t eos_id = 2;  // a row (a hypothesis) stops when it produces this token
+  /// 1: greedy, the best token of each step; more: beam search with this many beams a prompt.
+  std::int64_t num_beams = 1;
+  /// transformers' RepetitionPenaltyLogitsProcessor: the score of a token already in the
+  /// sequence (its prompt's tokens, padding excluded, and those generated) is divided by
+  /// this when positive and multiplied by it otherwise. Greedy applies it to the logits,
+  /// beam search to the log-probabilities, as transformers' generate does. 1: none.
+  double repetition_penalty = 1.0;
+  /// Beam search: a finished hypothesis scores (sum of its log-probabilities) / (its
+  /// generated length, eos included) ^ length_penalty.
+  double length_penalty = 1.0;
+  /// Called before each token is chosen, with the next-token logits [rows, vocab] (before
+  /// the penalty) and which rows are still generating (for tests and scoring; may be
+  /// empty). Beam search has prompts x num_beams rows (beam j of prompt p at p * num_beams +
+  /// j); a row is active while its prompt may still improve. Under a tensor split the
+  /// logits are gathered from every rank (then set it on every rank or none).
   std::function<void(std::int64_t step, std::span<const float> logits,
                      std::span<const std::uint8_t> active)>
       on_step;
 };
 
-/// Tokens chosen for each row, without the eos.
+/// Tokens chosen for each prompt, without the eos.
 struct Generated {
   std::vector<std::vector<std::int32_t>> tokens;
   std::vector<std::uint8_t> finished;  // the row produced eos (else it hit max_new_tokens)
   std::int64_t steps = 0;              // decoding steps taken
+  /// Beam search: each prompt's best hypothesis' score (see length_penalty); greedy: empty.
+  std::vector<float> scores;
 };
 
 namespace detail {
@@ -69,10 +88,9 @@ struct NextTokenLogits {
         best(static_cast<std::size_t>(r)),
         id(static_cast<std::size_t>(r)) {}
 
-  /// Logits of c.hidden; best and id over every rank of the tensor axis; with `gather`,
-  /// full holds the whole vocabulary's logits too.
+  /// local = the logits of c.hidden.
   template <class Cache>
-  void compute(Stack& s, const Cache& c, bool gather) {
+  void load(Stack& s, const Cache& c) {
     using O = Ops<typename Stack::Dev>;
     s.logits(c.hidden.data(), rows, device.data());  // [rows, cols]
     if constexpr (std::is_same_v<T, float>) {
@@ -82,6 +100,19 @@ struct NextTokenLogits {
       O::download(raw.data(), device.data(), rows * cols);
       for (std::size_t i = 0; i < raw.size(); ++i) local[i] = static_cast<float>(raw[i]);
     }
+  }
+
+  /// full = the whole vocabulary's logits: each rank writes its real columns into zeros,
+  /// and the sum over the ranks is every column.
+  void gather(Stack& s) {
+    full.assign(static_cast<std::size_t>(rows * vocab), 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::copy_n(local.data() + r * cols, real, full.data() + r * vocab + row0);
+    s.axis().sum(full.data(), rows * vocab);
+  }
+
+  /// best and id of local over every rank of the tensor axis.
+  void argmax(Stack& s) {
     // This rank's best real column, then the best over the ranks: the largest logit, and of
     // the ranks holding it the lowest token id (the maximum of -id), as an argmax over the
     // whole vocabulary picks the first of equal logits.
@@ -102,74 +133,151 @@ struct NextTokenLogits {
     for (std::int64_t r = 0; r < rows; ++r)
       id[static_cast<std::size_t>(r)] = -id[static_cast<std::size_t>(r)];
     best = top;
-    if (!gather) return;
-    // Each rank writes its real columns into zeros; the sum over the ranks is every column.
-    full.assign(static_cast<std::size_t>(rows * vocab), 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r)
-      std::copy_n(local.data() + r * cols, real, full.data() + r * vocab + row0);
-    s.axis().sum(full.data(), rows * vocab);
+  }
+
+  /// local = log_softmax(local) over the whole vocabulary (max and sum of exps combined
+  /// over the ranks), in float as transformers' beam search computes it.
+  void log_softmax(Stack& s) {
+    std::vector<float> mx(static_cast<std::size_t>(rows), -std::numeric_limits<float>::infinity());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* l = local.data() + r * cols;
+      if (real > 0) mx[static_cast<std::size_t>(r)] = *std::max_element(l, l + real);
+    }
+    s.axis().max(mx.data(), rows);
+    std::vector<double> sum(static_cast<std::size_t>(rows), 0.0);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* l = local.data() + r * cols;
+      for (std::int64_t c = 0; c < real; ++c)
+        sum[static_cast<std::size_t>(r)] +=
+            std::exp(static_cast<double>(l[c] - mx[static_cast<std::size_t>(r)]));
+    }
+    s.axis().sum(sum.data(), rows);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* l = local.data() + r * cols;
+      const auto lse = static_cast<float>(std::log(sum[static_cast<std::size_t>(r)]));
+      for (std::int64_t c = 0; c < real; ++c) l[c] = (l[c] - mx[static_cast<std::size_t>(r)]) - lse;
+    }
   }
 };
+
+/// The tokens each row has seen, for transformers' repetition penalty: a sorted set a row.
+struct SeenTokens {
+  std::vector<std::vector<std::int32_t>> rows;
+
+  /// The real (non-padding) tokens of each prompt row.
+  explicit SeenTokens(const BatchView& p) : rows(static_cast<std::size_t>(p.rows)) {
+    for (std::int64_t r = 0; r < p.rows; ++r)
+      for (std::int64_t t = 0; t < p.seq; ++t)
+        if (p.attention_mask[static_cast<std::size_t>(r * p.seq + t)] != 0)
+          add(r, p.input_ids[static_cast<std::size_t>(r * p.seq + t)]);
+  }
+  void add(std::int64_t r, std::int32_t id) {
+    auto& s = rows[static_cast<std::size_t>(r)];
+    const auto at = std::lower_bound(s.begin(), s.end(), id);
+    if (at == s.end() || *at != id) s.insert(at, id);
+  }
+  /// Each row's seen columns of local [n, cols] (this rank's vocabulary rows from row0, of
+  /// which `real` are real) penalised: x / p where x > 0, x * p otherwise.
+  void apply(float* local, std::int64_t cols, std::int64_t row0, std::int64_t real, float p) const {
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (const std::int32_t id : rows[r]) {
+        if (id < row0 || id >= row0 + real) continue;
+        float& x = local[static_cast<std::int64_t>(r) * cols + (id - row0)];
+        x = x < 0.0f ? x * p : x / p;
+      }
+  }
+};
+
+/// Checks what every decoding entry point needs: the whole model, left-padded prompts of
+/// vocabulary ids, sane options. `who` names the caller in the message.
+template <class Stack>
+void check_generation(const Stack& model, std::int64_t V, std::int64_t layers,
+                      const BatchView& prompts, const GenerateOptions& o, const char* who) {
+  SEQPAR_CHECK(model.whole(), who, ": the model holds layers [", model.stage().first, ", ",
+               model.stage().last, ") of ", layers,
+               "; generation needs the whole model on one rank");
+  const std::int64_t B = prompts.rows, P = prompts.seq;
+  SEQPAR_CHECK(B > 0 && P > 0 && o.max_new_tokens >= 0, who, ": ", B, " rows of ", P,
+               " tokens and max_new_tokens ", o.max_new_tokens, "; expected positive sizes");
+  SEQPAR_CHECK(o.num_beams >= 1 && 2 * o.num_beams <= o.num_beams * V, who, ": num_beams ",
+               o.num_beams, "; expected at least 1 (and 2 x num_beams candidates among ",
+               o.num_beams, " x ", V, ")");
+  SEQPAR_CHECK(o.repetition_penalty > 0 && std::isfinite(o.repetition_penalty), who,
+               ": repetition_penalty ", o.repetition_penalty,
+               "; expected a positive number (1: no penalty)");
+  SEQPAR_CHECK(std::isfinite(o.length_penalty), who, ": length_penalty ", o.length_penalty,
+               " is not a finite number");
+  SEQPAR_CHECK(prompts.input_ids.size() == static_cast<std::size_t>(B * P) &&
+                   prompts.attention_mask.size() == static_cast<std::size_t>(B * P),
+               who, ": input_ids and attention_mask must hold rows*seq = ", B * P, " values");
+  for (std::int64_t b = 0; b < B; ++b) {
+    bool seen = false;
+    for (std::int64_t t = 0; t < P; ++t) {
+      const auto i = static_cast<std::size_t>(b * P + t);
+      const bool m = prompts.attention_mask[i] != 0;
+      SEQPAR_CHECK(!seen || m, who, ": row ", b, " has padding at position ", t,
+                   " after its tokens; prompts must be left-padded");
+      seen = seen || m;
+      SEQPAR_CHECK(prompts.input_ids[i] >= 0 && prompts.input_ids[i] < V, who, ": input_ids[", b,
+                   "][", t, "] = ", prompts.input_ids[i], " is outside the vocabulary [0, ", V,
+                   ")");
+    }
+    SEQPAR_CHECK(seen, who, ": row ", b, " has no tokens (its attention mask is all 0)");
+  }
+}
+
+/// The prompts (without labels) through the stack once, into a cache of `capacity` positions.
+template <class Stack>
+auto prefilled_cache(Stack& model, const BatchView& prompts, std::int64_t capacity) {
+  auto cache = model.kv_cache(prompts.rows, capacity);
+  Batch pb(prompts.rows, prompts.seq);
+  std::copy(prompts.input_ids.begin(), prompts.input_ids.end(), pb.input_ids.begin());
+  std::copy(prompts.attention_mask.begin(), prompts.attention_mask.end(),
+            pb.attention_mask.begin());
+  model.prefill(pb.view(), cache);
+  return cache;
+}
 
 }  // namespace detail
 
 /// Greedy decoding of `prompts` (left-padded: each row's tokens end in the last column;
 /// labels are ignored) with `model`, which must hold every layer (no pipeline stage; a
 /// tensor split is fine: every rank of the group calls it with the same prompts and
-/// options). Stops when every row has produced eos or after max_new_tokens.
+/// options). Stops when every row has produced eos or after max_new_tokens. num_beams is
+/// not read (generate() picks beam search for more than one); the repetition penalty
+/// applies to the logits, as in transformers' greedy search.
 template <BloomModel M, Device D, class T, class Axis>
 Generated greedy_generate(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
                           const GenerateOptions& o = {}) {
-  constexpr std::int64_t V = M::vocab_size, L = M::layers;
-  SEQPAR_CHECK(model.whole(), "greedy_generate: the model holds layers [", model.stage().first,
-               ", ", model.stage().last, ") of ", L,
-               "; generation needs the whole model on one rank");
+  constexpr std::int64_t V = M::vocab_size;
+  detail::check_generation(model, V, M::layers, prompts, o, "greedy_generate");
   const std::int64_t B = prompts.rows, P = prompts.seq;
-  SEQPAR_CHECK(B > 0 && P > 0 && o.max_new_tokens >= 0, "greedy_generate: ", B, " rows of ", P,
-               " tokens and max_new_tokens ", o.max_new_tokens, "; expected positive sizes");
-  SEQPAR_CHECK(prompts.input_ids.size() == static_cast<std::size_t>(B * P) &&
-                   prompts.attention_mask.size() == static_cast<std::size_t>(B * P),
-               "greedy_generate: input_ids and attention_mask must hold rows*seq = ", B * P,
-               " values");
-  for (std::int64_t b = 0; b < B; ++b) {
-    bool seen = false;
-    for (std::int64_t t = 0; t < P; ++t) {
-      const auto i = static_cast<std::size_t>(b * P + t);
-      const bool m = prompts.attention_mask[i] != 0;
-      SEQPAR_CHECK(!seen || m, "greedy_generate: row ", b, " has padding at position ", t,
-                   " after its tokens; prompts must be left-padded");
-      seen = seen || m;
-      SEQPAR_CHECK(prompts.input_ids[i] >= 0 && prompts.input_ids[i] < V,
-                   "greedy_generate: input_ids[", b, "][", t, "] = ", prompts.input_ids[i],
-                   " is outside the vocabulary [0, ", V, ")");
-    }
-    SEQPAR_CHECK(seen, "greedy_generate: row ", b, " has no tokens (its attention mask is all 0)");
-  }
-
   Generated g;
   g.tokens.resize(static_cast<std::size_t>(B));
   g.finished.assign(static_cast<std::size_t>(B), 0);
   if (o.max_new_tokens == 0) return g;
 
-  // Prefill: the prompts (without labels) through the stack once; the cache has room for
-  // every token but the last chosen one, which is never fed back.
-  auto cache = model.kv_cache(B, P + o.max_new_tokens - 1);
-  {
-    Batch pb(B, P);
-    std::copy(prompts.input_ids.begin(), prompts.input_ids.end(), pb.input_ids.begin());
-    std::copy(prompts.attention_mask.begin(), prompts.attention_mask.end(),
-              pb.attention_mask.begin());
-    model.prefill(pb.view(), cache);
-  }
+  // The cache has room for every token but the last chosen one, which is never fed back.
+  auto cache = detail::prefilled_cache(model, prompts, P + o.max_new_tokens - 1);
   detail::NextTokenLogits<BloomStack<M, D, T, Axis>> next_logits(model, B, V);
+  const bool penalise = o.repetition_penalty != 1.0;
+  detail::SeenTokens seen(prompts);
+  const auto penalty = static_cast<float>(o.repetition_penalty);
 
   std::vector<std::int32_t> next(static_cast<std::size_t>(B), o.eos_id);
   std::vector<std::uint8_t> active(static_cast<std::size_t>(B));
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
-    next_logits.compute(model, cache, static_cast<bool>(o.on_step));
+    next_logits.load(model, cache);
     for (std::int64_t b = 0; b < B; ++b)
       active[static_cast<std::size_t>(b)] = !g.finished[static_cast<std::size_t>(b)];
-    if (o.on_step) o.on_step(step, next_logits.full, active);
+    if (o.on_step) {
+      next_logits.gather(model);
+      o.on_step(step, next_logits.full, active);
+    }
+    if (penalise)
+      seen.apply(next_logits.local.data(), next_logits.cols, next_logits.row0, next_logits.real,
+                 penalty);
+    next_logits.argmax(model);
     bool any = false;
     for (std::int64_t b = 0; b < B; ++b) {
       const auto r = static_cast<std::size_t>(b);
@@ -180,6 +288,7 @@ Generated greedy_generate(BloomStack<M, D, T, Axis>& model, const BatchView& pro
         g.finished[r] = 1;
       } else {
         g.tokens[r].push_back(best);
+        seen.add(b, best);
         any = true;
       }
     }
@@ -188,6 +297,239 @@ Generated greedy_generate(BloomStack<M, D, T, Axis>& model, const BatchView& pro
     model.decode(next, cache);
   }
   return g;
+}
+
+namespace detail {
+
+/// A beam-search candidate: its score and its index beam * vocab + token in the prompt's
+/// [beams, vocab] scores. The better of two has the larger score, then the smaller index
+/// (ties go to the first, as a sort would have them).
+struct Candidate {
+  float score;
+  std::int64_t index;
+  friend bool operator<(const Candidate& a, const Candidate& b) {  // a ranks before b
+    return a.score > b.score || (a.score == b.score && a.index < b.index);
+  }
+};
+
+/// Keeps the best k of the candidates offered, in order.
+struct TopK {
+  std::size_t k;
+  std::vector<Candidate> best;
+  void offer(Candidate c) {
+    if (best.size() == k && !(c < best.back())) return;
+    best.insert(std::upper_bound(best.begin(), best.end(), c), c);
+    if (best.size() > k) best.pop_back();
+  }
+};
+
+/// One hypothesis of a prompt: its generated tokens and the tokens it has seen.
+struct Hypothesis {
+  float score = 0;
+  std::vector<std::int32_t> tokens;
+  bool finished = false;  // ended (eos or length) and counted among the best
+};
+
+}  // namespace detail
+
+/// Beam search over `prompts` (left-padded, as greedy_generate) with o.num_beams beams a
+/// prompt, following transformers' generate(num_beams = k, do_sample = False,
+/// early_stopping = False): scores are cumulative log-probabilities (the repetition penalty
+/// applied to them); each step keeps the 2k best (beam, token) continuations of a prompt; of
+/// those, the ones among the first k that end (eos, or max_new_tokens reached) join the
+/// prompt's k best finished hypotheses scored sum / length ^ length_penalty, and the best k
+/// that do not end run on. A prompt is done when its best running beam, scored at its
+/// current length, cannot beat its worst finished hypothesis; decoding stops when every
+/// prompt is done or after max_new_tokens. Each prompt's best finished hypothesis is the
+/// result. The prompts are prefilled once; their cache rows are repeated for the beams.
+template <BloomModel M, Device D, class T, class Axis>
+Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
+                      const GenerateOptions& o) {
+  using detail::Candidate;
+  using detail::Hypothesis;
+  constexpr std::int64_t V = M::vocab_size;
+  constexpr float dropped = -1.0e9f;  // transformers' score of a ruled-out candidate
+  detail::check_generation(model, V, M::layers, prompts, o, "beam_search");
+  const std::int64_t N = prompts.rows, P = prompts.seq, K = o.num_beams, rows = N * K;
+  const auto cands = static_cast<std::size_t>(2 * K);
+  Generated g;
+  g.tokens.resize(static_cast<std::size_t>(N));
+  g.finished.assign(static_cast<std::size_t>(N), 0);
+  g.scores.assign(static_cast<std::size_t>(N), 0.0f);
+  if (o.max_new_tokens == 0) return g;
+
+  // Beam j of prompt p is cache row p * K + j; all start as the prompt's prefilled row.
+  auto cache = model.kv_cache(rows, P + o.max_new_tokens - 1);
+  std::vector<std::int32_t> index(static_cast<std::size_t>(rows));
+  {
+    auto once = detail::prefilled_cache(model, prompts, P + o.max_new_tokens - 1);
+    for (std::int64_t r = 0; r < rows; ++r)
+      index[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r / K);
+    model.select_cache_rows(cache, once, index);
+  }
+  detail::NextTokenLogits<BloomStack<M, D, T, Axis>> next_logits(model, rows, V);
+  const bool penalise = o.repetition_penalty != 1.0;
+  const auto penalty = static_cast<float>(o.repetition_penalty);
+  const auto length_score = [&](float sum, std::int64_t length) {
+    return sum / static_cast<float>(std::pow(static_cast<double>(length), o.length_penalty));
+  };
+
+  // Running beams (only the first of a prompt counts at the start: the others would repeat
+  // it), the finished hypotheses (none yet: `dropped` scores), whether a prompt may improve.
+  std::vector<Hypothesis> running(static_cast<std::size_t>(rows)), done(running.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    running[static_cast<std::size_t>(r)].score = r % K == 0 ? 0.0f : dropped;
+    done[static_cast<std::size_t>(r)].score = dropped;
+  }
+  detail::SeenTokens seen(prompts);  // each beam's start as its prompt's
+  {
+    std::vector<std::vector<std::int32_t>> beams(static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r)
+      beams[static_cast<std::size_t>(r)] = seen.rows[static_cast<std::size_t>(r / K)];
+    seen.rows = std::move(beams);
+  }
+  std::vector<std::uint8_t> improvable(static_cast<std::size_t>(N), 1), active(running.size());
+
+  const std::int64_t cols = next_logits.cols, row0 = next_logits.row0, real = next_logits.real;
+  const int ranks = model.axis().size(), rank = model.axis().rank();
+  std::vector<float> gathered_score(static_cast<std::size_t>(ranks) * N * cands);
+  std::vector<std::int64_t> gathered_index(gathered_score.size());
+  std::vector<std::int32_t> next(static_cast<std::size_t>(rows));
+  for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
+    next_logits.load(model, cache);
+    for (std::int64_t r = 0; r < rows; ++r)
+      active[static_cast<std::size_t>(r)] = improvable[static_cast<std::size_t>(r / K)];
+    if (o.on_step) {
+      next_logits.gather(model);
+      o.on_step(step, next_logits.full, active);
+    }
+    // Scores [rows, local vocab]: log_softmax, the penalty, plus the beam's running score.
+    next_logits.log_softmax(model);
+    if (penalise) seen.apply(next_logits.local.data(), cols, row0, real, penalty);
+    // The 2K best of each prompt on this rank, then over the ranks: each rank's in its slot
+    // of zeros, summed (exactly: every other rank adds 0).
+    std::fill(gathered_score.begin(), gathered_score.end(), 0.0f);
+    std::fill(gathered_index.begin(), gathered_index.end(), 0);
+    for (std::int64_t p = 0; p < N; ++p) {
+      detail::TopK top{cands, {}};
+      for (std::int64_t j = 0; j < K; ++j) {
+        const float* l = next_logits.local.data() + (p * K + j) * cols;
+        const float base = running[static_cast<std::size_t>(p * K + j)].score;
+        for (std::int64_t c = 0; c < real; ++c) top.offer({l[c] + base, j * V + row0 + c});
+      }
+      while (top.best.size() < cands)  // a rank with fewer real columns than candidates
+        top.best.push_back({-std::numeric_limits<float>::infinity(), K * V});
+      const std::size_t slot = (static_cast<std::size_t>(rank) * N + p) * cands;
+      for (std::size_t i = 0; i < cands; ++i) {
+        gathered_score[slot + i] = top.best[i].score;
+        gathered_index[slot + i] = top.best[i].index;
+      }
+    }
+    if (ranks > 1) {
+      model.axis().sum(gathered_score.data(), static_cast<std::int64_t>(gathered_score.size()));
+      model.axis().sum(gathered_index.data(), static_cast<std::int64_t>(gathered_index.size()));
+    }
+    const bool last = step + 1 == o.max_new_tokens;  // every candidate reaches the length
+    const std::int64_t length = step + 1;            // generated tokens, the new one included
+    std::vector<Hypothesis> next_running(running.size());
+    for (std::int64_t p = 0; p < N; ++p) {
+      detail::TopK top{cands, {}};
+      for (int k = 0; k < ranks; ++k)
+        for (std::size_t i = 0; i < cands; ++i) {
+          const std::size_t at = (static_cast<std::size_t>(k) * N + p) * cands + i;
+          top.offer({gathered_score[at], gathered_index[at]});
+        }
+      // The candidates as hypotheses; those that end get `dropped` added for running on.
+      std::vector<Hypothesis> cand(cands);
+      std::vector<std::int64_t> from(cands);
+      std::vector<Candidate> run_on(cands);
+      std::vector<std::uint8_t> ends(cands);
+      for (std::size_t i = 0; i < cands; ++i) {
+        const Candidate c = top.best[i];
+        const std::int64_t beam = c.index / V;
+        const auto token = static_cast<std::int32_t>(c.index % V);
+        from[i] = p * K + beam;
+        cand[i].tokens = running[static_cast<std::size_t>(from[i])].tokens;
+        cand[i].tokens.push_back(token);
+        cand[i].score = c.score;
+        ends[i] = token == o.eos_id || last;
+        run_on[i] = {c.score + (ends[i] ? dropped : 0.0f), static_cast<std::int64_t>(i)};
+      }
+      // The K best that run on, with their rows' sources and seen tokens.
+      std::stable_sort(run_on.begin(), run_on.end(),
+                       [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+      std::vector<std::vector<std::int32_t>> seen_next(static_cast<std::size_t>(K));
+      for (std::int64_t j = 0; j < K; ++j) {
+        const auto i = static_cast<std::size_t>(run_on[static_cast<std::size_t>(j)].index);
+        const auto r = static_cast<std::size_t>(p * K + j);
+        next_running[r] = cand[i];
+        next_running[r].score = run_on[static_cast<std::size_t>(j)].score;
+        index[r] = static_cast<std::int32_t>(from[i]);
+        next[r] = cand[i].tokens.back();
+        seen_next[static_cast<std::size_t>(j)] = seen.rows[static_cast<std::size_t>(from[i])];
+      }
+      for (std::int64_t j = 0; j < K; ++j) {
+        seen.rows[static_cast<std::size_t>(p * K + j)] =
+            std::move(seen_next[static_cast<std::size_t>(j)]);
+        seen.add(p * K + j, next[static_cast<std::size_t>(p * K + j)]);
+      }
+      // The finished list: the old K and the 2K candidates, of which only those among the
+      // first K that end count (the others are `dropped`, as is every one once the prompt
+      // cannot improve); the best K stay, ties to the older.
+      std::vector<Hypothesis> merged(done.begin() + p * K, done.begin() + (p + 1) * K);
+      for (std::size_t i = 0; i < cands; ++i) {
+        Hypothesis h = std::move(cand[i]);
+        h.finished = ends[i] && i < static_cast<std::size_t>(K);
+        h.score = length_score(h.score, length);
+        if (!improvable[static_cast<std::size_t>(p)]) h.score += dropped;
+        if (!h.finished) h.score += dropped;
+        merged.push_back(std::move(h));
+      }
+      std::stable_sort(merged.begin(), merged.end(),
+                       [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+      std::move(merged.begin(), merged.begin() + K, done.begin() + p * K);
+    }
+    running = std::move(next_running);
+    // A prompt stays improvable while its best running beam, scored at the current length,
+    // beats the worst finished score (or some slot holds no finished hypothesis yet).
+    bool any = false;
+    for (std::int64_t p = 0; p < N; ++p) {
+      auto& ok = improvable[static_cast<std::size_t>(p)];
+      const float best_running =
+          length_score(running[static_cast<std::size_t>(p * K)].score, length);
+      float worst = done[static_cast<std::size_t>(p * K)].score;
+      for (std::int64_t j = 1; j < K; ++j)
+        worst = std::min(worst, done[static_cast<std::size_t>(p * K + j)].score);
+      bool beats = false;
+      for (std::int64_t j = 0; j < K; ++j)
+        beats = beats || best_running >
+                             (done[static_cast<std::size_t>(p * K + j)].finished ? worst : dropped);
+      ok = ok && beats;
+      any = any || ok;
+    }
+    g.steps = step + 1;
+    if (!any || last) break;
+    model.select_cache_rows(cache, cache, index);
+    model.decode(next, cache);
+  }
+  for (std::int64_t p = 0; p < N; ++p) {
+    Hypothesis& best = done[static_cast<std::size_t>(p * K)];
+    auto& out = g.tokens[static_cast<std::size_t>(p)];
+    out = std::move(best.tokens);
+    g.scores[static_cast<std::size_t>(p)] = best.score;
+    if (!out.empty() && out.back() == o.eos_id) {
+      out.pop_back();
+      g.finished[static_cast<std::size_t>(p)] = 1;
+    }
+  }
+  return g;
+}
+
+/// Decoding as o asks: greedy_generate for one beam, beam_search for more.
+template <BloomModel M, Device D, class T, class Axis>
+Generated generate(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
+                   const GenerateOptions& o = {}) {
+  return o.num_beams > 1 ? beam_search(model, prompts, o) : greedy_generate(model, prompts, o);
 }
 
 }  // namespace seqpar::inline v0

@@ -42,7 +42,9 @@ template <class T, class ArenaT>
 struct KvCache {
   using S = StatScalar<T>;
   std::int64_t rows = 0, capacity = 0, length = 0;
+  std::int64_t heads = 0, head_dim = 0;    // this rank's heads, and their width
   std::vector<BlockKv<T, ArenaT>> blocks;  // one per block of the stack
+  Buffer<T, ArenaT> spare;                 // a block's k or v, to reorder rows in place
   Buffer<S, ArenaT> pos;                   // [rows, capacity] ALiBi position of each key
   Buffer<std::uint8_t, ArenaT> valid;      // [rows, capacity] the key may be attended
   std::vector<S> host_pos;                 // the host's copies of pos and valid
@@ -51,14 +53,14 @@ struct KvCache {
   Buffer<T, ArenaT> hidden;            // [rows, H] ln_f of each row's last token
   DecodeScratch<T, ArenaT> step;
 
-  /// `layers` blocks of `heads` local heads of head_dim, hidden H and local MLP width Fl.
-  KvCache(ArenaT& arena, std::int64_t layers, std::int64_t r, std::int64_t cap, std::int64_t heads,
-          std::int64_t head_dim, std::int64_t H, std::int64_t Fl)
-      : rows(r), capacity(cap) {
+  /// `layers` blocks of nh local heads of width hd, hidden H and local MLP width Fl.
+  KvCache(ArenaT& arena, std::int64_t layers, std::int64_t r, std::int64_t cap, std::int64_t nh,
+          std::int64_t hd, std::int64_t H, std::int64_t Fl)
+      : rows(r), capacity(cap), heads(nh), head_dim(hd) {
     SEQPAR_CHECK(r > 0 && cap > 0, "KvCache: ", r, " rows of ", cap,
                  " positions; expected positive sizes");
     constexpr Memory kind = Memory::activations;
-    const std::int64_t Hl = heads * head_dim, kv = r * heads * cap * head_dim;
+    const std::int64_t Hl = nh * hd, kv = r * nh * cap * hd;
     blocks.resize(static_cast<std::size_t>(layers));
     for (auto& b : blocks) {
       fit(b.k, arena, kv, kind);
@@ -78,7 +80,7 @@ struct KvCache {
     grow(arena, st.act, r * Fl);
     grow(arena, st.mean, r);
     grow(arena, st.rstd, r);
-    grow(arena, st.scores, r * heads * cap);
+    grow(arena, st.scores, r * nh * cap);
     grow(arena, st.ids, r);
   }
 };

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
@@ -430,6 +431,67 @@ class BloomStack {
     }
     final_norm(c.hidden.data(), sc.mean.data(), sc.rstd.data(), sc.x[L % 2].data(), B);
     c.length = t + 1;
+  }
+
+  /// Row r of `to` becomes row index[r] (host) of `from`: every block's keys and values of
+  /// the filled positions [0, from.length), their ALiBi positions and mask, the next
+  /// position and the last hidden state. `to` is `from` (beams reordered in place, through
+  /// one spare block) or a cache of index.size() rows and from's capacity (a prompt's
+  /// prefill repeated for its beams).
+  void select_cache_rows(KvCache<T, Arena>& to, const KvCache<T, Arena>& from,
+                         std::span<const std::int32_t> index) {
+    using O = Ops<D>;
+    const bool in_place = &to == &from;
+    const std::int64_t R = to.rows, cap = from.capacity, len = from.length;
+    SEQPAR_CHECK(static_cast<std::int64_t>(index.size()) == R && to.capacity == cap &&
+                     to.blocks.size() == from.blocks.size() && to.heads == from.heads,
+                 "select_cache_rows: ", index.size(), " rows chosen into a cache of ", R,
+                 " rows x ", to.capacity, " positions from one of ", from.rows, " x ", cap,
+                 "; expected one index a row and equal capacities");
+    bool identity = in_place;
+    for (std::int64_t r = 0; r < R; ++r) {
+      const std::int32_t i = index[static_cast<std::size_t>(r)];
+      SEQPAR_CHECK(i >= 0 && i < from.rows, "select_cache_rows: index[", r, "] = ", i,
+                   " is not a row of the source cache (", from.rows, " rows)");
+      identity = identity && i == r;
+    }
+    if (identity) return;
+    Buffer<std::int32_t, Arena> rows(*arena_, index.size(), Memory::buffers);
+    O::upload(rows.data(), index.data(), R);
+    const std::int64_t nh = from.heads, hd = from.head_dim;
+    if (in_place) fit(to.spare, *arena_, R * nh * cap * hd, Memory::activations);
+    for (std::size_t l = 0; l < from.blocks.size(); ++l) {
+      auto& dst = to.blocks[l];
+      const auto& src = from.blocks[l];
+      for (auto part : {&BlockKv<T, Arena>::k, &BlockKv<T, Arena>::v}) {
+        // [R, nh, cap, hd]; in place the gather lands in the spare, which then takes the
+        // part's place (the old part becomes the spare of the next one).
+        T* out = in_place ? to.spare.data() : (dst.*part).data();
+        O::kv_gather(out, (src.*part).data(), rows.data(), R, nh, cap, hd, len);
+        if (in_place) std::swap(dst.*part, to.spare);
+      }
+    }
+    O::gather_rows(in_place ? to.step.x[0].data() : to.hidden.data(), from.hidden.data(),
+                   rows.data(), R, H);  // [R, H]
+    if (in_place) O::copy(to.hidden.data(), to.step.x[0].data(), R * H);
+    // Host copies: gathered through temporaries, which also serve the in-place case.
+    std::vector<Stat> pos(static_cast<std::size_t>(R * cap));
+    std::vector<std::uint8_t> valid(pos.size());
+    std::vector<std::int64_t> next(static_cast<std::size_t>(R));
+    for (std::int64_t r = 0; r < R; ++r) {
+      const auto f = static_cast<std::size_t>(index[static_cast<std::size_t>(r)]);
+      std::copy_n(from.host_pos.begin() + static_cast<std::ptrdiff_t>(f * cap), cap,
+                  pos.begin() + r * cap);
+      std::copy_n(from.host_valid.begin() + static_cast<std::ptrdiff_t>(f * cap), cap,
+                  valid.begin() + r * cap);
+      next[static_cast<std::size_t>(r)] = from.next_pos[f];
+    }
+    to.host_pos = std::move(pos);
+    to.host_valid = std::move(valid);
+    to.next_pos = std::move(next);
+    to.length = len;
+    O::upload(to.pos.data(), to.host_pos.data(), R * cap);
+    O::upload(to.valid.data(), to.host_valid.data(), R * cap);
   }
 
  private:

@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 
 #include "seqpar/backend/decode_attention.hpp"
@@ -30,6 +31,20 @@ void cpu_kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std:
         std::copy_n(src + hd, hd, k + dst);
         std::copy_n(src + 2 * hd, hd, v + dst);
       }
+}
+
+// dst[r, h, 0:len, :] = src[index[r], h, 0:len, :] for r < B: the filled positions of a
+// cache tensor [rows, nh, cap, hd] gathered by row (beams reordered, a prompt's rows
+// repeated). dst and src are distinct buffers of the same capacity.
+template <class T, std::integral Id>
+void cpu_kv_gather(T* dst, const T* src, const Id* index, std::int64_t B, std::int64_t nh,
+                   std::int64_t cap, std::int64_t hd, std::int64_t len) {
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (B * nh * len * hd > (std::int64_t{1} << 16))
+  for (std::int64_t r = 0; r < B; ++r)
+    for (std::int64_t h = 0; h < nh; ++h)
+      std::copy_n(src + ((static_cast<std::int64_t>(index[r]) * nh + h) * cap) * hd, len * hd,
+                  dst + ((r * nh + h) * cap) * hd);
 }
 
 // ctx[B, nh*hd] = attention of each row's new query (in qkv[B, 3*nh*hd]) to its cached

@@ -253,6 +253,13 @@ struct Ops<Cpu> {
                        std::int64_t hd, std::int64_t cap, std::int64_t t0) {
     detail::cpu_kv_store(k, v, qkv, B, S, nh, hd, cap, t0);
   }
+  /// dst[r, :, 0:len, :] = src[index[r], :, 0:len, :] of caches [B, nh, cap, hd] (index[B]
+  /// on the device; dst and src distinct): the beams' rows of a KV cache.
+  template <class T, std::integral Id>
+  static void kv_gather(T* dst, const T* src, const Id* index, std::int64_t B, std::int64_t nh,
+                        std::int64_t cap, std::int64_t hd, std::int64_t len) {
+    detail::cpu_kv_gather(dst, src, index, B, nh, cap, hd, len);
+  }
   template <class T>
   static void decode_attention(T* ctx, T* scores, const T* qkv, const T* k, const T* v,
                                const T* pos, const std::uint8_t* valid, const T* slopes,

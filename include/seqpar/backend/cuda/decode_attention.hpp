@@ -1,8 +1,8 @@
 #pragma once
-// Decode attention and the KV-cache store on the GPU, with the semantics of Ops<Cpu>'s
-// decode_attention and kv_store: one thread block per (row, head) runs the body of
-// backend/decode_attention.hpp (the one the CPU loop runs) as a team of threads, in
-// float. Compiled only under nvcc.
+// Decode attention, the KV-cache store and its row gather on the GPU, with the semantics
+// of Ops<Cpu>'s decode_attention, kv_store and kv_gather: one thread block per (row, head)
+// runs the body of backend/decode_attention.hpp (the one the CPU loop runs) as a team of
+// threads, in float. Compiled only under nvcc.
 
 #if defined(__CUDACC__)
 
@@ -91,6 +91,20 @@ __global__ void kv_store_kernel(T* k, T* v, const T* qkv, std::int64_t B, std::i
   }
 }
 
+// Element i of dst's filled positions [B, nh, len, hd] = the same element of row index[b].
+template <class T, class Id>
+__global__ void kv_gather_kernel(T* dst, const T* src, const Id* index, std::int64_t B,
+                                 std::int64_t nh, std::int64_t cap, std::int64_t hd,
+                                 std::int64_t len) {
+  const std::int64_t n = B * nh * len * hd;
+  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t e = i % (len * hd), h = i / (len * hd) % nh, b = i / (len * hd * nh);
+    const std::int64_t from = static_cast<std::int64_t>(index[b]);
+    dst[(b * nh + h) * cap * hd + e] = src[(from * nh + h) * cap * hd + e];
+  }
+}
+
 template <class T, class S>
 void decode_attention(T* ctx, float* scores, const T* qkv, const T* k, const T* v, const S* pos,
                       const std::uint8_t* valid, const S* slopes, std::int64_t B, std::int64_t nh,
@@ -110,6 +124,17 @@ void kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int
   constexpr int threads = 256;
   kv_store_kernel<<<grid_for(n, threads), threads, 0, CudaContext::current().stream()>>>(
       k, v, qkv, B, S, nh, hd, cap, t0);
+  SEQPAR_CUDA_CHECK_LAUNCH();
+}
+
+template <class T, class Id>
+void kv_gather(T* dst, const T* src, const Id* index, std::int64_t B, std::int64_t nh,
+               std::int64_t cap, std::int64_t hd, std::int64_t len) {
+  const std::int64_t n = B * nh * len * hd;
+  if (n <= 0) return;
+  constexpr int threads = 256;
+  kv_gather_kernel<<<grid_for(n, threads), threads, 0, CudaContext::current().stream()>>>(
+      dst, src, index, B, nh, cap, hd, len);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 

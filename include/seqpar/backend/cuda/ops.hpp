@@ -288,6 +288,12 @@ struct Ops<Cuda> {
                        std::int64_t hd, std::int64_t cap, std::int64_t t0) {
     detail::kv_store(k, v, qkv, B, S, nh, hd, cap, t0);
   }
+  /// dst[r, :, 0:len, :] = src[index[r], :, 0:len, :] of caches [B, nh, cap, hd], as Ops<Cpu>.
+  template <CudaScalar T, std::integral Id>
+  static void kv_gather(T* dst, const T* src, const Id* index, std::int64_t B, std::int64_t nh,
+                        std::int64_t cap, std::int64_t hd, std::int64_t len) {
+    detail::kv_gather(dst, src, index, B, nh, cap, hd, len);
+  }
   template <CudaScalar T, CudaScalar S>
   static void decode_attention(T* ctx, float* scores, const T* qkv, const T* k, const T* v,
                                const S* pos, const std::uint8_t* valid, const S* slopes,
