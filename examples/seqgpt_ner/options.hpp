@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "seqpar/core/parse.hpp"
 #include "seqpar/config/memory_modes.hpp"
+#include "seqpar/core/parse.hpp"
 #include "seqpar/train/precision.hpp"
 
 #ifndef SEQPAR_NER_DATA_DIR
@@ -76,7 +76,7 @@ struct Options {
   std::filesystem::path deepspeed;           // a DeepSpeed configuration to apply
   std::string precision = "fp32";            // fp32 | bf16 | fp16
   seqpar::LossScaleOptions loss_scale;       // fp16's (DeepSpeed's fp16 block; its defaults)
-  std::set<std::string> given;  // the options given on the command line, by flag
+  std::set<std::string> given;               // the options given on the command line, by flag
 };
 
 inline const char* usage() {

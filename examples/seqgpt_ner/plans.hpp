@@ -53,23 +53,20 @@ using namespace seqpar;
 // A model's translation unit costs mostly what any Trainer instantiates (the model's stack,
 // the communicators, checkpoints); each plan adds a few seconds.
 /// Data parallelism alone: replicas and ZeRO sharding.
-using DataPlans =
-    PlanFamily<"data", NamedPlan<"single", "Replicated<1>", Replicated<1>>,
-               NamedPlan<"dp2", "Replicated<2>", Replicated<2>>,
-               NamedPlan<"dp4", "Replicated<4>", Replicated<4>>,
-               NamedPlan<"zero1x2", "Sharded<Zero1, 2>", Sharded<Zero1, 2>>,
-               NamedPlan<"zero2x2", "Sharded<Zero2, 2>", Sharded<Zero2, 2>>,
-               NamedPlan<"zero3x2", "Sharded<Zero3, 2>", Sharded<Zero3, 2>>,
-               NamedPlan<"zero3x4", "Sharded<Zero3, 4>", Sharded<Zero3, 4>>>;
+using DataPlans = PlanFamily<"data", NamedPlan<"single", "Replicated<1>", Replicated<1>>,
+                             NamedPlan<"dp2", "Replicated<2>", Replicated<2>>,
+                             NamedPlan<"dp4", "Replicated<4>", Replicated<4>>,
+                             NamedPlan<"zero1x2", "Sharded<Zero1, 2>", Sharded<Zero1, 2>>,
+                             NamedPlan<"zero2x2", "Sharded<Zero2, 2>", Sharded<Zero2, 2>>,
+                             NamedPlan<"zero3x2", "Sharded<Zero3, 2>", Sharded<Zero3, 2>>,
+                             NamedPlan<"zero3x4", "Sharded<Zero3, 4>", Sharded<Zero3, 4>>>;
 /// The model split: over the tensor axis or into pipeline stages, with data parallelism.
-using SplitPlans =
-    PlanFamily<"split", NamedPlan<"tp2", "TensorSplit<2>", TP2>,
-               NamedPlan<"tp2dp2", "Hybrid<TP2, DP2>", Hybrid<TP2, DP2>>,
-               NamedPlan<"tp2zero3x2", "Hybrid<TP2, Sharded<Zero3, 2>>",
-                         Hybrid<TP2, Sharded<Zero3, 2>>>,
-               NamedPlan<"pp2", "Pipeline<2, OneFOneB>", Pipeline<2, OneFOneB>>,
-               NamedPlan<"pp2dp2", "Hybrid<Pipeline<2, OneFOneB>, DP2>",
-                         Hybrid<Pipeline<2, OneFOneB>, DP2>>>;
+using SplitPlans = PlanFamily<
+    "split", NamedPlan<"tp2", "TensorSplit<2>", TP2>,
+    NamedPlan<"tp2dp2", "Hybrid<TP2, DP2>", Hybrid<TP2, DP2>>,
+    NamedPlan<"tp2zero3x2", "Hybrid<TP2, Sharded<Zero3, 2>>", Hybrid<TP2, Sharded<Zero3, 2>>>,
+    NamedPlan<"pp2", "Pipeline<2, OneFOneB>", Pipeline<2, OneFOneB>>,
+    NamedPlan<"pp2dp2", "Hybrid<Pipeline<2, OneFOneB>, DP2>", Hybrid<Pipeline<2, OneFOneB>, DP2>>>;
 
 /// Calls f(Family{}) for every family, in the order of --help.
 template <class F>
@@ -91,8 +88,8 @@ inline std::string plan_list() {
   std::string s;
   each_family([&](auto family) {
     decltype(family)::each([&](auto plan) {
-      s += (s.empty() ? "" : ", ") + std::string(plan.name) + " (" + std::string(plan.spelled) +
-           ")";
+      s +=
+          (s.empty() ? "" : ", ") + std::string(plan.name) + " (" + std::string(plan.spelled) + ")";
     });
   });
   return s;

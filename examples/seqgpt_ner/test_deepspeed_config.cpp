@@ -79,8 +79,8 @@ TEST_CASE(
   CHECK(o.lr_scheduler_type == "constant_with_warmup");  // WarmupLR
   CHECK(o.warmup_type == "log");                         // DeepSpeed's default warmup_type
   CHECK(o.warmup_min_lr == 0.0);
-  CHECK(o.warmup_steps == -1);  // "auto": --warmup-ratio of the run's steps
-  CHECK(o.loss_scale.loss_scale == 0.0);   // dynamic
+  CHECK(o.warmup_steps == -1);            // "auto": --warmup-ratio of the run's steps
+  CHECK(o.loss_scale.loss_scale == 0.0);  // dynamic
   CHECK(o.loss_scale.loss_scale_window == 1000);
   CHECK(o.loss_scale.hysteresis == 2);
   CHECK(o.loss_scale.min_loss_scale == 1.0);

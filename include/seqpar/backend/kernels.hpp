@@ -156,7 +156,7 @@ struct AdamCoeffs {
 #pragma nv_exec_check_disable
 #endif
 template <class T, class G>
-SEQPAR_HOST_DEVICE void adamw(T& p, G g_in, T& m, T& v, const AdamCoeffs& c, bool decay) {
+SEQPAR_HOST_DEVICE void adamw(T& p, const G& g_in, T& m, T& v, const AdamCoeffs& c, bool decay) {
   const T g = static_cast<T>(g_in);
   if (decay) p = p * fma_of(T(-c.lr), T(c.weight_decay), T(1));
   m = fma_of(T(1) - T(c.beta1), g - m, m);

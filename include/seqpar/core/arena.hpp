@@ -22,7 +22,17 @@ namespace seqpar::inline v0 {
 /// and the block a reduce-scatter makes of them, between the backward that writes them and
 /// the reduction into the gradient shard. Both are transient: none is left after a step.
 /// `host_optimizer` and `host_parameters`: state offloaded to host memory.
-enum class Memory : std::uint8_t { parameters, gradients, optimizer, activations, buffers, gathered_parameters, unreduced_gradients, host_optimizer, host_parameters };
+enum class Memory : std::uint8_t {
+  parameters,
+  gradients,
+  optimizer,
+  activations,
+  buffers,
+  gathered_parameters,
+  unreduced_gradients,
+  host_optimizer,
+  host_parameters
+};
 inline constexpr std::size_t memory_kinds = 9;
 
 /// The category's name as reports and the planner's JSON spell it.

@@ -710,10 +710,9 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
   // host communicator's copy).
   void gather_params(std::size_t u, Buffer<T, Arena>& full) {
     const std::int64_t s = this->shards_[u].size;
-    full =
-        Buffer<T, Arena>(this->model_->arena(),
-                         static_cast<std::size_t>(this->model_->padded_numel(u)),
-                         Memory::gathered_parameters);
+    full = Buffer<T, Arena>(this->model_->arena(),
+                            static_cast<std::size_t>(this->model_->padded_numel(u)),
+                            Memory::gathered_parameters);
     Buffer<T, Arena> staging;
     const T* shard = device_shard(u, staging);
     if (this->n_ == 1) return Ops<D>::copy(full.data(), shard, s);
