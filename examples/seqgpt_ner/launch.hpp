@@ -113,9 +113,6 @@ struct RankMemory {
   }
 };
 
-inline constexpr const char* memory_kind_names[seqpar::memory_kinds] = {
-    "parameters", "gradients", "optimizer", "activations", "buffers"};
-
 /// Collective: every rank's peaks, gathered to all (rank order). Each rank sends
 /// [rank, pid, total, peak by category].
 inline std::vector<RankMemory> gather_memory(seqpar::AnyComm& world, RankMemory mine) {
@@ -143,8 +140,12 @@ inline void print_memory(const std::vector<RankMemory>& ranks, const char* devic
   for (const auto& r : ranks) {
     std::printf("  rank %lld  pid %lld  %s  %9.1f:", static_cast<long long>(r.rank),
                 static_cast<long long>(r.pid), device, mib(r.total));
+    // The categories this rank used (offload's host ones and ZeRO's transient ones only
+    // under the plans and options that have them).
     for (std::size_t k = 0; k < r.peak.size(); ++k)
-      std::printf("  %s %.1f", memory_kind_names[k], mib(r.peak[k]));
+      if (r.peak[k] > 0)
+        std::printf("  %s %.1f", seqpar::memory_name(static_cast<seqpar::Memory>(k)),
+                    mib(r.peak[k]));
     std::printf("\n");
   }
 }
@@ -153,7 +154,8 @@ inline nlohmann::json memory_json(const std::vector<RankMemory>& ranks, const ch
   nlohmann::json list = nlohmann::json::array();
   for (const auto& r : ranks) {
     nlohmann::json by = nlohmann::json::object();
-    for (std::size_t k = 0; k < r.peak.size(); ++k) by[memory_kind_names[k]] = r.peak[k];
+    for (std::size_t k = 0; k < r.peak.size(); ++k)
+      by[seqpar::memory_name(static_cast<seqpar::Memory>(k))] = r.peak[k];
     list.push_back({{"rank", r.rank},
                     {"pid", r.pid},
                     {"device", device},
