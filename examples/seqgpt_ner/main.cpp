@@ -99,9 +99,9 @@ int main(int argc, char** argv) {
         for (const auto& line : report.lines()) std::printf("%s\n", line.c_str());
     }
     ner::check_precision_device(o, "cpu");
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // a file's content, not the command line: exit 1
     if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
-    return 2;
+    return 1;
   }
   if (o.command == "train" && ner::plan_world_size(o.plan) == 0) {
     if (speaks)
