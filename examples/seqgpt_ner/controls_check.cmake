@@ -5,23 +5,9 @@
 # onto the plan and schedule, refused by key, or refused for its precision on the CPU.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> [-DDS_GUIDE=<zero3_offload.json>] -P controls_check.cmake
 file(REMOVE_RECURSE "${OUT}")
+include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
 file(MAKE_DIRECTORY "${OUT}")
 set(common --no-eval --quiet --seed 5)
-
-function(run want var)
-  execute_process(COMMAND "${EXE}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL want)
-    message(FATAL_ERROR "seqgpt_ner ${ARGN}: exit code ${rc}, expected ${want}:\n${out}\n${err}")
-  endif()
-  set(${var} "${out}${err}" PARENT_SCOPE)
-endfunction()
-
-function(expect text what)
-  string(FIND "${text}" "${what}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "expected '${what}' in:\n${text}")
-  endif()
-endfunction()
 
 # events(<dir> <event> <field> <var>): the field of every such event of dir's metrics.jsonl.
 function(events dir event field var)
@@ -37,22 +23,10 @@ function(events dir event field var)
   set(${var} "${result}" PARENT_SCOPE)
 endfunction()
 
-# Losses in millionths (CMake has no floating point); they lie in [0, 20).
-function(micro value var)
-  if(NOT value MATCHES "^([0-9]+)\\.([0-9]+)$")
-    message(FATAL_ERROR "loss '${value}' is not a plain decimal")
-  endif()
-  set(whole "${CMAKE_MATCH_1}")
-  string(SUBSTRING "${CMAKE_MATCH_2}000000" 0 6 frac)
-  string(REGEX REPLACE "^0+([0-9])" "\\1" frac "${frac}")
-  math(EXPR v "${whole} * 1000000 + ${frac}")
-  set(${var} ${v} PARENT_SCOPE)
-endfunction()
-
 # 1. Accumulation: 8 rows over 2 ranks as 2 micro-batches of 2 rows each take the steps that
 #    one micro-batch of 4 rows takes (within rounding).
-run(0 out train --out "${OUT}/whole" ${common} --plan dp2 --batch 8 --max-steps 4)
-run(0 out train --out "${OUT}/accum" ${common} --plan dp2 --micro-batch 2 --gradient-accumulation-steps 2 --max-steps 4)
+ner_run(0 out train --out "${OUT}/whole" ${common} --plan dp2 --batch 8 --max-steps 4)
+ner_run(0 out train --out "${OUT}/accum" ${common} --plan dp2 --micro-batch 2 --gradient-accumulation-steps 2 --max-steps 4)
 expect("${out}" "batch 8 rows = micro-batch 2 x accumulation 2 x 2 data rank(s)")
 events("${OUT}/accum" start batch b)
 if(NOT b EQUAL 8)
@@ -70,11 +44,11 @@ foreach(i RANGE 3)
     message(FATAL_ERROR "step ${i}: loss ${x} with one micro-batch, ${y} with two: more than 1e-5 apart")
   endif()
 endforeach()
-run(2 out train --out "${OUT}/bad" --batch 8 --gradient-accumulation-steps -1)
+ner_run(2 out train --out "${OUT}/bad" --batch 8 --gradient-accumulation-steps -1)
 expect("${out}" "--gradient-accumulation-steps")
 
 # 2. --save-steps: a checkpoint every 2 steps, all kept.
-run(0 out train --out "${OUT}/save" ${common} --plan single --batch 4 --max-steps 6 --save-steps 2
+ner_run(0 out train --out "${OUT}/save" ${common} --plan single --batch 4 --max-steps 6 --save-steps 2
     --save-total-limit 10)
 foreach(s 2 4 6)
   if(NOT EXISTS "${OUT}/save/step-${s}.safetensors")
@@ -102,7 +76,7 @@ if(NOT arch STREQUAL "BloomForCausalLM" OR NOT vocab EQUAL 4608 OR NOT layers EQ
 endif()
 
 # 3. --eval-steps: evaluations at steps 2 and 4 (and none between).
-run(0 out train --out "${OUT}/eval" --quiet --seed 5 --plan single --batch 4 --max-steps 4
+ner_run(0 out train --out "${OUT}/eval" --quiet --seed 5 --plan single --batch 4 --max-steps 4
     --eval-steps 2 --eval-limit 2 --max-new-tokens 4 --eval-rows 64)
 events("${OUT}/eval" eval step e)
 if(NOT e STREQUAL "2;4")
@@ -110,13 +84,13 @@ if(NOT e STREQUAL "2;4")
 endif()
 
 # 4. --max-length: prompts cut on the left (the answer kept), or with --truncation skip left out.
-run(0 out train --out "${OUT}/cut" ${common} --plan single --batch 4 --max-steps 1 --max-length 64)
+ner_run(0 out train --out "${OUT}/cut" ${common} --plan single --batch 4 --max-steps 1 --max-length 64)
 string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max-length 64: ([0-9]+) prompts cut on the left, ([0-9]+) skipped" m "${out}")
 if(NOT m OR CMAKE_MATCH_1 EQUAL 0)
   message(FATAL_ERROR "--max-length 64 cut no prompt:\n${out}")
 endif()
 set(cut ${CMAKE_MATCH_1})
-run(0 out train --out "${OUT}/skip" ${common} --plan single --batch 4 --max-steps 1 --max-length 64
+ner_run(0 out train --out "${OUT}/skip" ${common} --plan single --batch 4 --max-steps 1 --max-length 64
     --truncation skip)
 string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max-length 64: 0 prompts cut on the left, ([0-9]+) skipped" m "${out}")
 if(NOT m OR NOT CMAKE_MATCH_1 GREATER_EQUAL cut)
@@ -139,7 +113,7 @@ file(WRITE "${OUT}/ds.json" [=[
   "steps_per_print": 5
 }
 ]=])
-run(0 out train --out "${OUT}/ds" ${common} --deepspeed "${OUT}/ds.json" --max-steps 4 --lr 1e-3)
+ner_run(0 out train --out "${OUT}/ds" ${common} --deepspeed "${OUT}/ds.json" --max-steps 4 --lr 1e-3)
 expect("${out}" "zero_optimization.stage=2 -> --plan zero2x2")
 expect("${out}" "ignored (performance only; the results are the same): steps_per_print=5, zero_optimization.overlap_comm=true")
 expect("${out}" "batch 8 rows = micro-batch 2 x accumulation 2 x 2 data rank(s); lr linear, linear warmup from 0; AdamW betas 0.9, 0.99")
@@ -153,15 +127,15 @@ if(NOT lr0 MATCHES "^0(\\.0*)?$" OR NOT lr1 MATCHES "^0\\.0005")
   message(FATAL_ERROR "WarmupDecayLR over 2 warmup steps to 1e-3: rates ${lrs}, expected 0, 0.0005, ...")
 endif()
 file(WRITE "${OUT}/lamb.json" [=[{"optimizer": {"type": "Lamb"}, "zero_optimization": {"stage": 1, "mics_shard_size": 4}}]=])
-run(1 out train --out "${OUT}/lamb" ${common} --deepspeed "${OUT}/lamb.json")
+ner_run(1 out train --out "${OUT}/lamb" ${common} --deepspeed "${OUT}/lamb.json")
 expect("${out}" "2 key(s) that seqgpt_ner does not honour")
 expect("${out}" "optimizer.type=\"Lamb\"")
 expect("${out}" "zero_optimization.mics_shard_size=4")
 file(WRITE "${OUT}/bf16.json" [=[{"bf16": {"enabled": true}}]=])
-run(1 out train --out "${OUT}/bf16" ${common} --deepspeed "${OUT}/bf16.json")
+ner_run(1 out train --out "${OUT}/bf16" ${common} --deepspeed "${OUT}/bf16.json")
 expect("${out}" "precision bf16 (from ${OUT}/bf16.json or --precision) needs --device cuda")
 if(DS_GUIDE AND EXISTS "${DS_GUIDE}")
-  run(0 out train --out "${OUT}/guide" ${common} --deepspeed "${DS_GUIDE}" --max-steps 2 --batch 8)
+  ner_run(0 out train --out "${OUT}/guide" ${common} --deepspeed "${DS_GUIDE}" --max-steps 2 --batch 8)
   expect("${out}" "--plan zero3x2")
   expect("${out}" "--offload optimizer+params")
 else()

@@ -6,25 +6,9 @@
 # for another model are refused from their header.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> -P faults_check.cmake
 file(REMOVE_RECURSE "${OUT}")
+include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
 file(MAKE_DIRECTORY "${OUT}")
 set(common --batch 8 --no-eval --quiet --seed 5 --plan single)
-
-# run(<expected rc> <output variable> args...): runs seqgpt_ner, checks its exit code and
-# returns stdout and stderr together.
-function(run want var)
-  execute_process(COMMAND "${EXE}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL want)
-    message(FATAL_ERROR "seqgpt_ner ${ARGN}: exit code ${rc}, expected ${want}:\n${out}\n${err}")
-  endif()
-  set(${var} "${out}${err}" PARENT_SCOPE)
-endfunction()
-
-function(expect text what)
-  string(FIND "${text}" "${what}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "expected '${what}' in:\n${text}")
-  endif()
-endfunction()
 
 function(expect_files dir)
   foreach(f IN LISTS ARGN)
@@ -42,7 +26,7 @@ endfunction()
 foreach(bad IN ITEMS "--lr;nan" "--lr;inf" "--lr;0x1p-3" "--lr;1e999" "--weight-decay;-0.1"
                      "--max-steps;99999999999999999999" "--seed;-1" "--seed;18446744073709551616"
                      "--batch;0x10" "--save-total-limit;0")
-  run(2 out train ${bad})
+  ner_run(2 out train ${bad})
   list(GET bad 0 flag)
   expect("${out}" "${flag}")
   if(NOT flag STREQUAL "--save-total-limit")
@@ -53,7 +37,7 @@ endforeach()
 
 # 2. Rotation: checkpoints every 2 steps, the newest 2 kept.
 set(rot "${OUT}/rot")
-run(0 out train --out "${rot}" ${common} --max-steps 6 --save-every 2 --save-total-limit 2)
+ner_run(0 out train --out "${rot}" ${common} --max-steps 6 --save-every 2 --save-total-limit 2)
 expect_files("${rot}" step-4.safetensors step-6.safetensors model.safetensors metrics.jsonl
              "!step-2.safetensors" "!seqgpt_ner.lock")
 
@@ -65,7 +49,7 @@ file(WRITE "${rot}/.notes.txt.tmp.1" "not ours")
 file(WRITE "${rot}/run.json.tmp.keep" "not ours either")
 file(WRITE "${rot}/seqgpt_ner.lock" "2147483647\n")
 file(WRITE "${rot}/step-99.safetensors" "truncated")
-run(1 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume)
+ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume)
 expect("${out}" "taking over the stale lock")
 expect("${out}" "passing over an incomplete checkpoint: ${rot}/step-99.safetensors")
 expect("${out}" "removed ${rot}/.step-8.safetensors.tmp.1a2b3c")
@@ -74,7 +58,7 @@ expect("${out}" "--allow-changed-options")
 expect_files("${rot}" .notes.txt.tmp.1 run.json.tmp.keep "!.step-8.safetensors.tmp.1a2b3c"
              "!.model.safetensors.tmp.ff" "!seqgpt_ner.lock" step-99.safetensors.incomplete
              "!step-99.safetensors")
-run(0 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume --allow-changed-options)
+ner_run(0 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume --allow-changed-options)
 expect("${out}" "resumed from ${rot}/step-6.safetensors at step 6")
 expect("${out}" "continuing with a changed ner.total_steps")
 expect_files("${rot}" step-6.safetensors step-8.safetensors "!step-4.safetensors")
@@ -93,14 +77,14 @@ endif()
 
 # 4. A live owner (pid 1 always exists) keeps the folder; its lock is not touched.
 file(WRITE "${rot}/seqgpt_ner.lock" "1\n")
-run(1 out train --out "${rot}" ${common} --max-steps 8 --resume)
+ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --resume)
 expect("${out}" "another seqgpt_ner run (pid 1) is using this output folder")
 expect_files("${rot}" seqgpt_ner.lock)
 file(REMOVE "${rot}/seqgpt_ner.lock")
 
 # 5. A learning rate that blows the weights up: the non-finite steps are skipped, logged,
 # and the second in a row ends the run with an error naming the step.
-run(1 out train --out "${rot}" ${common} --max-steps 14 --resume --allow-changed-options --lr 1e30
+ner_run(1 out train --out "${rot}" ${common} --max-steps 14 --resume --allow-changed-options --lr 1e30
     --max-nonfinite-steps 2 --save-every 1)
 expect("${out}" "not finite in 2 steps in a row")
 expect("${out}" "skipped: loss")
@@ -126,18 +110,18 @@ expect("${why}" "not finite in 2 steps in a row")
 
 # 6. Metrics that cannot be written end the run.
 file(MAKE_DIRECTORY "${OUT}/nometrics/metrics.jsonl")
-run(1 out train --out "${OUT}/nometrics" ${common} --max-steps 2)
+ner_run(1 out train --out "${OUT}/nometrics" ${common} --max-steps 2)
 expect("${out}" "metrics.jsonl: cannot be opened for appending metrics")
 
 # 7. Weights of another model are refused from the header, before SeqGPT-560M is allocated.
-run(1 out train --out "${OUT}/wrong" ${common} --max-steps 2 --model seqgpt560m --weights "${rot}/model.safetensors")
+ner_run(1 out train --out "${OUT}/wrong" ${common} --max-steps 2 --model seqgpt560m --weights "${rot}/model.safetensors")
 expect("${out}" "this model (vocab 250880, hidden 1024, 24 layers) expects")
 # 8. A fresh run in a folder holding an earlier run's checkpoints refuses to start and
 #    deletes nothing; with --overwrite-output-dir it replaces them with its own.
-run(1 out train --out "${rot}" ${common} --max-steps 2 --save-every 1)
+ner_run(1 out train --out "${rot}" ${common} --max-steps 2 --save-every 1)
 expect("${out}" "holds checkpoints of an earlier run (step-9.safetensors); --resume continues that run")
 expect_files("${rot}" step-8.safetensors step-9.safetensors)
-run(0 out train --out "${rot}" ${common} --max-steps 2 --save-every 1 --overwrite-output-dir)
+ner_run(0 out train --out "${rot}" ${common} --max-steps 2 --save-every 1 --overwrite-output-dir)
 expect("${out}" "removed ${rot}/step-9.safetensors of an earlier run")
 expect_files("${rot}" step-1.safetensors step-2.safetensors "!step-8.safetensors" "!step-9.safetensors")
 message(STATUS "faults check: all cases behave")

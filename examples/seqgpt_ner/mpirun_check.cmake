@@ -9,6 +9,7 @@
 #   cmake -DEXE=<seqgpt_ner> -DMPIEXEC="mpirun;--oversubscribe" -DNP_FLAG=-n -DCHECK=plans
 #         -DOUT=<scratch dir> -P mpirun_check.cmake
 file(REMOVE_RECURSE "${OUT}")
+include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
 file(MAKE_DIRECTORY "${OUT}")
 set(common --batch 8 --no-eval --quiet --seed 5 --threads 1)
 
@@ -28,13 +29,6 @@ function(run np want var)
     message(FATAL_ERROR "${command} ${ARGN}: exit code '${rc}', expected a failure:\n${out}\n${err}")
   endif()
   set(${var} "${out}${err}" PARENT_SCOPE)
-endfunction()
-
-function(expect text what)
-  string(FIND "${text}" "${what}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "expected '${what}' in:\n${text}")
-  endif()
 endfunction()
 
 # count(<text> <what> <var>): occurrences of `what` in `text`.
@@ -69,18 +63,6 @@ function(losses dir var)
     endif()
   endforeach()
   set(${var} "${result}" PARENT_SCOPE)
-endfunction()
-
-# CMake has no floating point: losses (in [0, 20)) compared in millionths.
-function(micro value var)
-  if(NOT value MATCHES "^([0-9]+)\\.([0-9]+)$")
-    message(FATAL_ERROR "loss '${value}' is not a plain decimal")
-  endif()
-  set(whole "${CMAKE_MATCH_1}")
-  string(SUBSTRING "${CMAKE_MATCH_2}000000" 0 6 frac)
-  string(REGEX REPLACE "^0+([0-9])" "\\1" frac "${frac}")
-  math(EXPR v "${whole} * 1000000 + ${frac}")
-  set(${var} ${v} PARENT_SCOPE)
 endfunction()
 
 # same_losses(<what> <a> <b> <steps>): `steps` losses each, equal within 1e-6 (MPI may sum a
