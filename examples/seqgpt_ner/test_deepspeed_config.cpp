@@ -105,14 +105,19 @@ TEST_CASE(
   }
   CHECK(r.ignored.size() == 12);
   CHECK(has(r.applied, "zero_optimization.stage=3 -> --plan zero3x2"));
-  // The guide launches 4 GPUs: ZeRO-3 over 4 ranks is a plan this build does not have.
+  // The guide launches 4 GPUs: ZeRO-3 over all 4 ranks.
   ner::Options four = parse({"--deepspeed", guide_config.string()});
+  const ner::DeepSpeedReport r4 = ner::apply_deepspeed_file(four, 4);
+  CHECK(four.plan == "zero3x4");
+  CHECK(has(r4.applied, "zero_optimization.stage=3 -> --plan zero3x4"));
+  // Over 8 ranks it is a plan this build does not have: refused, the plan named.
+  ner::Options eight = parse({"--deepspeed", guide_config.string()});
   try {
-    ner::apply_deepspeed_file(four, 4);
-    FAIL("ZeRO-3 over 4 ranks should be refused");
+    ner::apply_deepspeed_file(eight, 8);
+    FAIL("ZeRO-3 over 8 ranks should be refused");
   } catch (const seqpar::Error& e) {
     CHECK(contains(e.what(), "zero_optimization.stage=3"));
-    CHECK(contains(e.what(), "'zero3x4'"));
+    CHECK(contains(e.what(), "'zero3x8'"));
   }
 }
 
