@@ -8,9 +8,11 @@ Hugging Face transformers and computes what seqpar computed.
 2. AutoTokenizer.from_pretrained(dir): its special tokens carry config.json's ids, and the
    SeqGPT prompt of --text encodes to tokens that decode back to it.
 3. A forward pass on that prompt gives finite logits of the config's vocabulary.
-4. With --answer (what `seqgpt_ner predict --text TEXT` answered, greedily): transformers'
-   generate, greedy (num_beams 1, no repetition penalty), writes the same answer for every
-   label chunk of --labels, joined by newlines as seqgpt_ner joins them.
+4. With --answer (what `seqgpt_ner predict --text TEXT` answered, decoding as the run that
+   wrote the directory did): transformers' generate with nothing but the prompt, that is
+   with the directory's generation_config.json (greedy or beam search, its repetition
+   penalty), writes the same answer for every label chunk of --labels, joined by newlines as
+   seqgpt_ner joins them.
 
 Exits 0 when every check passes, 1 when one fails, 2 on bad input, and 77 (the test's
 SKIP_RETURN_CODE) when torch or transformers is not installed.
@@ -117,21 +119,23 @@ def main():
         with open(os.path.join(args.dir, "generation_config.json"), encoding="utf-8") as f:
             gen = json.load(f)
         max_new = args.max_new_tokens or gen.get("max_new_tokens", 64)
+        beams = gen.get("num_beams", 1)
+        mode = (f"{beams} beams" if beams > 1 else "greedy") + \
+            f", repetition penalty {gen.get('repetition_penalty', 1.0)}"
         answers = []
         for p in prompts:
             ids = torch.tensor([tok(p, add_special_tokens=False)["input_ids"]])
             with torch.no_grad():
+                # The directory's generation_config.json decides the decoding.
                 out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                     max_new_tokens=max_new, do_sample=False, num_beams=1,
-                                     repetition_penalty=1.0, eos_token_id=config["eos_token_id"],
-                                     pad_token_id=config.get("pad_token_id"))
+                                     max_new_tokens=max_new)
             answers.append(tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
         answer = "\n".join(answers)
         if answer != args.answer:
-            problems.append(f"greedy generation differs:\n  transformers {answer!r}\n"
+            problems.append(f"generation ({mode}) differs:\n  transformers {answer!r}\n"
                             f"  seqgpt_ner   {args.answer!r}")
         else:
-            print(f"generate (greedy, {len(prompts)} prompt(s), at most {max_new} new tokens): "
+            print(f"generate ({mode}, {len(prompts)} prompt(s), at most {max_new} new tokens): "
                   f"the same answer as seqgpt_ner: {answer!r}")
 
     for p in problems:

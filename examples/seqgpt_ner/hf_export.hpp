@@ -1,6 +1,8 @@
 // The model directory a training run leaves for Hugging Face transformers:
 //   config.json              BloomConfig of the model type (BloomForCausalLM, tied LM head)
-//   generation_config.json   the decoding seqgpt_ner's model defaults to (below)
+//   generation_config.json   how the run decodes (--num-beams, --repetition-penalty, or the
+//                            model's defaults: run.hpp's decoding), so that generate() with
+//                            no arguments decodes as seqgpt_ner eval and predict do
 //   model.safetensors        the trained weights by their HF names, fp32, the vocabulary's
 //                            real rows, the tied lm_head not repeated (Trainer::save_weights)
 //   tokenizer.json           the run's tokenizer (BLOOM's byte-level BPE or the example's
@@ -22,22 +24,9 @@
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/tensor_file.hpp"
 #include "seqpar/io/tokenizer.hpp"
+#include "seqpar/nn/generate.hpp"
 
 namespace ner {
-
-/// How a model decodes by default (generation_config.json): SeqGPT-560M as its authors'
-/// inference does (beam search of 4, repetition penalty 2, at most 256 new tokens); the
-/// tiny model greedily, as far as its run's longest answer needs.
-struct HfGeneration {
-  std::int64_t num_beams = 1;
-  double repetition_penalty = 1.0;
-  std::int64_t max_new_tokens = 256;
-};
-
-inline HfGeneration hf_generation(const std::string& model, std::int64_t run_max_new_tokens) {
-  if (model == "seqgpt560m") return {4, 2.0, 256};
-  return {1, 1.0, run_max_new_tokens > 0 ? run_max_new_tokens : 128};
-}
 
 /// config.json of model type M with the tokenizer's special ids.
 template <seqpar::BloomModel M>
@@ -68,8 +57,10 @@ nlohmann::ordered_json hf_config_json(const seqpar::Tokenizer& tok) {
   return j;
 }
 
+/// generation_config.json: deterministic decoding with the options `g` the run used (beam
+/// search as transformers' with early_stopping false, the library's only mode).
 inline nlohmann::ordered_json hf_generation_json(const seqpar::Tokenizer& tok,
-                                                 const HfGeneration& g) {
+                                                 const seqpar::GenerateOptions& g) {
   nlohmann::ordered_json j;
   for (const auto& [key, id] :
        {std::pair{"bos_token_id", tok.bos_id()}, std::pair{"eos_token_id", tok.eos_id()},
@@ -78,6 +69,10 @@ inline nlohmann::ordered_json hf_generation_json(const seqpar::Tokenizer& tok,
   j["do_sample"] = false;
   j["num_beams"] = g.num_beams;
   j["repetition_penalty"] = g.repetition_penalty;
+  if (g.num_beams > 1) {
+    j["length_penalty"] = g.length_penalty;
+    j["early_stopping"] = false;
+  }
   j["max_new_tokens"] = g.max_new_tokens;
   return j;
 }
@@ -121,13 +116,13 @@ inline void place_file(const std::filesystem::path& from, const std::filesystem:
   fs::rename(tmp, to);
 }
 
-/// Writes the model directory `dir` for model type M (named `model`) from the weights
-/// file `weights` (written by Trainer::save_weights: finite, HF names) and the tokenizer
-/// file the run used. `max_length` is the run's example length limit.
+/// Writes the model directory `dir` for model type M from the weights file `weights`
+/// (written by Trainer::save_weights: finite, HF names) and the tokenizer file the run used.
+/// `decoding` is how the run decodes; `max_length` is its example length limit.
 template <seqpar::BloomModel M>
 void write_hf_dir(const std::filesystem::path& dir, const std::filesystem::path& weights,
-                  const std::filesystem::path& tokenizer_file, const std::string& model,
-                  std::int64_t run_max_new_tokens, std::int64_t max_length) {
+                  const std::filesystem::path& tokenizer_file,
+                  const seqpar::GenerateOptions& decoding, std::int64_t max_length) {
   namespace fs = std::filesystem;
   {
     // The weights are M's and nothing else (the header says so; no tensor is read).
@@ -146,7 +141,7 @@ void write_hf_dir(const std::filesystem::path& dir, const std::filesystem::path&
   place_file(weights, dir / "model.safetensors");
   place_file(tokenizer_file, dir / "tokenizer.json");
   put("config.json", hf_config_json<M>(tok));
-  put("generation_config.json", hf_generation_json(tok, hf_generation(model, run_max_new_tokens)));
+  put("generation_config.json", hf_generation_json(tok, decoding));
   put("tokenizer_config.json", hf_tokenizer_config_json(tok, max_length));
   put("special_tokens_map.json", hf_special_tokens(tok));
 }

@@ -640,7 +640,8 @@ int train_ner(const Options& options, const Launch& launch) {
   }
   if (completed) {
     const fs::path hf = o.export_hf.empty() ? o.out_dir / "hf" : o.export_hf;
-    write_hf_dir<M>(hf, model_file, d.tokenizer_file, o.model, d.max_new_tokens, o.max_tokens);
+    write_hf_dir<M>(hf, model_file, d.tokenizer_file, decoding<M>(o, *d.tok, d.max_new_tokens),
+                    o.max_tokens);
     std::printf("model directory %s (transformers: AutoModelForCausalLM.from_pretrained)\n",
                 hf.string().c_str());
   }
