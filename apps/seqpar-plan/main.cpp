@@ -349,10 +349,14 @@ int main(int argc, char** argv) try {
   std::printf(
       "\nm: micro-batches per data rank per step. step s: compute at %.0f%% of %.0f "
       "TFLOP/s, plus each axis's bytes at %.0f GB/s in a node (%.0f between nodes), plus "
-      "AdamW at %.0f GB/s HBM%s; no overlap.\n",
+      "AdamW at %.0f GB/s HBM%s.\n",
       100 * o.hw.efficiency, o.precision == PlanPrecision::fp32 ? o.hw.tflops_32 : o.hw.tflops_16,
       o.hw.link_gbps, o.hw.network_gbps, o.hw.hbm_gbps,
-      o.offload != Offload::none ? " (offloaded: on the host, over PCIe)" : "");
+      o.offload != Offload::none
+          ? " (offloaded: on the host, and over PCIe the uploads after it and of the gradient "
+            "downloads what the backward does not hide, at least the last unit's); nothing "
+            "else overlaps"
+          : "; no overlap");
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

@@ -20,6 +20,7 @@
 #include "seqpar/core/rng.hpp"
 #include "seqpar/plan/plan_desc.hpp"
 #include "seqpar/plan/predict.hpp"
+#include "seqpar/plan/step_time.hpp"
 #include "seqpar/train/trainer.hpp"
 
 using namespace seqpar;
@@ -236,16 +237,44 @@ TEST_CASE("planner: unit sizes are config/units.hpp's table; SeqGPT-560M's state
   CHECK(static_cast<double>(z3.of(Memory::parameters) + z3.of(Memory::gradients) +
                             z3.of(Memory::optimizer)) ==
         doctest::Approx(16.0 * SeqGPT560M::parameter_count / 8).epsilon(1e-6));
-  // optimizer offload moves the whole optimizer state to the host; during a unit's update
-  // its gradient shard is there too as fp32 (at the peak, the largest unit's: the table's)
+  // optimizer offload moves the whole optimizer state to the host; every unit's gradient
+  // shard comes down in bf16 (2 bytes a parameter of the range, as z3's device gradients)
+  // and the update widens one block of it at a time to fp32
   q.offload = Offload::optimizer;
   const auto off = predict(q).ranks.at(0);
   CHECK(off.of(Memory::optimizer) == 0);
   CHECK(off.host_bytes == off.of(Memory::host_optimizer));
   const std::int64_t table_shard = (detail::unit_numels(SeqGPT560M::config, 1)[0] + 7) / 8;
-  CHECK(off.host_bytes == z3.of(Memory::optimizer) + 4 * table_shard);
-  // the device gives up the 12 bytes a parameter and holds, during that update, the shard
-  // widened to fp32
+  REQUIRE(table_shard > host_widen_block);
+  CHECK(off.host_bytes ==
+        z3.of(Memory::optimizer) + z3.of(Memory::gradients) + 4 * host_widen_block);
+  // the device gives up the 12 bytes a parameter and widens nothing: no more buffers
   CHECK(off.device_peak < z3.device_peak);
-  CHECK(off.of(Memory::buffers) - z3.of(Memory::buffers) <= 4 * table_shard);
+  CHECK(off.of(Memory::buffers) == z3.of(Memory::buffers));
+  // fp16 moves the same bytes as bf16; fp32 holds its gradients at 4 bytes on the host and
+  // widens nothing
+  q.precision = PlanPrecision::fp16;
+  CHECK(predict(q).ranks.at(0).host_bytes == off.host_bytes);
+  q.precision = PlanPrecision::fp32;
+  const auto off32 = predict(q).ranks.at(0);
+  CHECK(off32.host_bytes == 16 * off32.range_elements);
+  CHECK(off32.last_range_elements == table_shard);  // the table is the last unit reduced
+
+  // The step time: offloaded, a 16-bit model's transfers are half an fp32 one's; behind a
+  // backward long enough, only the last unit's download (the table's shard) is exposed.
+  Hardware h = *hardware_preset("h200");
+  h.hbm_gbps = 1e12;  // the device's AdamW out of the picture
+  q.precision = PlanPrecision::bf16;
+  q.micro_batch_rows = 8;
+  auto none = q;
+  none.offload = Offload::none;
+  const auto off_pred = predict(q), none_pred = predict(none);
+  const StepTime a = step_time(q, off_pred.ranks.at(0), h);
+  const StepTime b = step_time(none, none_pred.ranks.at(0), h);
+  const double elems = static_cast<double>(off.range_elements), pcie = h.pcie_gbps * 1e9;
+  CHECK(a.compute * 2 / 3 > 2 * elems / pcie);  // the whole download fits behind the backward
+  CHECK(a.update - b.update ==
+        doctest::Approx(2.0 * static_cast<double>(table_shard) / pcie + 34 * elems / 50e9 +
+                        2 * elems / pcie)
+            .epsilon(1e-9));
 }

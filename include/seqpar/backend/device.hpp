@@ -61,6 +61,27 @@ struct StorageOf<D, DType::f64> {
   using type = double;
 };
 
+/// The dtype a storage type holds: the inverse of StorageOf. A backend with 16-bit storage
+/// specialises it for its types (backend/cuda/device.hpp); the host's bit types are theirs.
+template <class T>
+struct StorageDType {
+  static_assert(sizeof(T) == 0,
+                "StorageDType<T>: T is not a storage type of any backend included here "
+                "(float, double, Float16<bf16 or f16>, or a backend's 16-bit type).");
+};
+template <>
+struct StorageDType<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct StorageDType<double> {
+  static constexpr DType value = DType::f64;
+};
+template <DType D>
+struct StorageDType<Float16<D>> {
+  static constexpr DType value = D;
+};
+
 /// The type of per-row statistics and optimizer state for storage type T: float for
 /// 16-bit storage (layernorm mean and rstd, ALiBi positions and slopes, softmax maxima
 /// and sums, master weights and moments), T itself for float and double.

@@ -105,6 +105,36 @@ inline std::uint16_t float_to_f16(float f) {
   return static_cast<std::uint16_t>(sign | (r >> 13));
 }
 
+// The CUDA backend's own conversions (cvt.rn.bf16.f32, cvt.rn.f16.f32, cvt.f32.f16 and
+// bf16's shift), bit for bit on the host: what an offloaded 16-bit model's gradients are
+// widened and its weights narrowed with on the host, so that they equal the device's.
+// They differ from the conversions above only in NaNs, which CUDA makes canonical.
+
+/// float -> bfloat16 bits as the device rounds: to nearest even, every NaN to 0x7fff.
+inline std::uint16_t device_float_to_bf16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/// float -> IEEE half bits as the device rounds: to nearest even (65520 and above to
+/// infinity), subnormals included, every NaN to 0x7fff.
+inline std::uint16_t device_float_to_f16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
+  return float_to_f16(f);
+}
+
+/// bfloat16 bits -> float as the device widens: exact, NaN payloads kept.
+inline float device_bf16_to_float(std::uint16_t bits) { return bf16_to_float(bits); }
+
+/// IEEE half bits -> float as the device widens: exact, every NaN to 0x7fffffff.
+inline float device_f16_to_float(std::uint16_t h) {
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)
+    return std::bit_cast<float>(std::uint32_t{0x7fffffffu});
+  return f16_to_float(h);
+}
+
 /// A 16-bit float in host code: its bits, with the layout of CUDA's __nv_bfloat16 (D =
 /// bf16) or __half (D = f16), so that device buffers of those types cross communicators
 /// as these. Arithmetic goes through float: to_float is exact, from_float rounds to

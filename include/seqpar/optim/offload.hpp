@@ -4,8 +4,9 @@
 //
 // With the optimizer offloaded, the fp32 master weights and AdamW moments of the rank's
 // range of each unit are host buffers (pinned on Cuda), counted as Memory::host_optimizer;
-// each step the unit's reduced gradients come to the host, host_adamw updates the master
-// weights there, and they go back to the device as the working weights. On Cpu the device
+// each step the unit's reduced gradients come to the host as soon as they are complete
+// (parallel/data_axis.hpp), host_adamw updates the master weights there, and they go back
+// to the device as the working weights. On Cpu the device
 // memory is host memory and the same path runs with plain copies, so the CPU tests check
 // it, bit for bit against the step on the device.
 
@@ -21,6 +22,7 @@
 #include "seqpar/core/arena.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/optim/host_adamw.hpp"
+#include "seqpar/optim/host_convert.hpp"
 #include "seqpar/optim/segments.hpp"
 
 namespace seqpar::inline v0 {
@@ -38,7 +40,8 @@ struct HostAdamState {
 };
 
 /// host[0, n) = dev[0, n) converted to M (on the device, into a transient buffer of the
-/// device arena, when the types differ: a 16-bit gradient travels as fp32).
+/// device arena, when the types differ): the master weights' first values, and a float
+/// model's weights read as its master ones.
 template <Device D, class M, class T, class ArenaT>
 void download_as(M* host, const T* dev, std::int64_t n, ArenaT& arena) {
   if (n <= 0) return;
@@ -48,20 +51,6 @@ void download_as(M* host, const T* dev, std::int64_t n, ArenaT& arena) {
     Buffer<M, ArenaT> wide(arena, static_cast<std::size_t>(n), Memory::buffers);
     Ops<D>::convert(wide.data(), dev, n);
     Ops<D>::download(host, wide.data(), n);
-  }
-}
-
-/// dev[0, n) = host[0, n) rounded to T (on the device, as the device's AdamW rounds its
-/// master weights into the working copy).
-template <Device D, class T, class M, class ArenaT>
-void upload_as(T* dev, const M* host, std::int64_t n, ArenaT& arena) {
-  if (n <= 0) return;
-  if constexpr (std::is_same_v<M, T>) {
-    Ops<D>::upload(dev, host, n);
-  } else {
-    Buffer<M, ArenaT> wide(arena, static_cast<std::size_t>(n), Memory::buffers);
-    Ops<D>::upload(wide.data(), host, n);
-    Ops<D>::convert(dev, wide.data(), n);
   }
 }
 
@@ -91,6 +80,31 @@ void host_adamw_update(HostAdamState<M, HostArenaT>& s, const M* g, const UnitTa
         host_adamw(s.master.data() + k, g + k, s.m.data() + k, s.v.data() + k, decay, c,
                    static_cast<M>(grad_factor));
       });
+}
+
+/// Elements of a 16-bit model's gradients widened to fp32 at once for the host AdamW: a
+/// block (4 MiB) that stays in cache between the widening and the update, so the host
+/// holds its gradients at 2 bytes an element plus one block, not 4 bytes an element.
+inline constexpr std::int64_t host_widen_block = std::int64_t{1} << 20;
+
+/// host_adamw_update for a 16-bit model: g (host memory) holds the range's gradients as the
+/// device stores them (dtype dt: bf16 or fp16 bits), from element s.begin; they are widened
+/// block by block into `wide` (min(host_widen_block, range) values) exactly as the device
+/// widens, so the update gives the bits of the device's adamw_mixed.
+template <class M, class HostArenaT, class H>
+void host_adamw_update_widened(HostAdamState<M, HostArenaT>& s, const H* g, DType dt, M* wide,
+                               const UnitTable& u, const kernels::AdamCoeffs& c,
+                               double grad_factor) {
+  for (std::int64_t b0 = s.begin; b0 < s.end; b0 += host_widen_block) {
+    const std::int64_t b1 = std::min(s.end, b0 + host_widen_block), at = b0 - s.begin;
+    host_widen(wide, g + at, b1 - b0, dt);
+    for_each_segments<bool>(
+        u, b0, b1, [](const ParamSpec& spec) { return spec.decay; },
+        [&](std::int64_t k, const kernels::Segments<bool>& decay) {
+          host_adamw(s.master.data() + at + k, wide + k, s.m.data() + at + k,
+                     s.v.data() + at + k, decay, c, static_cast<M>(grad_factor));
+        });
+  }
 }
 
 }  // namespace seqpar::inline v0

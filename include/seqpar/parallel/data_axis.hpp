@@ -35,10 +35,16 @@
 // only while a unit is used (`gathered_parameters`); both are 0 after a step.
 //
 // Offload (an option of every data axis; optim/offload.hpp): with Offload::optimizer the
-// master weights and moments of this rank's range live in host memory, and the update of
-// a unit is its reduced gradients downloaded, host_adamw, the master weights uploaded as
-// the working weights; ZeRO-3 with Offload::optimizer_and_params also keeps its parameter
-// shards there, uploaded for each gather, so the device holds only the units in flight.
+// master weights and moments of this rank's range live in host memory. A unit's reduced
+// gradients start down to a host buffer (pinned on Cuda) as soon as the last micro-batch's
+// reduction of them is complete, on the device's copy stream behind an event, so that the
+// copy overlaps the backward of the units still to run (Ops<D>::download_after; on Cpu a
+// memcpy at the same point). The update of a unit waits for its copy, runs host_adamw and
+// uploads the master weights as the working weights; a 16-bit model's gradients and
+// weights cross at 2 bytes, widened and narrowed on the host as the device rounds
+// (optim/host_convert.hpp). ZeRO-3 with Offload::optimizer_and_params also keeps its
+// parameter shards there, uploaded for each gather, so the device holds only the units in
+// flight.
 
 #include <algorithm>
 #include <cmath>
@@ -52,6 +58,7 @@
 #include "seqpar/comm/any_comm.hpp"
 #include "seqpar/config/units.hpp"
 #include "seqpar/optim/adamw.hpp"
+#include "seqpar/optim/host_convert.hpp"
 #include "seqpar/optim/offload.hpp"
 #include "seqpar/optim/segments.hpp"
 #include "seqpar/parallel/policies.hpp"
@@ -91,6 +98,7 @@ class DataAxisBase : public UnitHooks {
   DataAxisBase& operator=(const DataAxisBase&) = delete;
   ~DataAxisBase() override {
     join_quietly();
+    drop_downloads_quietly();
     model_->set_hooks(nullptr);
   }
 
@@ -98,6 +106,26 @@ class DataAxisBase : public UnitHooks {
   int rank() const { return r_; }
   AnyComm& comm() { return comm_; }
   Offload offload() const { return offload_; }
+
+  /// Offloaded: how many gradient downloads this rank has started (a unit's each step,
+  /// and again for one whose gradients changed after it); tests read it to see when.
+  std::int64_t downloads_started() const { return downloads_started_; }
+
+  /// Unit u's gradients still change after the backward (the tied table a pipeline sums
+  /// over its first and last stage): its download waits for gradients_final(u).
+  void defer_download(std::size_t u) {
+    if (u < deferred_.size()) deferred_[u] = true;
+  }
+  /// Unit u's gradients are final for this step (after the tied sum): offloaded, a
+  /// deferred unit's download starts now.
+  void gradients_final(std::size_t u) {
+    if (offloaded() && model_->holds(u) && deferred_[u]) start_download(u);
+  }
+
+  /// A step that makes no update (its gradients were not finite): offloaded, the host
+  /// gradient buffers are freed once their copies have landed (a buffer goes back to the
+  /// arena only when no copy writes it any more).
+  void skip_update() { drop_downloads(); }
 
   /// The books of the host arena the offloaded state lives in, when it is not the model's
   /// own (Cuda); null on Cpu, where one arena counts both.
@@ -139,9 +167,24 @@ class DataAxisBase : public UnitHooks {
     return s;
   }
 
+  /// The reduced gradients times f. Offloaded, where they are on their way to the host:
+  /// a float model's are scaled there (the same IEEE product as Ops<D>::scale's), any
+  /// other's on the device once its copy has read them, and downloaded again.
   void scale_grads(T f) {
-    for (std::size_t u = 0; u < shards_.size(); ++u)
-      if (model_->holds(u)) Ops<D>::scale(grad_of(u), f, shards_[u].size);
+    for (std::size_t u = 0; u < shards_.size(); ++u) {
+      if (!model_->holds(u)) continue;
+      const std::int64_t n = shards_[u].size;
+      if (!offloaded()) {
+        Ops<D>::scale(grad_of(u), f, n);
+      } else if constexpr (std::is_same_v<T, Master>) {
+        T* g = host_grads(u);
+        for (std::int64_t i = 0; i < n; ++i) g[i] *= f;
+      } else {
+        Ops<D>::stream_wait(down_[u].done);
+        Ops<D>::scale(grad_of(u), f, n);
+        start_download(u);
+      }
+    }
   }
 
   /// The reduced gradients of unit u this rank updates (range_size(u) elements).
@@ -209,6 +252,8 @@ class DataAxisBase : public UnitHooks {
     adam_.resize(units);
     host_.resize(units);
     grad_shard_.resize(units);
+    down_.resize(units);
+    deferred_.assign(units, false);
     Arena& ar = model.arena();
     if constexpr (!shared_host_arena)
       if (offloaded()) own_host_ = std::make_unique<HostArenaT>();
@@ -264,16 +309,101 @@ class DataAxisBase : public UnitHooks {
           grad_factor == 1.0, "update_range: a gradient factor (", grad_factor,
           ") needs master weights; scale the gradients of a float or double model instead");
     auto& h = host_[u];
-    const std::int64_t n = shards_[u].size;
-    {
-      // The gradients in host memory for the update only: at rest, host_optimizer holds
-      // exactly the master weights and moments.
-      Buffer<Master, HostArenaT> g(host_arena(), static_cast<std::size_t>(n),
-                                   Memory::host_optimizer);
-      download_as<D>(g.data(), grad_of(u), n, model_->arena());
-      host_adamw_update(h, g.data(), model_->units()[u], c, grad_factor);
+    const std::int64_t updated = h.end - h.begin;
+    T* g = host_grads(u);
+    if constexpr (std::is_same_v<T, Master>) {
+      host_adamw_update(h, g, model_->units()[u], c, grad_factor);
+      if (p) Ops<D>::upload(p, h.master.data(), updated);
+    } else {
+      constexpr DType dt = StorageDType<T>::value;
+      {
+        // [min(block, range)] fp32, for this unit's update only
+        const std::int64_t n = std::min(host_widen_block, shards_[u].size);
+        Buffer<Master, HostArenaT> wide(host_arena(), static_cast<std::size_t>(n),
+                                        Memory::host_optimizer);
+        host_adamw_update_widened(h, g, dt, wide.data(), model_->units()[u], c, grad_factor);
+      }
+      if (p) {
+        // The 16-bit gradients are spent: their buffer carries the narrowed weights up. The
+        // upload from pinned memory runs after its call returns, so the buffer goes back
+        // to the arena (and to the next unit's widening) only once the copy has run.
+        host_narrow(g, h.master.data(), updated, dt);
+        Ops<D>::upload(p, g, updated);
+        Ops<D>::record(down_[u].ready);
+        Ops<D>::wait(down_[u].ready);
+      }
     }
-    if (p) upload_as<D>(p, h.master.data(), h.end - h.begin, model_->arena());
+    // At rest host_optimizer holds exactly the master weights and moments.
+    down_[u].grads.reset();
+  }
+
+  // --- offloaded gradients on their way to the host -----------------------------------
+  // Each held unit's host buffer for this step's reduced gradients (range_size values of
+  // T), allocated before the forward and freed by the unit's update. A copy the step
+  // before started and no update consumed (a skipped step) is waited for by the device
+  // first: the gradients it reads are zeroed after this.
+  void prepare_downloads() {
+    if (!offloaded()) return;
+    for (std::size_t u = 0; u < shards_.size(); ++u) {
+      if (!model_->holds(u)) continue;
+      auto& d = down_[u];
+      if (d.started) Ops<D>::stream_wait(d.done);
+      d.started = false;
+      if (d.grads.empty())
+        d.grads = Buffer<T, HostArenaT>(host_arena(), static_cast<std::size_t>(shards_[u].size),
+                                        Memory::host_optimizer);
+    }
+  }
+  // Offloaded: unit u's reduced gradients (complete for the step, on the device's stream)
+  // start down into its host buffer behind an event, overlapping what the device does next.
+  // Nothing writes them again before the step has waited for the copy: the next writes are
+  // the next step's zeroing (behind stream_wait in prepare_downloads), a device scaling
+  // (behind stream_wait in scale_grads) and the tied sum (whose unit downloads only after).
+  void start_download(std::size_t u) {
+    if (!offloaded()) return;
+    auto& d = down_[u];
+    Ops<D>::record(d.ready);
+    Ops<D>::download_after(d.grads.data(), grad_of(u), shards_[u].size, d.ready, d.done);
+    d.started = true;
+    ++downloads_started_;
+  }
+  // A unit whose reduction has been queued: its download starts now where the reduction
+  // has run (a communicator without a stream of its own, or nothing to reduce); on an
+  // asynchronous one when the data axis joins it, at the next unit's reduction (the
+  // device then waits for this one, as ZeRO-2/3 do for theirs) or at the step's join.
+  void reduction_queued(std::size_t u, CommTicket t) {
+    if (!offloaded() || deferred_[u]) return;
+    if (t.seq == 0 || !comm_.asynchronous()) return start_download(u);
+    download_pending();
+    pending_ = {u, t, true};
+  }
+  void download_pending() {
+    if (!pending_.set) return;
+    comm_.join(pending_.ticket);
+    pending_.set = false;
+    start_download(pending_.unit);
+  }
+  void drop_downloads() {
+    for (auto& d : down_) {
+      if (d.started) Ops<D>::wait(d.done);
+      d.started = false;
+      d.grads.reset();
+    }
+    pending_.set = false;
+  }
+  void drop_downloads_quietly() noexcept {
+    try {
+      drop_downloads();
+    } catch (...) {  // a failed copy in a destructor: the buffers go with the arena
+    }
+  }
+  // Unit u's gradients in host memory, their copy waited for; a unit no hook announced
+  // (none on this stage's path) is downloaded now.
+  T* host_grads(std::size_t u) {
+    auto& d = down_[u];
+    if (!d.started) start_download(u);
+    Ops<D>::wait(d.done);
+    return d.grads.data();
   }
 
   T* grad_of(std::size_t u) {
@@ -324,12 +454,15 @@ class DataAxisBase : public UnitHooks {
   void reduce_micro_batch(std::size_t u) {
     finish_in_flight();
     const std::int64_t s = shards_[u].size;
+    const bool last = last_micro_batch(u);
     if (n_ == 1) {
       Ops<D>::add(grad_shard_[u].data(), model_->grads(u), s);
       model_->grad_buffer(u).reset();
+      if (last && !deferred_[u]) start_download(u);
       return;
     }
     in_flight_.unit = u;
+    in_flight_.last = last;
     in_flight_.grads = std::move(model_->grad_buffer(u));  // the model allocates anew when needed
     in_flight_.part =
         Buffer<T, Arena>(model_->arena(), static_cast<std::size_t>(s), Memory::unreduced_gradients);
@@ -346,6 +479,8 @@ class DataAxisBase : public UnitHooks {
     Ops<D>::add(grad_shard_[u].data(), in_flight_.part.data(), shards_[u].size);
     in_flight_.part.reset();
     in_flight_.grads.reset();
+    // The shard is complete with its last micro-batch's part: its download goes behind the add.
+    if (in_flight_.last && !deferred_[u]) start_download(u);
   }
 
   // --- weights from the host ----------------------------------------------------------
@@ -382,7 +517,22 @@ class DataAxisBase : public UnitHooks {
     std::size_t unit = 0;
     Buffer<T, Arena> grads, part;  // the unit's full gradients and this rank's reduced block
     CommTicket ticket;
+    bool last = false;  // the step's last micro-batch of the unit: its shard is then complete
   } in_flight_;  // ZeRO-2/3: the reduction not yet added into its shard
+  // Offloaded, per unit: this step's reduced gradients on their way to the host.
+  struct Download {
+    Buffer<T, HostArenaT> grads;  // [range_size] of T: 16-bit values cross at 2 bytes
+    typename Ops<D>::Event ready, done;  // the gradients complete; the copy landed
+    bool started = false;                // this step's copy has been queued
+  };
+  std::vector<Download> down_;
+  std::vector<bool> deferred_;  // per unit: downloaded at gradients_final, not in the backward
+  struct {
+    std::size_t unit = 0;
+    CommTicket ticket;
+    bool set = false;
+  } pending_;  // offloaded on an asynchronous communicator: the reduction whose download is next
+  std::int64_t downloads_started_ = 0;
 };
 
 /// The data axes whose model keeps every parameter whole (all but ZeRO-3): the optimizer
@@ -458,6 +608,7 @@ class DataAxis<Replicated<N>, Stack, D, T> final
 
   /// Zeroes the gradients a step of `micro_batches` micro-batches accumulates into.
   void begin_step(std::int64_t micro_batches) {
+    this->prepare_downloads();
     this->count_micro_batches(micro_batches);
     this->model_->zero_grads();
   }
@@ -472,14 +623,17 @@ class DataAxis<Replicated<N>, Stack, D, T> final
   void reduce_gradients() {
     this->start_remaining([this](std::size_t u) { start_reduction(u); });
     this->comm_.join();
+    this->download_pending();
   }
 
  private:
-  // Unit u's whole gradients summed over the ranks in place, queued behind the backward.
+  // Unit u's whole gradients summed over the ranks in place, queued behind the backward;
+  // offloaded, their download follows the sum.
   void start_reduction(std::size_t u) {
-    this->comm_.all_reduce_async(this->model_->grads(u),
-                                 static_cast<std::size_t>(this->model_->padded_numel(u)),
-                                 ReduceOp::sum);
+    this->reduction_queued(
+        u, this->comm_.all_reduce_async(this->model_->grads(u),
+                                        static_cast<std::size_t>(this->model_->padded_numel(u)),
+                                        ReduceOp::sum));
   }
 };
 
@@ -505,6 +659,7 @@ requires(Z::stage == 1 || Z::stage == 2) class DataAxis<Sharded<Z, N>, Stack, D,
 
   /// Zeroes the gradients a step of `micro_batches` micro-batches accumulates into.
   void begin_step(std::int64_t micro_batches) {
+    this->prepare_downloads();
     this->count_micro_batches(micro_batches);
     if constexpr (zero_stage == 1)
       this->model_->zero_grads();
@@ -531,17 +686,22 @@ requires(Z::stage == 1 || Z::stage == 2) class DataAxis<Sharded<Z, N>, Stack, D,
       this->start_remaining([this](std::size_t u) { start_reduction(u); });
     this->comm_.join();
     this->finish_in_flight();
+    this->download_pending();
   }
 
  private:
   // ZeRO-1: unit u's whole gradients reduce-scattered into this rank's shard, queued
-  // behind the backward.
+  // behind the backward; offloaded, the shard's download follows.
   void start_reduction(std::size_t u) {
     Stack& m = *this->model_;
     const std::int64_t s = this->shards_[u].size;
-    if (this->n_ == 1) return Ops<D>::copy(this->grad_shard_[u].data(), m.grads(u), s);
-    this->comm_.reduce_scatter_async(m.grads(u), this->grad_shard_[u].data(),
-                                     static_cast<std::size_t>(s), ReduceOp::sum);
+    CommTicket t;
+    if (this->n_ == 1)
+      Ops<D>::copy(this->grad_shard_[u].data(), m.grads(u), s);
+    else
+      t = this->comm_.reduce_scatter_async(m.grads(u), this->grad_shard_[u].data(),
+                                           static_cast<std::size_t>(s), ReduceOp::sum);
+    this->reduction_queued(u, t);
   }
 };
 
@@ -588,6 +748,7 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
   /// Zeroes the gradient shards a step of `micro_batches` micro-batches accumulates into.
   void begin_step(std::int64_t micro_batches) {
     drop_gathered_ahead();
+    this->prepare_downloads();
     this->count_micro_batches(micro_batches);
     this->zero_grad_shards();
   }
@@ -624,8 +785,12 @@ class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
       }
       this->update_range(u, nullptr, c, grad_factor);
       const auto& h = this->host_[u];
-      std::transform(h.master.data(), h.master.data() + (h.end - h.begin),
-                     host_param_shard_[u].data(), [](Master x) { return static_cast<T>(x); });
+      if constexpr (std::is_same_v<T, Master>)
+        std::copy(h.master.data(), h.master.data() + (h.end - h.begin),
+                  host_param_shard_[u].data());
+      else
+        host_narrow(host_param_shard_[u].data(), h.master.data(), h.end - h.begin,
+                    StorageDType<T>::value);
     }
   }
 

@@ -93,7 +93,7 @@ class PipelineAxis {
   /// pipeline of one stage, do nothing.
   template <Device D, class T, class Arena>
   void sum_tied_gradients(T* grads, std::int64_t n, Arena& arena) {
-    if (stages() == 1 || !(first() || last())) return;
+    if (!sums_tied_gradients()) return;
     const int peer = first() ? stages() - 1 : 0;
     const auto count = static_cast<std::size_t>(n);
     Buffer<T, Arena> theirs(arena, count, Memory::buffers);
@@ -108,6 +108,10 @@ class PipelineAxis {
     }
     Ops<D>::add(grads, theirs.data(), n);
   }
+
+  /// Whether this stage's tied-table gradients change in sum_tied_gradients, after the
+  /// backward (the first and last stage of a pipeline of several).
+  bool sums_tied_gradients() const { return stages() > 1 && (first() || last()); }
 
   /// The message tag of the tied exchange (the schedules' activation tags stay below it).
   static constexpr int tied_tag = 32000;

@@ -26,6 +26,7 @@
 #include "seqpar/config/memory_modes.hpp"
 #include "seqpar/config/units.hpp"
 #include "seqpar/core/arena.hpp"
+#include "seqpar/optim/offload.hpp"
 #include "seqpar/plan/plan_desc.hpp"
 
 namespace seqpar::inline v0 {
@@ -77,6 +78,9 @@ struct RankPrediction {
   /// sees (Cpu, whose device memory is host memory). device_peak when nothing is offloaded.
   std::int64_t joint_peak = 0;
   std::int64_t range_elements = 0;  // of the units this rank's optimizer updates
+  /// Of the unit whose gradients are complete last in the backward (the table on a stage
+  /// with the embedding): offloaded, its download has no backward left to hide behind.
+  std::int64_t last_range_elements = 0;
 
   std::int64_t of(Memory m) const { return peak[static_cast<std::size_t>(m)]; }
 };
@@ -205,7 +209,7 @@ inline PlanPrediction predict(const PlanQuery& q) {
       // A rank's range of a unit (what its optimizer updates): the whole padded unit, or
       // its shard.
       std::int64_t params = 0, grads = 0, optim = 0, z1_shards = 0, max_shard = 0;
-      std::int64_t ranges = 0, max_range = 0;
+      std::int64_t ranges = 0;
       for (const auto u : held) {
         const std::int64_t range = Z == 0 ? padded(u) : shard(u);
         params += (Z == 3 ? shard(u) : padded(u)) * t;
@@ -214,7 +218,6 @@ inline PlanPrediction predict(const PlanQuery& q) {
         optim += range * (2 + (q.mixed() ? 1 : 0)) * master;
         max_shard = std::max(max_shard, shard(u));
         ranges += range;
-        max_range = std::max(max_range, range);
       }
       auto& pk = r.peak;
       const auto set = [&](Memory k, std::int64_t v) { pk[static_cast<std::size_t>(k)] = v; };
@@ -223,11 +226,27 @@ inline PlanPrediction predict(const PlanQuery& q) {
       set(Memory::optimizer, offload_opt ? 0 : optim);
       // Offloaded (optim/offload.hpp): the host keeps fp32 master weights (a float model's
       // too: its device weights are then the working copy) and both moments over the range
-      // of every unit, and, during a unit's update, that range's gradients as fp32.
+      // of every unit. Through the step it also holds every unit's reduced gradients as
+      // the device stores them (t bytes an element: each unit's buffer is allocated before
+      // the forward, filled by the copy during the backward and freed by the unit's
+      // update, in unit order); a 16-bit model's update widens them a block at a time
+      // (host_widen_block fp32 values, or the range when smaller).
       const std::int64_t host_rest =
           (offload_opt ? 3 * master * ranges : 0) + (offload_params ? params : 0);
-      const std::int64_t host_grads = offload_opt ? master * max_range : 0;
-      set(Memory::host_optimizer, offload_opt ? 3 * master * ranges + host_grads : 0);
+      const std::int64_t host_grads = offload_opt ? t * ranges : 0;  // from the forward on
+      std::int64_t host_update = 0;  // host staging at its peak during the updates
+      std::int64_t host_after = 0;   // the most left after a unit's update, with the device's
+      if (offload_opt) {             // transient all-gather source of that unit
+        std::int64_t left = host_grads;
+        for (const auto u : held) {
+          const std::int64_t range = Z == 0 ? padded(u) : shard(u);
+          const std::int64_t wide = q.mixed() ? master * std::min(host_widen_block, range) : 0;
+          host_update = std::max(host_update, left + wide);
+          left -= t * range;
+          host_after = std::max(host_after, left + ((Z == 1 || Z == 2) && D > 1 ? shard(u) * t : 0));
+        }
+      }
+      set(Memory::host_optimizer, offload_opt ? 3 * master * ranges + host_update : 0);
       set(Memory::host_parameters, offload_params ? params : 0);  // ZeRO-3's shards
 
       // --- transient unit buffers of ZeRO-2/3 ------------------------------------------
@@ -313,15 +332,13 @@ inline PlanPrediction predict(const PlanQuery& q) {
       }
       // Transient buffers, each at its own moment: the tied table's copy summed over the
       // pipeline (after the backward); in the update of a unit, ZeRO-1/2's all-gather
-      // source and, offloaded with 16-bit storage, the range widened to fp32 on the device
-      // (the gradients going down, the master weights coming back); with the ZeRO-3
-      // parameters offloaded, the shard uploaded for a gather (on an asynchronous
-      // communicator the gather ahead's, alive through the backward).
+      // source; with the ZeRO-3 parameters offloaded, the shard uploaded for a gather (on
+      // an asynchronous communicator the gather ahead's, alive through the backward).
+      // Offloaded values cross in the storage type, so nothing is widened on the device.
       const std::int64_t tied = S > 1 && (emb || head) ? (Z == 0 ? padded(0) : shard(0)) * t : 0;
       const std::int64_t gather_source = (Z == 1 || Z == 2) && D > 1 ? max_shard * t : 0;
-      const std::int64_t widened = offload_opt && q.mixed() ? master * max_range : 0;
       const std::int64_t staging = offload_params ? max_shard * t : 0;
-      const std::int64_t transient = std::max({tied, gather_source, widened, staging});
+      const std::int64_t transient = std::max({tied, gather_source, staging});
       set(Memory::buffers, buffers + transient);
 
       // --- the joint device peak, and with the host's (one arena on Cpu) -----------------
@@ -329,14 +346,17 @@ inline PlanPrediction predict(const PlanQuery& q) {
       const std::int64_t in_backward =
           state + act_backward + unreduced + gathered + (q.asynchronous ? staging : 0);
       const std::int64_t at_prepare = state + act_peak;
-      const std::int64_t at_update = state + act_rest + std::max({tied, gather_source, widened});
+      const std::int64_t at_update = state + act_rest + std::max(tied, gather_source);
       r.device_peak = std::max({in_backward, at_prepare, at_update});
       r.range_elements = ranges;
+      r.last_range_elements = held.empty() ? 0 : (Z == 0 ? padded(held[0]) : shard(held[0]));
       r.host_bytes = r.of(Memory::host_optimizer) + r.of(Memory::host_parameters);
-      // A unit's update holds its host gradients and its widened device copy together.
+      // The host's gradient buffers are there through the step: beside the backward, the
+      // tied sum, and (shrinking) the updates.
       const std::int64_t update_joint =
-          state + act_rest + std::max({tied, gather_source, host_grads + widened});
-      r.joint_peak = host_rest + std::max({in_backward, at_prepare, update_joint});
+          state + act_rest + std::max({tied + host_grads, host_update, host_after});
+      r.joint_peak =
+          host_rest + std::max({host_grads + in_backward, host_grads + at_prepare, update_joint});
 
       // --- bytes moved per step ---------------------------------------------------------
       // data axis

@@ -161,6 +161,7 @@ class Trainer {
         {opts_.logits_bytes, opts_.recompute, opts_.recompute_every, opts_.attention});
     model_.initialize(opts_.seed, opts_.init_std);
     data_.emplace(model_, mesh_.data, opts_.offload);
+    if (pipe_.sums_tied_gradients()) data_->defer_download(0);  // final after the tied sum
   }
 
   /// One optimizer step on a global batch: forward and backward over micro-batches,
@@ -229,6 +230,8 @@ class Trainer {
         data_->optimizer_step(coeffs, grad_factor);
       else
         data_->optimizer_step(coeffs);
+    } else {
+      data_->skip_update();
     }
     Ops<Dev>::synchronize();
     const double secs =
@@ -406,6 +409,8 @@ class Trainer {
   }
 
   Stack& model() { return model_; }
+  /// This rank's data axis (parallel/data_axis.hpp): its ranges, offload and counters.
+  Data& data_axis() { return *data_; }
   const Mesh& mesh() const { return mesh_; }
   /// Counters of this rank's communicators, by axis.
   CommStats& data_stats() { return mesh_.data.stats(); }
@@ -482,6 +487,7 @@ class Trainer {
     double sum = runner_.template train<typename Traits::pipeline::schedule>(mbs, scale);
     data_->reduce_gradients();
     pipe_.sum_tied_gradients<Dev>(data_->grad_storage(0), data_->range_size(0), arena_);
+    data_->gradients_final(0);
     mesh_.pipeline.all_reduce(&sum, 1, ReduceOp::sum);
     mesh_.data.all_reduce(&sum, 1, ReduceOp::sum);
     return sum;

@@ -7,8 +7,9 @@
 // take the packed kernel of sgemm_avx2.hpp and (except under nvcc) the float loops run
 // eight lanes at a time on F32x8 (simd_avx2.hpp). Every op is templated on the scalar so
 // that gradient checks run it in double. Matrices are row-major. The device is the host:
-// upload, download and synchronize are plain copies and a no-op, so that code written
-// once for every device (nn/, the trainer) runs here unchanged.
+// upload, download and synchronize are plain copies and a no-op (as are the events of
+// the copies behind the computation), so that code written once for every device (nn/,
+// the trainer, the offloaded optimizer) runs here unchanged.
 
 #include <concepts>
 #include <cstdint>
@@ -52,6 +53,24 @@ struct Ops<Cpu> {
   }
   /// Every op has finished when it returns.
   static void synchronize() {}
+
+  // --- copies behind the computation (optimizer offload) ---------------------------------
+  // The contract, as Ops<Cuda> keeps it on a second stream: record(e) marks the ops queued
+  // so far; download_after(host, dev, n, ready, done) copies once `ready` has happened,
+  // without holding back the ops queued after it, and marks its end in `done`;
+  // wait(done) returns when the copy has landed in host memory; stream_wait(done) makes
+  // the ops queued after it wait for the copy (before they overwrite what it reads). Here
+  // every op has run when it returns, so an event marks nothing and the copy is a memcpy.
+
+  /// An ordering point between the computation and the copies; nothing to hold on the CPU.
+  struct Event {};
+  static void record(Event&) {}
+  template <class U>
+  static void download_after(U* host, const U* dev, std::int64_t n, const Event&, Event&) {
+    download(host, dev, n);
+  }
+  static void wait(Event&) {}
+  static void stream_wait(const Event&) {}
 
   // --- GEMM and linear layers (gemm.hpp) -------------------------------------------------
 

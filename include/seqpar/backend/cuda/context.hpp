@@ -44,6 +44,15 @@ class CudaContext {
     ensure();
     return stream_;
   }
+  /// The stream the copies behind the computation run on (optimizer offload's gradient
+  /// downloads): made on first use, non-blocking, so that it is ordered against stream()
+  /// only by the events the copies name.
+  cudaStream_t copy_stream() {
+    ensure();
+    if (!copy_stream_)
+      SEQPAR_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    return copy_stream_;
+  }
   cublasHandle_t blas() {
     ensure();
     return blas_;
@@ -281,6 +290,7 @@ class CudaContext {
       all.erase(std::remove(all.begin(), all.end(), this), all.end());
     }
     if (stream_) (void)cudaStreamSynchronize(stream_);
+    if (copy_stream_) (void)cudaStreamSynchronize(copy_stream_);
     try {
       free_blocks(take_cache());
     } catch (...) {  // no memory for the list: the blocks go with the process
@@ -295,7 +305,9 @@ class CudaContext {
     if (scratch_) (void)cudaFree(scratch_);
     if (host_) (void)cudaFreeHost(host_);
     if (stream_) (void)cudaStreamDestroy(stream_);
+    if (copy_stream_) (void)cudaStreamDestroy(copy_stream_);
     blas_ = nullptr;
+    copy_stream_ = nullptr;
     blas_workspace_ = scratch_ = host_ = nullptr;
     stream_ = nullptr;
     scratch_bytes_ = host_bytes_ = 0;
@@ -306,6 +318,7 @@ class CudaContext {
   bool allow_tf32_ = false;
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* blas_workspace_ = nullptr;
   void* scratch_ = nullptr;

@@ -73,6 +73,15 @@ struct StorageOf<Cuda, DType::f16> {
   using type = __half;
 };
 
+template <>
+struct StorageDType<__nv_bfloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct StorageDType<__half> {
+  static constexpr DType value = DType::f16;
+};
+
 }  // namespace seqpar::inline v0
 
 #endif  // __CUDACC__

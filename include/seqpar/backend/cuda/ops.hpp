@@ -3,7 +3,8 @@
 // same names and arguments, every pointer a device pointer (ids, pos, valid and slopes
 // too). Storage is float, __nv_bfloat16 or __half; all arithmetic is float; GEMMs run on
 // cuBLAS. Ops are queued on the calling thread's stream (CudaContext): results reach the
-// host through download() or synchronize(). Beyond the CPU set: strided batched GEMM
+// host through download() or synchronize(); download_after() queues a copy on the thread's
+// second, copy stream behind an event instead (optimizer offload's gradients). Beyond the CPU set: strided batched GEMM
 // and AdamW on fp32 master weights (adamw_mixed: the CPU has no 16-bit storage).
 // Compiled only under nvcc; a program built by another compiler sees nothing here.
 
@@ -13,6 +14,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <utility>
 
 #include "seqpar/backend/cuda/attention.hpp"
 #include "seqpar/backend/cuda/context.hpp"
@@ -58,6 +60,59 @@ struct Ops<Cuda> {
   }
   /// Waits for every op this thread queued; throws if one of them failed.
   static void synchronize() { CudaContext::current().synchronize(); }
+
+  // --- copies behind the computation (the contract of Ops<Cpu>) ----------------------
+
+  /// A CUDA event (timing off), made when first recorded; a never-recorded one has
+  /// happened. Movable, not copyable; destroyed with the object.
+  class Event {
+   public:
+    Event() = default;
+    Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+    Event& operator=(Event&& o) noexcept {
+      std::swap(e_, o.e_);
+      return *this;
+    }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    ~Event() {
+      if (e_) (void)cudaEventDestroy(e_);
+    }
+    cudaEvent_t get() const { return e_; }
+    cudaEvent_t make() {
+      if (!e_) SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming));
+      return e_;
+    }
+
+   private:
+    cudaEvent_t e_ = nullptr;
+  };
+  /// e marks the ops queued so far on the thread's stream.
+  static void record(Event& e) {
+    SEQPAR_CUDA_CHECK(cudaEventRecord(e.make(), CudaContext::current().stream()));
+  }
+  /// host[0..n) = dev[0..n) on the copy stream once `ready` has happened (the ops queued
+  /// after it on the thread's stream go on meanwhile); `done` marks the copy's end. host
+  /// should be pinned (PinnedHostAllocator): pageable memory makes the copy synchronous.
+  template <class U>
+  static void download_after(U* host, const U* dev, std::int64_t n, const Event& ready,
+                             Event& done) {
+    if (n <= 0) return;
+    const cudaStream_t copies = CudaContext::current().copy_stream();
+    if (ready.get()) SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(copies, ready.get(), 0));
+    SEQPAR_CUDA_CHECK(cudaMemcpyAsync(host, dev, sizeof(U) * static_cast<std::size_t>(n),
+                                      cudaMemcpyDeviceToHost, copies));
+    SEQPAR_CUDA_CHECK(cudaEventRecord(done.make(), copies));
+  }
+  /// Returns once e has happened (a copy's data is in host memory); throws on a failure.
+  static void wait(Event& e) {
+    if (e.get()) SEQPAR_CUDA_CHECK(cudaEventSynchronize(e.get()));
+  }
+  /// The ops queued after this on the thread's stream wait for e (the host does not).
+  static void stream_wait(const Event& e) {
+    if (e.get())
+      SEQPAR_CUDA_CHECK(cudaStreamWaitEvent(CudaContext::current().stream(), e.get(), 0));
+  }
 
   // --- GEMM ---------------------------------------------------------------------------
 
