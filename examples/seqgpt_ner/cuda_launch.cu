@@ -12,7 +12,10 @@
 #include "cuda_run.hpp"
 #include "device_launch.hpp"
 #include "models.hpp"
-#include "seqpar/comm/nccl_comm.hpp"  // with MpiComm where <mpi.h> is found
+#include "seqpar/comm/nccl_comm.hpp"  // where NCCL is found
+#if defined(SEQPAR_WITH_MPI)
+#include "seqpar/comm/mpi_comm.hpp"  // as main.cpp: run_cuda_processes exists where it calls it
+#endif
 
 int ner::run_cuda(const Options& o, const Launch& launch) {
   return o.model == "tiny" ? run_cuda_tiny(o, launch) : run_cuda_seqgpt560m(o, launch);

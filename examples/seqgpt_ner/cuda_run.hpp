@@ -29,25 +29,3 @@ int run_cuda_tiny(const Options& o, const Launch& launch);
 int run_cuda_seqgpt560m(const Options& o, const Launch& launch);
 
 }  // namespace ner
-
-#if defined(__CUDACC__)
-#include "device_launch.hpp"
-#include "run.hpp"
-
-namespace ner {
-
-/// Model M on Cuda in the precision --precision names: Fp32, Bf16Mixed, or Fp16Mixed
-/// (dynamic loss scaling, LossScaleOptions from --deepspeed's fp16 block).
-template <seqpar::BloomModel M>
-int run_cuda_model(const Options& o, const Launch& launch) {
-  if (o.precision == "bf16")
-    return run_model<M, seqpar::Cuda, seqpar::Bf16Mixed, CudaPlans>(o, launch);
-  if (o.precision == "fp16")
-    return run_model<M, seqpar::Cuda, seqpar::Fp16Mixed, CudaPlans>(o, launch);
-  SEQPAR_CHECK(o.precision == "fp32", "--precision '", o.precision,
-               "': expected fp32, bf16 or fp16");
-  return run_model<M, seqpar::Cuda, seqpar::Fp32, CudaPlans>(o, launch);
-}
-
-}  // namespace ner
-#endif

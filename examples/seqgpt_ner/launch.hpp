@@ -25,6 +25,7 @@
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
 
+#include "seqpar/backend/cuda/device.hpp"
 #include "seqpar/backend/cuda/error.hpp"
 #include "seqpar/comm/cuda_thread_comm.hpp"
 #endif
