@@ -10,20 +10,30 @@
 #   3. pytorch: the same steps in PyTorch, Hugging Face BloomForCausalLM
 #               (tools/bench_torch_gpu.py: autocast bf16, fp32 weights, fused AdamW)
 #   4. ops:     per-op timings at SeqGPT-560M's shapes (bench_cuda_ops)
+#   5. ner:     examples/seqgpt_ner --device cuda end to end on the bundled CLUENER sample:
+#               the tiny model under dp2 in bf16 (CudaThreadComm, two ranks on the GPU) with
+#               an evaluation generated on the GPU; a CPU run's checkpoint resumed on the
+#               GPU in bf16; then SeqGPT-560M's shape (random init,
+#               --model seqgpt560m) in bf16 on one GPU for SEQPAR_NER_STEPS steps, its
+#               tokens/s and per-rank memory lines (GPU, arena peaks by category)
 #
 # A step whose program is missing is skipped with a message saying what to build. Full
-# logs go to OUTDIR (created; eight files at most: environment.log, test_cuda.log,
+# logs go to OUTDIR (created; eleven files at most: environment.log, test_cuda.log,
 # test_cuda_ranks.log, test_nccl.log, seqpar_bench.log, torch_bench.log, cuda_ops.log,
-# summary.txt); the last lines printed, and summary.txt, are a table of the test results
+# ner_tiny.log, ner_resume.log, ner_560m.log, summary.txt; seqgpt_ner's outputs go to a temporary folder,
+# removed after); the last lines printed, and summary.txt, are a table of the test results
 # and one of tokens/s, MFU and peak memory per shape (and seqpar variant) for seqpar and
 # PyTorch side by side.
 #
 # The binaries are built elsewhere (no GPU needed) and travel here:
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSEQPAR_WITH_CUDA=ON \
 #         -DCMAKE_CUDA_ARCHITECTURES=90 -DSEQPAR_NATIVE_ARCH=OFF
-#   cmake --build build-gpu --target test_cuda test_nccl bench_cuda_ops bench_cuda_train_step -j2
+#         -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+#   cmake --build build-gpu --target test_cuda test_nccl bench_cuda_ops bench_cuda_train_step seqgpt_ner -j2
 #   mkdir -p build-gpu/lib && cp /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian build-gpu/lib/
-#   cp /usr/lib/x86_64-linux-gnu/libgomp.so.1 build-gpu/lib/
+#   cp /usr/lib/x86_64-linux-gnu/libgomp.so.1 /usr/lib/x86_64-linux-gnu/libonig.so.5 build-gpu/lib/
+# (Without MPI seqgpt_ner needs no Open MPI libraries there; its single-GPU and CudaThreadComm
+# runs are what this machine checks. It needs Oniguruma's libonig.so.5 for its tokenizer.)
 # They need libcublas.so.13 and libcublasLt.so.13 (the benchmarks libcudart.so.13, test_nccl
 # libnccl.so.2):
 # from the CUDA toolkit, or from the nvidia-* wheels next to PyTorch (both are searched
@@ -48,6 +58,10 @@
 #                        mfu, peak_bytes, batch, seq and variant (a table row of its own, set
 #                        against PyTorch's row of the same shape).
 #   SEQPAR_TORCH_SHAPES  PyTorch batch shapes (default: 8x512,16x512)
+#   SEQPAR_NER_BIN       seqgpt_ner built with CUDA (default: $SEQPAR_GPU_BUILD/examples/seqgpt_ner/seqgpt_ner)
+#   SEQPAR_NER_STEPS     SeqGPT-560M's training steps in stage 5 (default: 300)
+#   SEQPAR_NER_TIMEOUT   seconds each seqgpt_ner run of stage 5 may take (default: 240; at
+#                        most what SEQPAR_STEP_TIMEOUT / SEQPAR_TOTAL_TIMEOUT leave)
 #   SEQPAR_STEP_TIMEOUT  seconds each step may take (default: 600)
 #   SEQPAR_TOTAL_TIMEOUT seconds the whole run may take (default: none): each step gets at
 #                        most what is left, less 20 s for the table
@@ -69,6 +83,9 @@ build=${SEQPAR_GPU_BUILD:-$root/build-gpu}
 test_bin=${SEQPAR_CUDA_TEST:-$build/tests/cuda/test_cuda}
 nccl_bin=${SEQPAR_NCCL_TEST:-$build/tests/cuda/test_nccl}
 ops_bin=${SEQPAR_CUDA_OPS:-$build/benchmarks/bench_cuda_ops}
+ner_bin=${SEQPAR_NER_BIN:-$build/examples/seqgpt_ner/seqgpt_ner}
+ner_steps=${SEQPAR_NER_STEPS:-300}
+ner_timeout=${SEQPAR_NER_TIMEOUT:-240}
 bench_bin=${SEQPAR_CUDA_BENCH:-$build/benchmarks/bench_cuda_train_step}
 torch_shapes=${SEQPAR_TORCH_SHAPES:-8x512,16x512}
 limit=${SEQPAR_STEP_TIMEOUT:-600}
@@ -238,6 +255,68 @@ else
   note "ops: $ops_bin"
   run_step ops cuda_ops.log "$ops_bin" --benchmark_min_time=0.2
   cat "$out/cuda_ops.log"
+fi
+
+# --- 5. seqgpt_ner on the GPU -------------------------------------------------------------
+# run_ner STEP LOG ARGS...: seqgpt_ner train ARGS, at most SEQPAR_NER_TIMEOUT seconds, in a
+# fresh output folder; the table gets its tokens/s (the last progress line) and peak memory.
+run_ner() {
+  local step=$1 log=$2
+  shift 2
+  local dir
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/seqpar-gpu-ner.XXXXXX")
+  local t
+  t=$(step_limit)
+  ((ner_timeout < t)) && t=$ner_timeout
+  note "$step: $ner_bin train $* --out $dir"
+  timeout -k 10 "$t" "$ner_bin" train --out "$dir" "$@" >"$out/$log" 2>&1
+  local rc=$?
+  rm -rf "$dir"
+  # "step 300/300 ... 51234 tok/s ..." and "rank 0  pid N  cuda:0 NVIDIA H200  12345.6: ..."
+  local tps mem f1
+  tps=$(grep -E '^step [0-9]+/[0-9]+ ' "$out/$log" | tail -1 | grep -oE '[0-9]+ tok/s')
+  mem=$(grep -E '^  rank 0  pid ' "$out/$log" | tail -1 | sed -E 's/^  rank 0  pid [0-9]+  //; s/:.*//')
+  f1=$(grep -E '^dev F1 ' "$out/$log" | tail -1 | cut -d' ' -f3)
+  conclude "$step" "$log" "$rc" "${tps:-no tok/s}${mem:+, rank 0 peak $mem MiB}${f1:+, dev F1 $f1}; see $log"
+  grep -E '^(plan |step [0-9]+/|peak memory|  rank |dev F1|seqgpt_ner:)' "$out/$log" | tail -n 12
+}
+
+if [[ ! -x $ner_bin ]]; then
+  note "ner: skipped, $ner_bin not found (build target seqgpt_ner with SEQPAR_WITH_CUDA=ON)"
+  record ner SKIP "no $ner_bin"
+elif ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  if [[ $require_gpu == 1 ]]; then
+    record ner FAIL "no GPU (nvidia-smi -L)"
+    failed=1
+  else
+    record ner SKIP "no GPU (nvidia-smi -L)"
+  fi
+else
+  # Two ranks sharing the GPU, bf16, evaluation (greedy, on the GPU) at the end.
+  run_ner ner-tiny ner_tiny.log --device cuda --precision bf16 --plan dp2 --model tiny \
+    --max-steps 60 --batch 16 --log-every 20 --save-steps 1000000 --save-total-limit 1
+  # A checkpoint of a CPU run (fp32, dp2 on threads) resumes on the GPU (bf16, one rank):
+  # the checkpoint format does not depend on the device, the precision or the plan.
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/seqpar-gpu-ner.XXXXXX")
+  resume_args=(--model tiny --max-steps 20 --batch 16 --no-eval --log-every 5 --seed 3)
+  note "ner-resume: $ner_bin train --device cpu --plan dp2 --stop-after 10, then --device cuda --resume"
+  timeout -k 10 "$(step_limit)" "$ner_bin" train --out "$dir" "${resume_args[@]}" --device cpu \
+    --plan dp2 --stop-after 10 >"$out/ner_resume.log" 2>&1 &&
+    timeout -k 10 "$(step_limit)" "$ner_bin" train --out "$dir" "${resume_args[@]}" --device cuda \
+      --precision bf16 --plan single --resume >>"$out/ner_resume.log" 2>&1
+  rc=$?
+  rm -rf "$dir"
+  if [[ $rc -eq 0 ]] && ! grep -q '^resumed from .* at step 10 ' "$out/ner_resume.log"; then
+    echo "gpu-check: the CUDA run did not resume at step 10" >>"$out/ner_resume.log"
+    rc=1
+  fi
+  conclude ner-resume ner_resume.log "$rc" "CPU checkpoint at step 10 resumed on the GPU; see ner_resume.log"
+  grep -E '^(resumed from|step (10|15|20)/)' "$out/ner_resume.log" | tail -n 4
+  # SeqGPT-560M's shape, bf16, one GPU: throughput and memory (no evaluation: beam search
+  # over the dev split would take most of the time).
+  run_ner ner-560m ner_560m.log --device cuda --precision bf16 --plan single --model seqgpt560m \
+    --max-steps "$ner_steps" --batch 16 --lr 2e-5 --no-eval --log-every 50 \
+    --save-steps 1000000 --save-total-limit 1
 fi
 
 # --- the table --------------------------------------------------------------------------

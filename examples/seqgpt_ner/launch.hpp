@@ -1,7 +1,8 @@
-// How the ranks of a seqgpt_ner run exist: as threads of this process (ThreadComm), or one
-// per process when mpirun or srun started it (the world of processes, MpiComm, made by
-// main.cpp). One training body runs on either; only rank 0 prints and writes files, and
-// every rank's memory is gathered there, one line per rank.
+// How the ranks of a seqgpt_ner run exist: as threads of this process (ThreadComm; on Cuda
+// CudaThreadComm, the threads sharing one GPU), or one per process when mpirun or srun
+// started it (the world of processes, MpiComm made by main.cpp; on Cuda NcclComm over it,
+// made by cuda_launch.cu). One training body runs on either; only rank 0 prints and writes
+// files, and every rank's memory is gathered there, one line per rank.
 #pragma once
 
 #include <unistd.h>
@@ -13,12 +14,23 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+
+#include "seqpar/backend/cuda/device.hpp"
+#include "seqpar/backend/cuda/error.hpp"
+#include "seqpar/comm/cuda_thread_comm.hpp"
+#endif
+
+#include "seqpar/backend/device.hpp"
 #include "seqpar/comm/any_comm.hpp"
 #include "seqpar/comm/thread_comm.hpp"
 #include "seqpar/core/arena.hpp"
@@ -84,14 +96,22 @@ inline std::string world_size_mismatch(std::string_view plan, int needed, const 
          ") or pick a plan for " + std::to_string(l.world.size()) + " ranks";
 }
 
-/// Runs body(AnyComm& world) on every rank of an n-rank run: on n threads of this process
-/// (run_ranks: a rank that fails makes the others fail promptly and the first failure is
-/// rethrown), or once in this process when it is one of n processes (a rank that fails ends
-/// the job in main.cpp, with MPI_Abort).
-template <class F>
+/// Runs body(AnyComm& world) on every rank of an n-rank run on device Dev: on n threads of
+/// this process (run_ranks: a rank that fails makes the others fail promptly and the first
+/// failure is rethrown; on Cuda each thread's ThreadComm becomes a CudaThreadComm, its own
+/// stream on the one GPU), or once in this process when it is one of n processes (a rank
+/// that fails ends the job in main.cpp, with MPI_Abort).
+template <seqpar::Device Dev, class F>
 void run_world(const Launch& launch, int n, std::string_view plan, F&& body) {
   if (!launch.processes()) {
     seqpar::run_ranks(n, [&](seqpar::ThreadComm& c) {
+#if defined(__CUDACC__)
+      if constexpr (std::is_same_v<Dev, seqpar::Cuda>) {
+        seqpar::AnyComm world{seqpar::CudaThreadComm(c)};
+        body(world);
+        return;
+      }
+#endif
       seqpar::AnyComm world(c);
       body(world);
     });
@@ -102,10 +122,32 @@ void run_world(const Launch& launch, int n, std::string_view plan, F&& body) {
   body(world);
 }
 
-/// The peak bytes of one rank over a run, by category (the arena's peaks are per step).
+/// What the memory lines call device Dev for the calling thread: "cpu", or on Cuda the GPU
+/// the thread runs on, "cuda:INDEX NAME" (e.g. "cuda:0 NVIDIA H200").
+template <seqpar::Device Dev>
+std::string device_label() {
+  return Dev::name;
+}
+
+#if defined(__CUDACC__)
+template <>
+inline std::string device_label<seqpar::Cuda>() {
+  int gpu = 0;
+  SEQPAR_CUDA_CHECK(cudaGetDevice(&gpu));
+  cudaDeviceProp p{};
+  SEQPAR_CUDA_CHECK(cudaGetDeviceProperties(&p, gpu));
+  return "cuda:" + std::to_string(gpu) + " " + p.name;
+}
+#endif
+
+/// The peak bytes of one rank over a run, by category (the arena's peaks are per step:
+/// on Cuda the device arena's, with the pinned host arena of offloaded state counted in).
 struct RankMemory {
+  /// The device label travels as this many bytes (longer ones are cut).
+  static constexpr std::size_t device_bytes = 64;
   std::int64_t rank = 0, pid = 0, total = 0;
   std::array<std::int64_t, seqpar::memory_kinds> peak{};
+  std::string device = "cpu";  // device_label<Dev>() of the rank
 
   void add(const seqpar::MemoryStats& m) {
     total = std::max(total, m.total_peak);
@@ -114,32 +156,37 @@ struct RankMemory {
 };
 
 /// Collective: every rank's peaks, gathered to all (rank order). Each rank sends
-/// [rank, pid, total, peak by category].
+/// [rank, pid, total, peak by category, its device label's bytes as 8-byte words].
 inline std::vector<RankMemory> gather_memory(seqpar::AnyComm& world, RankMemory mine) {
-  constexpr std::size_t fields = 3 + seqpar::memory_kinds;
+  constexpr std::size_t label_words = RankMemory::device_bytes / 8;
+  constexpr std::size_t head = 3 + seqpar::memory_kinds, fields = head + label_words;
   mine.rank = world.rank();
   mine.pid = ::getpid();
   std::vector<std::int64_t> out(fields), all(fields * static_cast<std::size_t>(world.size()));
   out[0] = mine.rank, out[1] = mine.pid, out[2] = mine.total;
   std::copy(mine.peak.begin(), mine.peak.end(), out.begin() + 3);
+  std::memcpy(out.data() + head, mine.device.data(),
+              std::min(mine.device.size(), RankMemory::device_bytes));
   world.all_gather(out.data(), all.data(), fields);
   std::vector<RankMemory> ranks(static_cast<std::size_t>(world.size()));
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const std::int64_t* f = all.data() + r * fields;
     ranks[r].rank = f[0], ranks[r].pid = f[1], ranks[r].total = f[2];
-    std::copy(f + 3, f + fields, ranks[r].peak.begin());
+    std::copy(f + 3, f + head, ranks[r].peak.begin());
+    const char* label = reinterpret_cast<const char*>(f + head);
+    ranks[r].device.assign(label, strnlen(label, RankMemory::device_bytes));
   }
   return ranks;
 }
 
 /// One line per rank, like nvidia-smi's per-process view: rank, pid, device, peak in all
 /// and by category.
-inline void print_memory(const std::vector<RankMemory>& ranks, const char* device) {
+inline void print_memory(const std::vector<RankMemory>& ranks) {
   const auto mib = [](std::int64_t b) { return static_cast<double>(b) / (1 << 20); };
   std::printf("peak memory per rank (MiB)\n");
   for (const auto& r : ranks) {
     std::printf("  rank %lld  pid %lld  %s  %9.1f:", static_cast<long long>(r.rank),
-                static_cast<long long>(r.pid), device, mib(r.total));
+                static_cast<long long>(r.pid), r.device.c_str(), mib(r.total));
     // The categories this rank used (offload's host ones and ZeRO's transient ones only
     // under the plans and options that have them).
     for (std::size_t k = 0; k < r.peak.size(); ++k)
@@ -150,7 +197,7 @@ inline void print_memory(const std::vector<RankMemory>& ranks, const char* devic
   }
 }
 
-inline nlohmann::json memory_json(const std::vector<RankMemory>& ranks, const char* device) {
+inline nlohmann::json memory_json(const std::vector<RankMemory>& ranks) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& r : ranks) {
     nlohmann::json by = nlohmann::json::object();
@@ -158,7 +205,7 @@ inline nlohmann::json memory_json(const std::vector<RankMemory>& ranks, const ch
       by[seqpar::memory_name(static_cast<seqpar::Memory>(k))] = r.peak[k];
     list.push_back({{"rank", r.rank},
                     {"pid", r.pid},
-                    {"device", device},
+                    {"device", r.device},
                     {"peak_bytes", r.total},
                     {"by", by}});
   }

@@ -8,6 +8,8 @@
 //   seqgpt_ner eval  [--out DIR]    dev F1 of the trained weights
 //   seqgpt_ner predict --text "..." answers and entities as JSON lines
 //   mpirun -np 4 seqgpt_ner --plan tp2dp2   one rank per process (also srun)
+//   mpirun -np 4 seqgpt_ner --device cuda --precision bf16 --plan zero3x4
+//                                   one GPU per process (NCCL); built with CUDA
 //
 // docs/ner.md describes the prompt and answer format, the data and the options.
 #include <cstdio>
@@ -17,6 +19,7 @@
 
 #include "data.hpp"
 #include "deepspeed_config.hpp"
+#include "device_launch.hpp"
 #include "launch.hpp"
 #include "models.hpp"
 #include "options.hpp"
@@ -26,12 +29,18 @@
 #if defined(SEQPAR_WITH_MPI)
 #include "seqpar/comm/mpi_comm.hpp"
 #endif
+#if defined(SEQPAR_NER_WITH_CUDA)
+#include "cuda_run.hpp"
+#endif
 
 namespace {
 
 int run(const ner::Options& given, const ner::Launch& launch) {
   ner::Options o = given;
   o.model = ner::resolve_model(o);
+#if defined(SEQPAR_NER_WITH_CUDA)
+  if (o.device == "cuda") return ner::run_cuda(o, launch);
+#endif
   return o.model == "tiny" ? ner::run_tiny(o, launch) : ner::run_seqgpt560m(o, launch);
 }
 
@@ -61,6 +70,13 @@ int run_processes(int argc, char** argv, const ner::Options& o, const ner::Proce
         return 2;
       }
     }
+#if defined(SEQPAR_NER_WITH_CUDA)
+    if (o.device == "cuda") {
+      ner::Options resolved = o;
+      resolved.model = ner::resolve_model(o);
+      return ner::run_cuda_processes(resolved, launch, world);
+    }
+#endif
     return run(o, launch);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "seqgpt_ner: rank %d: %s\n", rank, e.what());
@@ -98,7 +114,7 @@ int main(int argc, char** argv) {
       if (speaks)
         for (const auto& line : report.lines()) std::printf("%s\n", line.c_str());
     }
-    ner::check_precision_device(o, "cpu");
+    ner::check_precision_device(o, o.device);
   } catch (const std::exception& e) {  // a file's content, not the command line: exit 1
     if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
     return 1;
@@ -107,6 +123,13 @@ int main(int argc, char** argv) {
     if (speaks)
       std::fprintf(stderr, "seqgpt_ner: --plan '%s' is not one of: %s\n", o.plan.c_str(),
                    ner::plan_list().c_str());
+    return 2;
+  }
+  // The device this build and the plan allow (the precision's was checked above).
+  try {
+    ner::check_device(o);
+  } catch (const seqpar::Error& e) {
+    if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
     return 2;
   }
   if (processes) {

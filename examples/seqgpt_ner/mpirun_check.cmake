@@ -4,8 +4,10 @@
 #                   memory is reported, one line per process; only rank 0 prints
 #   CHECK=resume    a checkpoint written by thread ranks resumes under mpirun and one written
 #                   under mpirun resumes on thread ranks: the losses are an uninterrupted run's
-#   CHECK=refusals  a job whose size is not the plan's is refused, said once; a failure on
-#                   rank 0 while the others wait ends the whole job with its message
+#   CHECK=refusals  a job whose size is not the plan's is refused, said once, as is --device
+#                   cuda without the CUDA units or without GPUs (WITH_CUDA: 1 when built
+#                   with them); a failure on rank 0 while the others wait ends the whole
+#                   job with its message
 #   cmake -DEXE=<seqgpt_ner> -DMPIEXEC="mpirun;--oversubscribe" -DNP_FLAG=-n -DCHECK=plans
 #         -DOUT=<scratch dir> -P mpirun_check.cmake
 file(REMOVE_RECURSE "${OUT}")
@@ -157,6 +159,19 @@ elseif(CHECK STREQUAL "refusals")
   endif()
   if(EXISTS "${OUT}/np/metrics.jsonl")
     message(FATAL_ERROR "a refused job wrote ${OUT}/np/metrics.jsonl")
+  endif()
+  # --device cuda: without the CUDA units refused before MPI starts; with them (on a machine
+  # without GPUs) after every rank counted its node's GPUs. Either is said once.
+  run(2 fail out train --out "${OUT}/gpu" ${common} --plan dp2 --max-steps 2 --device cuda)
+  if(WITH_CUDA)
+    set(why "--device cuda under mpirun: rank 0 sees no CUDA GPU")
+  else()
+    set(why "--device cuda: this seqgpt_ner was built without CUDA")
+  endif()
+  expect("${out}" "${why}")
+  count("${out}" "${why}" said)
+  if(NOT said EQUAL 1)
+    message(FATAL_ERROR "the refused --device cuda is said ${said} times, expected once:\n${out}")
   endif()
   # Rank 0 cannot take the folder (pid 1 always lives) while rank 1 waits for it: the job
   # ends at once with rank 0's message, the lock untouched.

@@ -75,6 +75,7 @@ struct Options {
   std::int64_t lr_decay_steps = 0;           // the step the decay ends at; 0: the run's last
   std::filesystem::path deepspeed;           // a DeepSpeed configuration to apply
   std::string precision = "fp32";            // fp32 | bf16 | fp16
+  std::string device = "cpu";                // cpu | cuda (device.hpp: what a build can run)
   seqpar::LossScaleOptions loss_scale;       // fp16's (DeepSpeed's fp16 block; its defaults)
   std::set<std::string> given;               // the options given on the command line, by flag
 };
@@ -104,6 +105,13 @@ Parallel plan
                        or one per process under mpirun -np N or srun -n N (N: the plan's)
   --threads N          OpenMP threads per rank (default: cores / ranks; 1 for eval and predict)
   --offload WHAT       none | optimizer | optimizer+params (zero3x2): state kept in host memory
+Device and precision
+  --device cpu|cuda    where the ranks train (default cpu); cuda needs a build with CUDA and
+                       offers single dp2 dp4 zero3x2 zero3x4 tp2: under mpirun one process per
+                       GPU (NCCL), without it the plan's ranks as threads sharing one GPU
+  --precision fp32|bf16|fp16  (default fp32; bf16 and fp16 need --device cuda) weights,
+                       activations and gradients in 16 bits with fp32 master weights; fp16
+                       scales the loss dynamically (DeepSpeed's fp16 block sets the scaler)
 Training
   --epochs N (15)  --max-steps N  --batch ROWS (16)  --micro-batch ROWS  --lr X (5e-3)
   --weight-decay X (0.01)  --warmup-ratio X (0.03)  --max-grad-norm X (1)  --seed N (42)
@@ -302,6 +310,10 @@ inline Options parse_options(int argc, char** argv) {
       o.warmup_steps = integer();
     else if (name == "--deepspeed")
       o.deepspeed = value();
+    else if (name == "--device")
+      o.device = value();
+    else if (name == "--precision")
+      o.precision = value();
     else if (name == "--resume")
       o.resume = true;
     else if (name == "--allow-changed-options")
@@ -336,6 +348,11 @@ inline Options parse_options(int argc, char** argv) {
                                 "'; expected linear, cosine or constant_with_warmup");
   if (o.adam_beta1 >= 1 || o.adam_beta2 >= 1)
     throw std::invalid_argument("--adam-beta1 and --adam-beta2 must be below 1");
+  if (o.device != "cpu" && o.device != "cuda")
+    throw std::invalid_argument("--device is '" + o.device + "'; expected cpu or cuda");
+  if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp16")
+    throw std::invalid_argument("--precision is '" + o.precision +
+                                "'; expected fp32, bf16 or fp16");
   if (!o.model.empty() && o.model != "tiny" && o.model != "seqgpt560m")
     throw std::invalid_argument("--model is '" + o.model + "'; expected tiny or seqgpt560m");
   return o;

@@ -1,15 +1,20 @@
 // seqgpt_ner's --deepspeed: our users' guide's ds_config.json (SEQPAR_DATA_DIR/deepspeed,
 // skipped where absent) mapped onto the options; "auto" from the command line; keys that
 // would change the training refused by name; the batch as micro x accumulation x ranks;
-// DeepSpeed's schedules.
+// DeepSpeed's schedules. --device and --precision: what a build with and without CUDA
+// accepts, which plans and communicators --device cuda gets.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "deepspeed_config.hpp"
+#include "device_launch.hpp"
 #include "options.hpp"
 #include "train_controls.hpp"
 
@@ -330,4 +335,129 @@ TEST_CASE("DeepSpeed's WarmupDecayLR through the options: the rates of its formu
               {{"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-4}}}}},
                {"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_max_lr", 1e-3}}}}}}),
       "warmup_max_lr=0.001: optimizer.params.lr is 0.0001"));
+}
+
+namespace {
+
+// The message of the seqpar::Error that check_device throws ("" when none).
+std::string device_refusal(const ner::Options& o, bool with_cuda) {
+  try {
+    ner::check_device(o, with_cuda);
+  } catch (const seqpar::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The message of the std::invalid_argument that parsing throws ("" when none).
+std::string parse_refusal(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("--device and --precision: parsed, and anything else refused by name") {
+  const ner::Options d = parse({});
+  CHECK(d.device == "cpu");
+  CHECK(d.precision == "fp32");
+  const ner::Options o = parse({"--device", "cuda", "--precision", "bf16"});
+  CHECK(o.device == "cuda");
+  CHECK(o.precision == "bf16");
+  CHECK(o.given.contains("--precision"));
+  CHECK(parse({"--precision", "fp16"}).precision == "fp16");
+  CHECK(contains(parse_refusal({"--device", "gpu"}), "--device is 'gpu'; expected cpu or cuda"));
+  CHECK(contains(parse_refusal({"--precision", "fp8"}),
+                 "--precision is 'fp8'; expected fp32, bf16 or fp16"));
+  CHECK(contains(parse_refusal({"--device"}), "--device needs a value"));
+}
+
+TEST_CASE("--device cuda: refused by a build without CUDA, and for plans the CUDA units lack") {
+  ner::Options o = parse({"--device", "cuda", "--plan", "zero3x4"});
+  const std::string no_cuda = device_refusal(o, false);
+  CHECK(contains(no_cuda, "--device cuda: this seqgpt_ner was built without CUDA"));
+  CHECK(contains(no_cuda, "--device cpu"));
+  CHECK(device_refusal(o, true).empty());
+  // The CPU keeps every plan; the CUDA units hold a few, and say which.
+  o.plan = "pp2";
+  const std::string pp2 = device_refusal(o, true);
+  CHECK(contains(pp2, "--plan pp2 is not built for --device cuda"));
+  CHECK(contains(pp2, "single dp2 dp4 zero3x2 zero3x4 tp2"));
+  o.command = "eval";  // eval and predict take no plan
+  CHECK(device_refusal(o, true).empty());
+  CHECK(device_refusal(parse({"--plan", "pp2"}), false).empty());
+  CHECK(ner::built_with_cuda == false);  // this test is compiled without SEQPAR_NER_WITH_CUDA
+}
+
+TEST_CASE(
+    "a DeepSpeed bf16 block: --precision bf16, accepted with --device cuda, refused on the CPU") {
+  ner::Options o = parse({"--device", "cuda"});
+  ner::apply_deepspeed_config(o, {{"bf16", {{"enabled", true}}}}, "ds.json", 2);
+  CHECK(o.precision == "bf16");
+  CHECK_NOTHROW(ner::check_precision_device(o, o.device));
+  CHECK(device_refusal(o, true).empty());
+  CHECK(contains(device_refusal(o, false), "built without CUDA"));
+  ner::Options cpu = parse({});
+  cpu.deepspeed = "ds.json";
+  ner::apply_deepspeed_config(cpu, {{"bf16", {{"enabled", true}}}}, "ds.json", 2);
+  try {
+    ner::check_precision_device(cpu, cpu.device);
+    FAIL("bf16 on the CPU should be refused");
+  } catch (const seqpar::Error& e) {
+    CHECK(contains(e.what(), "precision bf16 (from ds.json or --precision) needs --device cuda"));
+  }
+  // The command line and the file must agree; "auto" takes the command line's.
+  ner::Options given = parse({"--device", "cuda", "--precision", "bf16"});
+  CHECK(contains(refusal(given, {{"fp16", {{"enabled", true}}}}),
+                 "the command line gives --precision bf16"));
+  ner::apply_deepspeed_config(given, {{"bf16", {{"enabled", "auto"}}}}, "ds.json", 2);
+  CHECK(given.precision == "bf16");
+}
+
+TEST_CASE("CudaPlans are plans of plans.hpp, by name and type") {
+  int plans = 0;
+  ner::CudaPlans::each([&](auto cuda) {
+    ++plans;
+    bool same = false;
+    const bool found = ner::with_plan(cuda.name, [&](auto plan) {
+      same = std::is_same_v<typename decltype(plan)::type, typename decltype(cuda)::type> &&
+             plan.spelled == cuda.spelled;
+    });
+    CHECK_MESSAGE(found, cuda.name);
+    CHECK_MESSAGE(same, cuda.name);
+  });
+  CHECK(plans == 6);
+  CHECK(ner::plan_world_size("zero3x4") == 4);
+}
+
+TEST_CASE("the communicator of a launch: threads or processes, CPU or GPU") {
+  using ner::RankComm;
+  CHECK(ner::rank_comm("cpu", false) == RankComm::thread);
+  CHECK(ner::rank_comm("cpu", true) == RankComm::mpi);
+  CHECK(ner::rank_comm("cuda", false) == RankComm::cuda_thread);
+  CHECK(ner::rank_comm("cuda", true) == RankComm::nccl);
+  CHECK(std::string(ner::rank_comm_name(RankComm::nccl)) == "NcclComm");
+  CHECK(std::string(ner::rank_comm_name(RankComm::cuda_thread)) == "CudaThreadComm");
+}
+
+TEST_CASE("NCCL under mpirun: a node with more processes than GPUs is refused with both counts") {
+  // 2 nodes of 4 processes; the second has 2 GPUs.
+  std::vector<ner::NodeGpus> ranks;
+  for (std::int64_t r = 0; r < 8; ++r) ranks.push_back({r, 4, r < 4 ? 4 : 2});
+  const std::string why = ner::gpu_shortage(ranks, "mpirun");
+  CHECK(contains(why,
+                 "--device cuda under mpirun: the node of rank 4 runs 4 processes of this "
+                 "job but has 2 GPUs"));
+  CHECK(contains(why, "start at most 2 per node"));
+  CHECK(contains(why, "CudaThreadComm"));
+  for (auto& r : ranks) r.gpus = 4;
+  CHECK(ner::gpu_shortage(ranks, "mpirun").empty());
+  ranks[0].gpus = 1;
+  CHECK(contains(ner::gpu_shortage(ranks, "srun"), "has 1 GPU;"));
+  ranks[0].gpus = 0;
+  CHECK(contains(ner::gpu_shortage(ranks, "srun"), "rank 0 sees no CUDA GPU"));
 }

@@ -1,0 +1,52 @@
+# --device and --precision on a machine without a GPU: what the build refuses and with which
+# message, and that --device cpu trains as before (its memory lines name the device).
+#   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> -DWITH_CUDA=<0|1> -P device_check.cmake
+# WITH_CUDA: whether the program holds the CUDA units (SEQPAR_NER_WITH_CUDA).
+file(REMOVE_RECURSE "${OUT}")
+include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
+file(MAKE_DIRECTORY "${OUT}")
+set(common --no-eval --quiet --seed 5 --max-steps 1 --batch 4)
+
+ner_run(0 out --help)
+expect("${out}" "--device cpu|cuda")
+expect("${out}" "--precision fp32|bf16|fp16")
+ner_run(2 out train --out "${OUT}/bad" ${common} --device gpu)
+expect("${out}" "--device is 'gpu'; expected cpu or cuda")
+ner_run(2 out train --out "${OUT}/bad" ${common} --precision fp8)
+expect("${out}" "--precision is 'fp8'; expected fp32, bf16 or fp16")
+# 16 bits on the CPU: refused as a DeepSpeed configuration's precision is (exit 1).
+ner_run(1 out train --out "${OUT}/bad" ${common} --precision bf16)
+expect("${out}" "precision bf16 needs --device cuda: the CPU backend trains in fp32")
+file(WRITE "${OUT}/fp16.json" [=[{"fp16": {"enabled": true, "initial_scale_power": 8}}]=])
+ner_run(1 out train --out "${OUT}/bad" ${common} --deepspeed "${OUT}/fp16.json")
+expect("${out}" "precision fp16 (from ${OUT}/fp16.json or --precision) needs --device cuda")
+
+if(WITH_CUDA)
+  # The CUDA units hold a few plans; the others are refused before anything starts.
+  ner_run(2 out train --out "${OUT}/bad" ${common} --device cuda --plan pp2)
+  expect("${out}" "--plan pp2 is not built for --device cuda; the CUDA plans are single dp2 dp4 zero3x2 zero3x4 tp2")
+else()
+  foreach(args IN ITEMS "--plan;dp2" "--precision;bf16" "--deepspeed;${OUT}/fp16.json")
+    ner_run(2 out train --out "${OUT}/bad" ${common} --device cuda ${args})
+    expect("${out}" "--device cuda: this seqgpt_ner was built without CUDA")
+  endforeach()
+  ner_run(2 out eval --out "${OUT}/bad" --device cuda)
+  expect("${out}" "built without CUDA")
+endif()
+
+# The CPU path as before: fp32 on thread ranks, the device on the plan and memory lines.
+ner_run(0 out train --out "${OUT}/cpu" ${common} --plan dp2 --device cpu --precision fp32)
+expect("${out}" "plan dp2: 2 rank(s) as threads of this process (ThreadComm) on cpu in fp32")
+if(NOT out MATCHES "rank 1  pid [0-9]+  cpu ")
+  message(FATAL_ERROR "no memory line of rank 1 on cpu:\n${out}")
+endif()
+file(STRINGS "${OUT}/cpu/metrics.jsonl" memory REGEX "\"event\":\"memory\"")
+if(NOT memory MATCHES "\"device\":\"cpu\"")
+  message(FATAL_ERROR "the memory event names no device cpu: ${memory}")
+endif()
+# The checkpoint records the device and precision (a resume may change them).
+file(STRINGS "${OUT}/cpu/step-1.safetensors" header LIMIT_INPUT 65536 REGEX "ner\\.device")
+if(NOT header MATCHES "\"ner\\.device\":\"cpu\"" OR NOT header MATCHES "\"ner\\.precision\":\"fp32\"")
+  message(FATAL_ERROR "the checkpoint's metadata names no device cpu and precision fp32")
+endif()
+message(STATUS "device check: --device and --precision refused and accepted as expected")
