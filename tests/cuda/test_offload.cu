@@ -129,7 +129,8 @@ void check_host_conversions() {
   CHECK(wrong == 0);
   // widening: every pattern
   std::vector<H> all(65536);
-  for (std::uint32_t b = 0; b < 65536; ++b) all[b] = std::bit_cast<H>(static_cast<std::uint16_t>(b));
+  for (std::uint32_t b = 0; b < 65536; ++b)
+    all[b] = std::bit_cast<H>(static_cast<std::uint16_t>(b));
   auto da = to_device_raw(arena, all);
   DeviceBuffer<float> dw(arena, all.size(), Memory::buffers);
   Ops<Cuda>::convert(dw.data(), da.data(), 65536);

@@ -22,9 +22,9 @@ namespace {
 
 struct Format {
   DType dt;
-  int mantissa_bits;          // stored mantissa bits: 7 (bf16), 10 (fp16)
-  int exponent_bias;          // 127, 15
-  std::uint16_t inf_bits;     // +infinity: 0x7f80, 0x7c00
+  int mantissa_bits;       // stored mantissa bits: 7 (bf16), 10 (fp16)
+  int exponent_bias;       // 127, 15
+  std::uint16_t inf_bits;  // +infinity: 0x7f80, 0x7c00
 };
 constexpr Format kBf16{DType::bf16, 7, 127, 0x7f80};
 constexpr Format kF16{DType::f16, 10, 15, 0x7c00};
@@ -39,9 +39,7 @@ double value_of(const Format& f, std::uint16_t bits) {
   return std::ldexp((1 << f.mantissa_bits) + m, e - f.exponent_bias - f.mantissa_bits);
 }
 
-bool is_nan(const Format& f, std::uint16_t bits) {
-  return (bits & 0x7fffu) > f.inf_bits;
-}
+bool is_nan(const Format& f, std::uint16_t bits) { return (bits & 0x7fffu) > f.inf_bits; }
 
 // The reference narrowing of x: a binary search for the largest pattern not above |x|,
 // then the nearer of it and the next one, a tie to the even one.
@@ -135,8 +133,8 @@ void check_format(const Format& f) {
       CHECK(std::bit_cast<std::uint32_t>(wide[b]) == reference_widen(f, bits));
     }
     // what is widened narrows back to itself (NaNs to the canonical one)
-    const std::uint16_t back = f.dt == DType::bf16 ? device_float_to_bf16(wide[b])
-                                                   : device_float_to_f16(wide[b]);
+    const std::uint16_t back =
+        f.dt == DType::bf16 ? device_float_to_bf16(wide[b]) : device_float_to_f16(wide[b]);
     if (back != (is_nan(f, bits) ? 0x7fffu : bits) && wrong++ < 5) {
       CAPTURE(b);
       CHECK(back == bits);

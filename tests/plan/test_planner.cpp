@@ -273,8 +273,7 @@ TEST_CASE("planner: unit sizes are config/units.hpp's table; SeqGPT-560M's state
   const StepTime b = step_time(none, none_pred.ranks.at(0), h);
   const double elems = static_cast<double>(off.range_elements), pcie = h.pcie_gbps * 1e9;
   CHECK(a.compute * 2 / 3 > 2 * elems / pcie);  // the whole download fits behind the backward
-  CHECK(a.update - b.update ==
-        doctest::Approx(2.0 * static_cast<double>(table_shard) / pcie + 34 * elems / 50e9 +
-                        2 * elems / pcie)
-            .epsilon(1e-9));
+  CHECK(a.update - b.update == doctest::Approx(2.0 * static_cast<double>(table_shard) / pcie +
+                                               34 * elems / 50e9 + 2 * elems / pcie)
+                                   .epsilon(1e-9));
 }

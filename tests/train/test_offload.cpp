@@ -110,7 +110,8 @@ void check_downloads_interleave(MakeComm make, std::int64_t lag) {
     for (std::size_t i = 0; i < log.size(); ++i)
       if (log[i].backward) backward_at.push_back(i);
     REQUIRE(backward_at.size() == 4 * static_cast<std::size_t>(held + 1));
-    const std::size_t last_begin = backward_at[backward_at.size() - static_cast<std::size_t>(held) - 1];
+    const std::size_t last_begin =
+        backward_at[backward_at.size() - static_cast<std::size_t>(held) - 1];
     for (std::size_t i = 0; i < last_begin; ++i) CHECK(log[i].downloads == before);
     std::int64_t ready = 0;  // units complete in the last micro-batch so far
     for (std::size_t i = last_begin; i < log.size(); ++i) {
@@ -177,8 +178,8 @@ TEST_CASE_TEMPLATE(
     "over a communicator that runs collectives when joined, a unit's download starts at the "
     "next unit's reduction",
     Plan, Replicated<2>, Sharded<Zero1, 2>, Sharded<Zero2, 2>) {
-  check_downloads_interleave<Plan>(
-      [](ThreadComm& c) { return test::DeferredComm<ThreadComm>(c); }, 1);
+  check_downloads_interleave<Plan>([](ThreadComm& c) { return test::DeferredComm<ThreadComm>(c); },
+                                   1);
 }
 
 TEST_CASE_TEMPLATE("offloading ZeRO-3's parameters too changes no bit", Plan, Sharded<Zero3, 2>,

@@ -54,8 +54,7 @@ void host_narrow(H* y, const float* x, std::int64_t n, DType dt, int threads = 0
                "; expected BF16 or F16");
   detail::host_adam::for_blocks(n, threads, [&](std::int64_t i0, std::int64_t i1) {
     if (dt == DType::bf16)
-      for (std::int64_t i = i0; i < i1; ++i)
-        y[i] = std::bit_cast<H>(device_float_to_bf16(x[i]));
+      for (std::int64_t i = i0; i < i1; ++i) y[i] = std::bit_cast<H>(device_float_to_bf16(x[i]));
     else
       for (std::int64_t i = i0; i < i1; ++i) y[i] = std::bit_cast<H>(device_float_to_f16(x[i]));
   });

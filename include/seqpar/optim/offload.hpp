@@ -101,8 +101,8 @@ void host_adamw_update_widened(HostAdamState<M, HostArenaT>& s, const H* g, DTyp
     for_each_segments<bool>(
         u, b0, b1, [](const ParamSpec& spec) { return spec.decay; },
         [&](std::int64_t k, const kernels::Segments<bool>& decay) {
-          host_adamw(s.master.data() + at + k, wide + k, s.m.data() + at + k,
-                     s.v.data() + at + k, decay, c, static_cast<M>(grad_factor));
+          host_adamw(s.master.data() + at + k, wide + k, s.m.data() + at + k, s.v.data() + at + k,
+                     decay, c, static_cast<M>(grad_factor));
         });
   }
 }

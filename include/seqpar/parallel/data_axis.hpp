@@ -518,10 +518,10 @@ class DataAxisBase : public UnitHooks {
     Buffer<T, Arena> grads, part;  // the unit's full gradients and this rank's reduced block
     CommTicket ticket;
     bool last = false;  // the step's last micro-batch of the unit: its shard is then complete
-  } in_flight_;  // ZeRO-2/3: the reduction not yet added into its shard
+  } in_flight_;         // ZeRO-2/3: the reduction not yet added into its shard
   // Offloaded, per unit: this step's reduced gradients on their way to the host.
   struct Download {
-    Buffer<T, HostArenaT> grads;  // [range_size] of T: 16-bit values cross at 2 bytes
+    Buffer<T, HostArenaT> grads;         // [range_size] of T: 16-bit values cross at 2 bytes
     typename Ops<D>::Event ready, done;  // the gradients complete; the copy landed
     bool started = false;                // this step's copy has been queued
   };

@@ -243,7 +243,8 @@ inline PlanPrediction predict(const PlanQuery& q) {
           const std::int64_t wide = q.mixed() ? master * std::min(host_widen_block, range) : 0;
           host_update = std::max(host_update, left + wide);
           left -= t * range;
-          host_after = std::max(host_after, left + ((Z == 1 || Z == 2) && D > 1 ? shard(u) * t : 0));
+          host_after =
+              std::max(host_after, left + ((Z == 1 || Z == 2) && D > 1 ? shard(u) * t : 0));
         }
       }
       set(Memory::host_optimizer, offload_opt ? 3 * master * ranges + host_update : 0);

@@ -4,9 +4,9 @@
 // too). Storage is float, __nv_bfloat16 or __half; all arithmetic is float; GEMMs run on
 // cuBLAS. Ops are queued on the calling thread's stream (CudaContext): results reach the
 // host through download() or synchronize(); download_after() queues a copy on the thread's
-// second, copy stream behind an event instead (optimizer offload's gradients). Beyond the CPU set: strided batched GEMM
-// and AdamW on fp32 master weights (adamw_mixed: the CPU has no 16-bit storage).
-// Compiled only under nvcc; a program built by another compiler sees nothing here.
+// second, copy stream behind an event instead (optimizer offload's gradients). Beyond the CPU set:
+// strided batched GEMM and AdamW on fp32 master weights (adamw_mixed: the CPU has no 16-bit
+// storage). Compiled only under nvcc; a program built by another compiler sees nothing here.
 
 #if defined(__CUDACC__)
 
