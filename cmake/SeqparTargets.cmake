@@ -98,9 +98,10 @@ endif()
 # host compiler's flags through -Xcompiler. SEQPAR_NATIVE_ARCH=OFF drops -march=native,
 # for binaries built here and run on another machine (the GPU runs).
 add_library(seqpar_dev_flags INTERFACE)
-# The Sanitize configuration (presets asan, tsan) keeps its own -O1.
+# The Sanitize configuration (presets asan, tsan) keeps its own -O1, and Check (preset
+# cuda-check: compiled and linked, never run) its -O0.
 target_compile_options(seqpar_dev_flags INTERFACE
-  "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<NOT:$<CONFIG:Sanitize>>>:-O2>"
+  "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<NOT:$<CONFIG:Sanitize,Check>>>:-O2>"
   "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra>"
   "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>")
 # Libraries a program does not use are not recorded as needed (a CUDA benchmark that
