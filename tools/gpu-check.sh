@@ -100,6 +100,15 @@ note() { echo "gpu-check: $*"; }
 # record STEP STATUS DETAIL: one line of the final table
 record() { printf '%-8s %-5s %s\n' "$1" "$2" "$3" >>"$summary"; }
 have_python() { command -v "$python" >/dev/null 2>&1; }
+# no_gpu STEP WHY: a step that found no usable GPU fails under SEQPAR_REQUIRE_GPU=1, else skips.
+no_gpu() {
+  if [[ $require_gpu == 1 ]]; then
+    record "$1" FAIL "$2"
+    failed=1
+  else
+    record "$1" SKIP "$2"
+  fi
+}
 # step_limit: the seconds the next step may take (SEQPAR_STEP_TIMEOUT, or what is left of
 # SEQPAR_TOTAL_TIMEOUT less 20 s for the table, at least 5).
 step_limit() {
@@ -235,12 +244,7 @@ if ! have_python; then
   record pytorch SKIP "no $python"
 elif ! "$python" -c "import torch, transformers; assert torch.cuda.is_available()" >"$out/torch_bench.log" 2>&1; then
   note "pytorch: $python lacks torch/transformers or sees no GPU (see torch_bench.log)"
-  if [[ $require_gpu == 1 ]]; then
-    record pytorch FAIL "$python lacks torch/transformers or CUDA (see torch_bench.log)"
-    failed=1
-  else
-    record pytorch SKIP "$python lacks torch/transformers or CUDA (see torch_bench.log)"
-  fi
+  no_gpu pytorch "$python lacks torch/transformers or CUDA (see torch_bench.log)"
 else
   note "pytorch: tools/bench_torch_gpu.py --shapes $torch_shapes"
   run_step pytorch torch_bench.log "$python" "$root/tools/bench_torch_gpu.py" --shapes "$torch_shapes"
@@ -285,12 +289,7 @@ if [[ ! -x $ner_bin ]]; then
   note "ner: skipped, $ner_bin not found (build target seqgpt_ner with SEQPAR_WITH_CUDA=ON)"
   record ner SKIP "no $ner_bin"
 elif ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  if [[ $require_gpu == 1 ]]; then
-    record ner FAIL "no GPU (nvidia-smi -L)"
-    failed=1
-  else
-    record ner SKIP "no GPU (nvidia-smi -L)"
-  fi
+  no_gpu ner "no GPU (nvidia-smi -L)"
 else
   # Two ranks sharing the GPU, bf16, evaluation (greedy, on the GPU) at the end.
   run_ner ner-tiny ner_tiny.log --device cuda --precision bf16 --plan dp2 --model tiny \
