@@ -114,7 +114,7 @@ inline std::uint16_t float_to_f16(float f) {
 inline std::uint16_t device_float_to_bf16(float f) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return float_to_bf16(f);
 }
 
 /// float -> IEEE half bits as the device rounds: to nearest even (65520 and above to
