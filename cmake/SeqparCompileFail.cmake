@@ -8,8 +8,9 @@
 # compiles, or fails with another message, fails the test and prints the output.
 #
 # The test calls the C++ compiler directly (with CMAKE_CXX_FLAGS, without the build
-# type's optimisation flags), not the build tool, so it runs in parallel with anything
-# else. Compilers that take GCC-style flags (g++, clang++) are supported.
+# type's optimisation flags, front end only: -fsyntax-only), not the build tool, so it
+# runs in parallel with anything else. Compilers that take GCC-style flags (g++, clang++)
+# are supported.
 set(SEQPAR_COMPILE_FAIL_CHECK "${CMAKE_CURRENT_LIST_DIR}/SeqparCompileFailCheck.cmake")
 
 function(seqpar_add_compile_fail_test)
@@ -60,7 +61,6 @@ set(CF_INCLUDES [==[$<TARGET_PROPERTY:${probe},INCLUDE_DIRECTORIES>]==])
 set(CF_IMPLICIT_INCLUDES [==[${CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES}]==])
 set(CF_DEFINITIONS [==[$<TARGET_PROPERTY:${probe},COMPILE_DEFINITIONS>]==])
 set(CF_SOURCE [==[${source}]==])
-set(CF_OBJECT [==[${work}/probe.o]==])
 set(CF_REGEX [==[${ARG_REGEX}]==])
 ")
   add_test(NAME ${ARG_NAME}

@@ -20,10 +20,9 @@ endforeach()
 foreach(def IN LISTS CF_DEFINITIONS)
   list(APPEND command "-D${def}")
 endforeach()
-list(APPEND command -c "${CF_SOURCE}" -o "${CF_OBJECT}")
-get_filename_component(object_dir "${CF_OBJECT}" DIRECTORY)
-file(MAKE_DIRECTORY "${object_dir}")
-file(REMOVE "${CF_OBJECT}")
+# Only the front end runs: every rejection checked here (static_assert, a constraint, an
+# ill-formed expression) is its, and no object file is needed.
+list(APPEND command -fsyntax-only "${CF_SOURCE}")
 
 execute_process(COMMAND ${command} RESULT_VARIABLE result OUTPUT_VARIABLE output
                 ERROR_VARIABLE output)

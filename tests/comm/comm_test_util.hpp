@@ -10,7 +10,10 @@
 #include <exception>
 #include <functional>
 #include <future>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "seqpar/comm/communicator.hpp"
@@ -98,5 +101,16 @@ inline double timed_within(std::chrono::seconds limit, const std::function<void(
   done.get();  // rethrows what body threw
   return s;
 }
+
+/// What every rank ended with: "<returned>" for a normal return, else the message it threw.
+struct Outcome {
+  std::mutex mutex;
+  std::vector<std::string> messages;
+  explicit Outcome(int n) : messages(n, "<returned>") {}
+  void set(int r, std::string m) {
+    std::lock_guard lock(mutex);
+    messages[r] = std::move(m);
+  }
+};
 
 }  // namespace comm_test

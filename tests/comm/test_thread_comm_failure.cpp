@@ -15,21 +15,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using comm_test::Outcome;
+
 // Not derived from seqpar::Error or std::runtime_error, so it cannot be mistaken for the
 // Errors the other ranks see.
 struct Boom : std::exception {
   const char* what() const noexcept override { return "boom: bad batch"; }
-};
-
-// What every rank ended with: "" for a normal return, else the message it threw.
-struct Outcome {
-  std::mutex mutex;
-  std::vector<std::string> messages;
-  explicit Outcome(int n) : messages(n, "<returned>") {}
-  void set(int r, std::string m) {
-    std::lock_guard lock(mutex);
-    messages[r] = std::move(m);
-  }
 };
 
 // Runs n ranks; after some successful collectives, `failing` throws Boom after a short delay

@@ -20,15 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Outcome {
-  std::mutex mutex;
-  std::vector<std::string> messages;
-  explicit Outcome(int n) : messages(n, "<returned>") {}
-  void set(int r, std::string m) {
-    std::lock_guard lock(mutex);
-    messages[r] = std::move(m);
-  }
-};
+using comm_test::Outcome;
 
 // Process CPU time in seconds (all threads).
 double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }

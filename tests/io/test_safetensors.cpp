@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../support/files.hpp"
 #include "seqpar/io/safetensors.hpp"
 
 using namespace seqpar;
@@ -22,37 +23,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path fixture_dir = fs::path(SEQPAR_TEST_DIR) / "fixtures" / "safetensors";
-
 /// A fresh folder under the system temp folder, removed with its contents.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "seqpar_st_XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-  std::vector<std::string> listing() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
-
-std::vector<std::byte> read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in.good());
-  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(c.size());
-  if (!c.empty()) std::memcpy(out.data(), c.data(), c.size());
-  return out;
-}
+using test::read_bytes;
+using test::TempDir;
 
 template <class T>
 std::span<const std::byte> as_bytes_of(const std::vector<T>& v) {
@@ -228,7 +201,7 @@ TEST_CASE("safetensors file with no tensors and no metadata") {
 }
 
 TEST_CASE("safetensors fixture from the Python library: values of every dtype") {
-  const SafetensorsFile f(fixture_dir / "python_mixed.safetensors");
+  const SafetensorsFile f(test::fixture_dir("safetensors") / "python_mixed.safetensors");
   CHECK(f.metadata() == std::map<std::string, std::string>{{"format", "pt"}});
   CHECK(f.size() == 17);
 
@@ -276,7 +249,7 @@ TEST_CASE("safetensors fixture from the Python library: values of every dtype") 
 }
 
 TEST_CASE("safetensors fixture from the Python library: 16-bit floats match torch bit for bit") {
-  const SafetensorsFile f(fixture_dir / "python_mixed.safetensors");
+  const SafetensorsFile f(test::fixture_dir("safetensors") / "python_mixed.safetensors");
   const auto src = values_of<float>(f.at("round_src_f32"));
   REQUIRE(src.size() == 64);
   struct Pair {
@@ -308,7 +281,7 @@ TEST_CASE("safetensors fixture from the Python library: 16-bit floats match torc
 }
 
 TEST_CASE("safetensors fixture from the Python library: metadata and non-ASCII names") {
-  const SafetensorsFile f(fixture_dir / "python_metadata.safetensors");
+  const SafetensorsFile f(test::fixture_dir("safetensors") / "python_metadata.safetensors");
   CHECK(f.metadata() == std::map<std::string, std::string>{
                             {"format", "pt"}, {"note", "héllo ✓ \"quoted\"\n"}, {"empty", ""}});
   CHECK(floats_of(f.at("emb.权重")) == std::vector<float>{1.0f, 2.0f, 3.0f});
@@ -323,17 +296,17 @@ TEST_CASE("safetensors writer reproduces the Python library's fixture files byte
   TempDir dir;
   for (const char* name : {"python_mixed.safetensors", "python_small.safetensors"}) {
     CAPTURE(name);
-    const SafetensorsFile f(fixture_dir / name);
+    const SafetensorsFile f(test::fixture_dir("safetensors") / name);
     std::vector<TensorToWrite> tensors;
     for (const auto& e : f.entries()) tensors.push_back({e.name, e.dtype, e.shape, e.bytes});
     const auto out = dir / name;
     write_safetensors(out, tensors, f.metadata());
-    CHECK(read_bytes(out) == read_bytes(fixture_dir / name));
+    CHECK(read_bytes(out) == read_bytes(test::fixture_dir("safetensors") / name));
   }
 }
 
 TEST_CASE("safetensors fixture from the Python library: names are in data-offset order") {
-  const SafetensorsFile f(fixture_dir / "python_small.safetensors");
+  const SafetensorsFile f(test::fixture_dir("safetensors") / "python_small.safetensors");
   CHECK(f.names() == std::vector<std::string>{"ids", "w", "h"});
   CHECK(values_of<std::int64_t>(f.at("ids")) == std::vector<std::int64_t>{7, -1, 3});
   CHECK(floats_of(f.at("w")) == std::vector<float>{1.0f, -2.0f, 0.5f, 4.0f});
@@ -344,7 +317,7 @@ TEST_CASE("safetensors fixture from the Python library: names are in data-offset
 }
 
 TEST_CASE("safetensors at() names the file and the missing tensor") {
-  const auto path = fixture_dir / "python_small.safetensors";
+  const auto path = test::fixture_dir("safetensors") / "python_small.safetensors";
   const SafetensorsFile f(path);
   try {
     (void)f.at("transformer.ln_f.weight");
@@ -368,13 +341,13 @@ TEST_CASE("safetensors open reports a missing file and a folder") {
 }
 
 TEST_CASE("safetensors files move; the moved-to object keeps the mapping") {
-  SafetensorsFile a(fixture_dir / "python_small.safetensors");
+  SafetensorsFile a(test::fixture_dir("safetensors") / "python_small.safetensors");
   const auto* w = a.find("w");
   REQUIRE(w != nullptr);
   SafetensorsFile b(std::move(a));
   CHECK(b.find("w") == w);  // entries and their bytes did not move in memory
   CHECK(floats_of(b.at("w")) == std::vector<float>{1.0f, -2.0f, 0.5f, 4.0f});
-  SafetensorsFile c(fixture_dir / "python_metadata.safetensors");
+  SafetensorsFile c(test::fixture_dir("safetensors") / "python_metadata.safetensors");
   c = std::move(b);
   CHECK(c.names() == std::vector<std::string>{"ids", "w", "h"});
   CHECK(floats_of(c.at("h")) == std::vector<float>{1.5f});

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/files.hpp"
 #include "seqpar/io/safetensors.hpp"
 
 using namespace seqpar;
@@ -21,36 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path fixture_dir = fs::path(SEQPAR_TEST_DIR) / "fixtures" / "safetensors";
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "seqpar_stbad_XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-std::vector<std::byte> read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in.good());
-  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(c.size());
-  if (!c.empty()) std::memcpy(out.data(), c.data(), c.size());
-  return out;
-}
-
-void write_bytes(const fs::path& p, std::span<const std::byte> bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
+using test::read_bytes;
+using test::TempDir;
+using test::write_bytes;
 
 // A file image: the 8-byte length (the header's own unless `declared` is given),
 // the header text, then `data_size` data bytes.
@@ -394,7 +368,7 @@ void open_or_reject(const fs::path& path, std::span<const std::byte> bytes, Swee
 }  // namespace
 
 TEST_CASE("safetensors corruption sweep over every byte of a small Python fixture") {
-  const auto original = read_bytes(fixture_dir / "python_small.safetensors");
+  const auto original = read_bytes(test::fixture_dir("safetensors") / "python_small.safetensors");
   REQUIRE(original.size() == 250);
   SweepCounts counts;
   const unsigned char replacements[] = {'"', '0', '9', ' ', '-', '{', '}', '[', ']', ',', ':', 0};
@@ -419,7 +393,7 @@ TEST_CASE("safetensors corruption sweep over every byte of a small Python fixtur
 }
 
 TEST_CASE("safetensors truncation sweep: every prefix of a small Python fixture file") {
-  const auto original = read_bytes(fixture_dir / "python_small.safetensors");
+  const auto original = read_bytes(test::fixture_dir("safetensors") / "python_small.safetensors");
   TempDir dir;
   SweepCounts counts;
   for (std::size_t len = 0; len < original.size(); ++len) {
@@ -432,7 +406,7 @@ TEST_CASE("safetensors truncation sweep: every prefix of a small Python fixture 
 }
 
 TEST_CASE("safetensors corruption sweep with random multi-byte damage to a Python fixture") {
-  const auto original = read_bytes(fixture_dir / "python_mixed.safetensors");
+  const auto original = read_bytes(test::fixture_dir("safetensors") / "python_mixed.safetensors");
   std::mt19937_64 rng(20240531);
   SweepCounts counts;
   std::uint64_t n = 0;

@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "../support/files.hpp"
 #include "seqpar/io/tokenizer.hpp"
 
 using namespace seqpar;
@@ -22,8 +23,6 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
-
-const fs::path fixture_dir = fs::path(SEQPAR_TEST_DIR) / "fixtures" / "tokenizer";
 
 Json read_json(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -39,12 +38,12 @@ std::string from_hex(std::string_view hex) {
 }
 
 const Json& expected() {
-  static const Json j = read_json(fixture_dir / "expected.json");
+  static const Json j = read_json(test::fixture_dir("tokenizer") / "expected.json");
   return j;
 }
 
 const Json& expected_fuzz() {
-  static const Json j = read_json(fixture_dir / "expected_fuzz.json");
+  static const Json j = read_json(test::fixture_dir("tokenizer") / "expected_fuzz.json");
   return j;
 }
 
@@ -54,7 +53,9 @@ const Tokenizer& fixture_tokenizer(const std::string& name) {
   std::lock_guard lock(m);
   auto it = loaded.find(name);
   if (it == loaded.end())
-    it = loaded.emplace(name, Tokenizer::from_file(fixture_dir / (name + ".json"))).first;
+    it = loaded
+             .emplace(name, Tokenizer::from_file(test::fixture_dir("tokenizer") / (name + ".json")))
+             .first;
   return it->second;
 }
 
@@ -208,7 +209,7 @@ TEST_CASE("tokenizer: vocabulary lookups agree with the file, parsed independent
   for (const std::string& name : fixture_names()) {
     INFO("tokenizer ", name);
     const Tokenizer& tok = fixture_tokenizer(name);
-    const Json doc = read_json(fixture_dir / (name + ".json"));
+    const Json doc = read_json(test::fixture_dir("tokenizer") / (name + ".json"));
     const Json& info = expected()["tokenizers"][name];
     CHECK(tok.vocab_size() == info["vocab_size"].get<std::size_t>());
     for (const auto& [token, id] : doc["model"]["vocab"].items()) {
@@ -239,7 +240,7 @@ TEST_CASE(
     "tokenizer: merges follow rank order, as a rescan-for-the-best-pair loop does (fixture)") {
   // Reference: the textbook loop, O(n^2): merge the leftmost occurrence of the
   // lowest-ranked adjacent pair until no pair has a rule.
-  const Json doc = read_json(fixture_dir / "bpe3000.json");
+  const Json doc = read_json(test::fixture_dir("tokenizer") / "bpe3000.json");
   std::map<std::pair<std::string, std::string>, std::size_t> rank;
   const auto& merges = doc["model"]["merges"];
   for (std::size_t r = 0; r < merges.size(); ++r)
@@ -312,7 +313,8 @@ TEST_CASE("tokenizer: encode is thread-safe and copies share the loaded model (f
   // bpe3000 splits with the hand-written BLOOM splitter, gpt2_style with Oniguruma.
   for (const char* name : {"bpe3000", "gpt2_style"}) {
     INFO("tokenizer ", name);
-    const Tokenizer tok = Tokenizer::from_file(fixture_dir / (std::string(name) + ".json"));
+    const Tokenizer tok =
+        Tokenizer::from_file(test::fixture_dir("tokenizer") / (std::string(name) + ".json"));
     std::vector<std::string> texts;
     std::vector<std::vector<std::int32_t>> want;
     for (const auto& c : expected_fuzz()["cases"]) {
@@ -337,7 +339,7 @@ TEST_CASE("tokenizer: encode is thread-safe and copies share the loaded model (f
 
 TEST_CASE("tokenizer: the whole benchmark corpus as one text round-trips (fixture)") {
   const Tokenizer& tok = fixture_tokenizer("bpe3000");
-  const Json corpus = read_json(fixture_dir / "bench_corpus.json");
+  const Json corpus = read_json(test::fixture_dir("tokenizer") / "bench_corpus.json");
   std::string all;
   for (const auto& t : corpus) all += t.get<std::string>() + "\n";
   const auto ids = tok.encode(all);
@@ -348,7 +350,7 @@ TEST_CASE("tokenizer: the whole benchmark corpus as one text round-trips (fixtur
 TEST_CASE(
     "tokenizer: unsupported or broken files throw seqpar::Error naming the file and the field "
     "(fixture)") {
-  const Json good = read_json(fixture_dir / "bpe500.json");
+  const Json good = read_json(test::fixture_dir("tokenizer") / "bpe500.json");
   CHECK(load_error(good).empty());
 
   const auto expect = [&](Json j, const std::string& field) {
@@ -470,7 +472,7 @@ TEST_CASE(
     "tokenizer: model.unk_token stands for bytes without a token, fused when fuse_unk is set "
     "(fixture)") {
   // Drop the token of byte 'z' (and every merge that uses it) from the small model.
-  Json j = read_json(fixture_dir / "bpe500.json");
+  Json j = read_json(test::fixture_dir("tokenizer") / "bpe500.json");
   Json merges = Json::array();
   for (const auto& m : j["model"]["merges"]) {
     const std::string s = m.get<std::string>();
@@ -507,7 +509,7 @@ TEST_CASE(
 
 TEST_CASE(
     "tokenizer: ids far above the entry count are refused before any table is sized (fixture)") {
-  const Json good = read_json(fixture_dir / "bpe500.json");
+  const Json good = read_json(test::fixture_dir("tokenizer") / "bpe500.json");
   std::size_t entries = good["model"]["vocab"].size() + good["added_tokens"].size();
   {
     // A few kilobytes asking for two billion ids: once it allocated for all of them.

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "../support/files.hpp"
 #include "seqpar/io/torch_checkpoint.hpp"
 
 namespace seqpar::test_torch {
@@ -105,19 +106,8 @@ inline std::vector<std::byte> gather_bytes(const TensorEntry& e) {
   return out;
 }
 
-inline std::vector<std::byte> read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(chars.size());
-  if (!chars.empty()) std::memcpy(out.data(), chars.data(), chars.size());
-  return out;
-}
-
-inline void write_bytes(const std::filesystem::path& path, std::span<const std::byte> bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-}
+using test::read_bytes;
+using test::write_bytes;
 
 /// A tensor of a safetensors file: dtype name, shape and its row-major bytes.
 struct SafeTensor {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "nn_test_util.hpp"
 #include "seqpar/backend/cpu/ops.hpp"
 #include "seqpar/comm/thread_comm.hpp"
 #include "seqpar/nn/generate.hpp"
@@ -20,15 +21,10 @@ using namespace seqpar;
 namespace {
 // 12 heads (6 a rank under TensorSplit<2>); vocab 97 is padded to 256 there, so rank 1
 // holds 0 real columns past 128: the top candidates must come from rank 0.
-using Tiny = Bloom<BloomConfig{.vocab_size = 97, .hidden = 48, .layers = 3, .heads = 12}>;
-constexpr std::int32_t pad = 3;
+using Tiny = test::DecodeModel;
+using test::pad;
 
-TrainOptions random_model() {
-  TrainOptions o;
-  o.seed = 17;
-  o.init_std = 0.4;  // spread-out logits: no near-ties between candidates
-  return o;
-}
+using test::random_model;
 
 Batch left_padded(const std::vector<std::vector<std::int32_t>>& rows) {
   std::size_t seq = 0;

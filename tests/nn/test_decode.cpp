@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "nn_test_util.hpp"
 #include "seqpar/backend/cpu/ops.hpp"
 #include "seqpar/comm/thread_comm.hpp"
 #include "seqpar/core/rng.hpp"
@@ -22,15 +23,10 @@ using O = Ops<Cpu>;
 
 namespace {
 // 12 heads: ALiBi slopes of a non-power-of-two head count; 6 a rank under TensorSplit<2>.
-using Tiny = Bloom<BloomConfig{.vocab_size = 97, .hidden = 48, .layers = 3, .heads = 12}>;
-constexpr std::int32_t pad = 3;
+using Tiny = test::DecodeModel;
+using test::pad;
 
-TrainOptions random_model() {
-  TrainOptions o;
-  o.seed = 17;
-  o.init_std = 0.4;  // spread-out logits: no near-ties between the best two tokens
-  return o;
-}
+using test::random_model;
 
 std::vector<double> normals(std::size_t n, std::uint64_t seed) {
   const CounterRng rng(seed, "test-decode");

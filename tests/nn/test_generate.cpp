@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "nn_test_util.hpp"
 #include "seqpar/backend/cpu/ops.hpp"
 #include "seqpar/nn/generate.hpp"
 #include "seqpar/train/trainer.hpp"
@@ -15,8 +16,8 @@ using namespace seqpar;
 
 namespace {
 // 12 heads: ALiBi slopes of a non-power-of-two head count.
-using Tiny = Bloom<BloomConfig{.vocab_size = 97, .hidden = 48, .layers = 3, .heads = 12}>;
-constexpr std::int32_t pad = 3;
+using Tiny = test::DecodeModel;
+using test::pad;
 
 // Prompts of lengths 7, 3 and 5, left-padded to 7.
 Batch prompts() {
@@ -34,12 +35,7 @@ Batch prompts() {
   return b;
 }
 
-TrainOptions random_model() {
-  TrainOptions o;
-  o.seed = 17;
-  o.init_std = 0.4;  // spread-out logits: no near-ties between the best two tokens
-  return o;
-}
+using test::random_model;
 
 // The tokens of row r: its prompt's and those generated so far.
 std::vector<std::int32_t> row_tokens(const Batch& p, std::int64_t r,

@@ -11,7 +11,7 @@
 using namespace seqpar;
 
 namespace {
-using Tiny = Bloom<BloomConfig{
+using GradModel = Bloom<BloomConfig{
     .vocab_size = 37, .hidden = 12, .layers = 2, .heads = 3, .layer_norm_eps = 1e-5}>;
 
 Batch tiny_batch() {
@@ -37,7 +37,7 @@ Batch tiny_batch() {
 
 TEST_CASE("model backward matches finite differences for every parameter tensor (double)") {
   Arena arena;
-  BloomStack<Tiny, Cpu, double> model(arena);
+  BloomStack<GradModel, Cpu, double> model(arena);
   model.initialize(7, 0.3);  // a large std so that nothing is near-linear
   // Perturb layernorms and biases too, so their gradients are not trivially symmetric.
   for (std::size_t u = 0; u < model.units().size(); ++u)
@@ -50,7 +50,7 @@ TEST_CASE("model backward matches finite differences for every parameter tensor 
   const Batch batch = tiny_batch();
   const double count = static_cast<double>(batch.view().target_count());
   Activations<double, Arena> acts;
-  std::vector<double> d(static_cast<std::size_t>(batch.view().tokens() * Tiny::hidden));
+  std::vector<double> d(static_cast<std::size_t>(batch.view().tokens() * GradModel::hidden));
   const auto loss = [&] {
     model.forward(batch, acts);
     return model.loss(acts, 0.0, nullptr).sum / count;
@@ -69,7 +69,7 @@ TEST_CASE("model backward matches finite differences for every parameter tensor 
       for (std::int64_t k = 0; k < 4; ++k) {
         std::int64_t i = (k * 7919 + 13) % p.numel();
         if (p.name == "word_embeddings.weight")
-          i = (batch.input_ids[static_cast<std::size_t>(k * 3)]) * Tiny::hidden + k;
+          i = (batch.input_ids[static_cast<std::size_t>(k * 3)]) * GradModel::hidden + k;
         double* x = model.params(u) + p.offset;
         const double num = test::numeric_grad(x, i, loss);
         const double ana = model.grads(u)[p.offset + i];

@@ -13,6 +13,7 @@
 #include "seqpar/comm/thread_comm.hpp"
 #include "seqpar/core/rng.hpp"
 #include "seqpar/train/trainer.hpp"
+#include "weights.hpp"
 
 namespace seqpar::test {
 
@@ -63,8 +64,7 @@ inline RunResult reference_run(int steps) {
     r.losses.push_back(st.loss);
     r.norms.push_back(st.grad_norm);
   }
-  t.for_each_param(
-      [&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
+  r.weights = weights_by_name(t);
   return r;
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "../support/files.hpp"
 #include "../support/plans.hpp"
 
 using namespace seqpar;
@@ -12,17 +13,12 @@ using test::Small;
 namespace {
 constexpr int kSteps = test::kPlanSteps, kSplit = 2;
 
-std::filesystem::path temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() /
-         ("seqpar_ckpt_" + std::to_string(::getpid()) + "_" + name);
-}
-
 using test::reference;
 
 // kSplit steps under plan A, a checkpoint, then the remaining steps under plan B.
 template <class A, class B>
 void check_resume() {
-  const auto path = temp_path("resume.safetensors");
+  const auto path = test::temp_path("ckpt_resume.safetensors");
   run_ranks(std::max(1, PlanTraits<A>::world_size), [&](ThreadComm& comm) {
     Trainer<Small, A> t(comm, test::plan_options());
     for (int s = 0; s < kSplit; ++s) t.step(test::plan_batch(s));
@@ -64,7 +60,8 @@ TEST_CASE("TP2 x ZeRO-3 -> PP4 with GPipe") {
 }
 
 TEST_CASE("weights exported under TP2 x PP2 are the full Hugging Face tensors") {
-  const auto split = temp_path("split.safetensors"), single = temp_path("single.safetensors");
+  const auto split = test::temp_path("ckpt_split.safetensors"),
+             single = test::temp_path("ckpt_single.safetensors");
   run_ranks(4, [&](ThreadComm& comm) {
     Trainer<Small, Hybrid<TP2, PP2>> t(comm, test::plan_options());
     t.step(test::plan_batch(0));
@@ -89,7 +86,7 @@ TEST_CASE("weights exported under TP2 x PP2 are the full Hugging Face tensors") 
 }
 
 TEST_CASE("checkpoint errors name the file and what differs") {
-  const auto path = temp_path("other.safetensors");
+  const auto path = test::temp_path("ckpt_other.safetensors");
   {
     Trainer<Small, Replicated<1>> t(test::plan_options());
     t.save_checkpoint(path);

@@ -13,7 +13,9 @@
 #include <mutex>
 #include <sstream>
 
+#include "../support/files.hpp"
 #include "../support/plans.hpp"
+#include "../support/weights.hpp"
 
 using namespace seqpar;
 using test::Small;
@@ -21,11 +23,6 @@ using test::Small;
 namespace {
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-
-std::filesystem::path temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() /
-         ("seqpar_faults_" + std::to_string(::getpid()) + "_" + name);
-}
 
 std::string file_bytes(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -54,13 +51,6 @@ void rewrite(const std::filesystem::path& from, const std::filesystem::path& to,
   for (const auto& [n, v] : values)
     tensors.push_back({n, DType::f32, shapes.at(n), std::as_bytes(std::span(v))});
   write_safetensors(to, tensors, meta);
-}
-
-std::map<std::string, std::vector<float>> weights_of(Trainer<Small, Replicated<1>>& t) {
-  std::map<std::string, std::vector<float>> w;
-  t.for_each_param(
-      [&](const ParamSpec& p, float* v, float*) { w[p.name].assign(v, v + p.numel()); });
-  return w;
 }
 
 void poison(Trainer<Small, Replicated<1>>& t, const std::string& name) {
@@ -116,7 +106,7 @@ TEST_CASE("a NaN in the weights skips every update, counted, until the run stops
   Trainer<Small, Replicated<1>> t(o);
   t.step(test::plan_batch(0));
   poison(t, "h.1.mlp.dense_h_to_4h.weight");
-  const auto before = weights_of(t);
+  const auto before = test::weights_by_name(t);
   for (int i = 1; i <= 2; ++i) {
     const StepStats st = t.step(test::plan_batch(i));
     CHECK(st.skipped);
@@ -125,7 +115,7 @@ TEST_CASE("a NaN in the weights skips every update, counted, until the run stops
     CHECK(st.nonfinite_in_a_row == i);
     CHECK(st.skipped_steps == i);
   }
-  const auto after = weights_of(t);
+  const auto after = test::weights_by_name(t);
   for (const auto& [name, v] : before) {
     CAPTURE(name);
     // Bit for bit: NaN != NaN, so compare the bytes.
@@ -175,7 +165,8 @@ TEST_CASE(
 
 TEST_CASE(
     "no checkpoint or weights file is written from non-finite values; the last good file stays") {
-  const auto path = temp_path("good.safetensors"), weights = temp_path("weights.safetensors");
+  const auto path = test::temp_path("faults_good.safetensors"),
+             weights = test::temp_path("faults_weights.safetensors");
   Trainer<Small, Replicated<1>> t(test::plan_options());
   t.step(test::plan_batch(0));
   t.save_checkpoint(path);
@@ -200,7 +191,8 @@ TEST_CASE(
 }
 
 TEST_CASE("weights or a checkpoint holding a NaN are refused, naming the tensor") {
-  const auto path = temp_path("ckpt.safetensors"), bad = temp_path("nan.safetensors");
+  const auto path = test::temp_path("faults_ckpt.safetensors"),
+             bad = test::temp_path("faults_nan.safetensors");
   Trainer<Small, Replicated<1>> t(test::plan_options());
   t.save_checkpoint(path);
   rewrite(path, bad, [](auto& values, auto&, auto&) {
@@ -224,7 +216,8 @@ TEST_CASE("weights or a checkpoint holding a NaN are refused, naming the tensor"
 }
 
 TEST_CASE("a weights file with tensors the model does not have is refused, listing them") {
-  const auto path = temp_path("w.safetensors"), extra = temp_path("extra.safetensors");
+  const auto path = test::temp_path("faults_w.safetensors"),
+             extra = test::temp_path("faults_extra.safetensors");
   {
     Trainer<Small, Replicated<1>> t(test::plan_options());
     t.save_weights(path);
@@ -266,7 +259,8 @@ TEST_CASE("a weights file with tensors the model does not have is refused, listi
 TEST_CASE(
     "checkpoint metadata that is not a number is refused naming the file, the field and the "
     "value") {
-  const auto path = temp_path("m.safetensors"), bad = temp_path("badmeta.safetensors");
+  const auto path = test::temp_path("faults_m.safetensors"),
+             bad = test::temp_path("faults_badmeta.safetensors");
   Trainer<Small, Replicated<1>> t(test::plan_options());
   t.save_checkpoint(path);
   for (const char* value : {"12abc", "", " 3", "0x10", "99999999999999999999"}) {

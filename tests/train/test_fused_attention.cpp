@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "../support/plans.hpp"
+#include "../support/weights.hpp"
 
 using namespace seqpar;
 
@@ -29,13 +30,6 @@ Batch padded_batch(std::uint64_t seed) {
   return b;
 }
 
-template <class TrainerT>
-std::vector<float> all_weights(TrainerT& t) {
-  std::vector<float> w;
-  t.for_each_param(
-      [&](const ParamSpec& p, float* v, float*) { w.insert(w.end(), v, v + p.numel()); });
-  return w;
-}
 }  // namespace
 
 TEST_CASE(
@@ -62,7 +56,7 @@ TEST_CASE(
     CHECK(t1.memory().current_of(Memory::buffers) - t2.memory().current_of(Memory::buffers) ==
           probs_bytes - lse_bytes);
   }
-  CHECK(test::rel_norm_err(all_weights(t2), all_weights(t1)) < 1e-5);
+  CHECK(test::rel_norm_err(test::all_weights(t2), test::all_weights(t1)) < 1e-5);
   // Evaluation and logits take the fused forward too.
   CHECK(t2.evaluate(padded_batch(2)) ==
         doctest::Approx(t1.evaluate(padded_batch(2))).epsilon(1e-6));

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "../support/plans.hpp"
+#include "../support/weights.hpp"
 
 using namespace seqpar;
 using test::Small;
@@ -34,13 +35,6 @@ LossScaleOptions from_fp16_block(const nlohmann::json& fp16) {
   o.consecutive_hysteresis = fp16.value("consecutive_hysteresis", o.consecutive_hysteresis);
   o.min_loss_scale = fp16.value("min_loss_scale", o.min_loss_scale);
   return o;
-}
-
-std::map<std::string, std::vector<float>> weights_of(Trainer<Small, Replicated<1>>& t) {
-  std::map<std::string, std::vector<float>> w;
-  t.for_each_param(
-      [&](const ParamSpec& p, float* v, float*) { w[p.name].assign(v, v + p.numel()); });
-  return w;
 }
 
 bool same_bits(const std::map<std::string, std::vector<float>>& a,
@@ -176,7 +170,7 @@ TEST_CASE(
   int saved_at = -1;
   for (int call = 0; call < kCalls; ++call) {
     CAPTURE(call);
-    const auto before = weights_of(t);
+    const auto before = test::weights_by_name(t);
     // A skipped step tries the same batch again: batch k is the k-th step taken.
     const StepStats st = t.step(test::plan_batch(static_cast<int>(t.steps_taken())));
     CHECK(st.loss_scale == want.value());
@@ -190,7 +184,7 @@ TEST_CASE(
     if (st.skipped) {
       ++overflows;
       kept_hysteresis += want.value() == scale_before;
-      CHECK(same_bits(weights_of(t), before));  // no update on a skipped step
+      CHECK(same_bits(test::weights_by_name(t), before));  // no update on a skipped step
     } else {
       taken.push_back(st);
       grown += want.value() > scale_before;
@@ -205,7 +199,7 @@ TEST_CASE(
       saved_at = call;
     }
   }
-  weights_after = weights_of(t);
+  weights_after = test::weights_by_name(t);
   INFO(overflows, " overflows, ", taken.size(), " steps taken, ", grown, " growths; saved after ",
        saved_at);
   CHECK(overflows >= 6);
@@ -227,7 +221,7 @@ TEST_CASE(
     CHECK(r.lr == taken[k].lr);
     CHECK(r.step == taken[k].step);
   }
-  CHECK(same_bits(weights_of(ref), weights_after));
+  CHECK(same_bits(test::weights_by_name(ref), weights_after));
 
   // The resumed trainer carries on exactly: scale, verdicts, counters, weights.
   TrainOptions other = scaled_options;
@@ -251,7 +245,7 @@ TEST_CASE(
     CHECK(st.skipped == w.skipped);
     CHECK(st.skipped_steps == w.skipped_steps);
   }
-  CHECK(same_bits(weights_of(resumed), weights_after));
+  CHECK(same_bits(test::weights_by_name(resumed), weights_after));
 }
 
 TEST_CASE("a static fp32 loss scale: every step taken, the bits of an unscaled run") {
@@ -265,5 +259,5 @@ TEST_CASE("a static fp32 loss scale: every step taken, the bits of an unscaled r
     CHECK(x.loss == y.loss);
     CHECK(x.grad_norm == y.grad_norm);
   }
-  CHECK(same_bits(weights_of(a), weights_of(b)));
+  CHECK(same_bits(test::weights_by_name(a), test::weights_by_name(b)));
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <filesystem>
 
+#include "../support/files.hpp"
 #include "../support/plans.hpp"
 
 using namespace seqpar;
@@ -126,11 +127,6 @@ void check_downloads_interleave(MakeComm make, std::int64_t lag) {
     CHECK(ready == held);
     CHECK(t.data_axis().downloads_started() - before == held);
   });
-}
-
-std::filesystem::path temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() /
-         ("seqpar_offload_" + std::to_string(::getpid()) + "_" + name);
 }
 
 }  // namespace
@@ -281,7 +277,7 @@ TEST_CASE(
   using Z3 = Sharded<Zero3, 2>;
   const auto o = with_offload(Offload::optimizer_and_params);
   const auto whole = test::run_plan_threads<Z3>(2, kSteps, o);
-  const auto path = temp_path("resume.safetensors");
+  const auto path = test::temp_path("offload_resume.safetensors");
   run_ranks(2, [&](ThreadComm& comm) {
     Trainer<Small, Z3> t(comm, o);
     for (int s = 0; s < kSplit; ++s) t.step(test::plan_batch(s));

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../support/files.hpp"
 #include "../support/golden.hpp"
+#include "../support/weights.hpp"
 #include "seqpar/backend/cpu/ops.hpp"
 #include "seqpar/train/trainer.hpp"
 
@@ -29,19 +31,6 @@ Batch pattern_batch(std::int64_t rows, std::int64_t seq, std::uint64_t seed = 3)
   return b;
 }
 
-// Every weight of a trainer, in for_each_param's order.
-template <class TrainerT>
-std::vector<float> all_weights(TrainerT& t) {
-  std::vector<float> w;
-  t.for_each_param(
-      [&](const ParamSpec& p, float* v, float*) { w.insert(w.end(), v, v + p.numel()); });
-  return w;
-}
-
-std::filesystem::path temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() /
-         ("seqpar_test_" + std::to_string(::getpid()) + "_" + name);
-}
 }  // namespace
 
 TEST_CASE("parameter counts are compile-time constants") {
@@ -101,7 +90,7 @@ TEST_CASE(
     CHECK(t1.memory().current_of(Memory::buffers) - t2.memory().current_of(Memory::buffers) ==
           s1.targets * (1000 - 128) * std::int64_t{sizeof(float)});
   }
-  CHECK(test::rel_norm_err(all_weights(t2), all_weights(t1)) < 1e-6);
+  CHECK(test::rel_norm_err(test::all_weights(t2), test::all_weights(t1)) < 1e-6);
   TrainOptions bad;
   bad.logits_bytes = -1;
   CHECK_THROWS_WITH_AS((Trainer<Wide, Replicated<1>>(bad)),
@@ -127,7 +116,7 @@ TEST_CASE(
     CHECK(t2.memory().current_of(Memory::buffers) - t1.memory().current_of(Memory::buffers) ==
           probs_bytes);
   }
-  CHECK(all_weights(t2) == all_weights(t1));
+  CHECK(test::all_weights(t2) == test::all_weights(t1));
   // An evaluation keeps no probabilities in either mode: no backward follows it.
   Trainer<Tiny, Replicated<1>> fresh(kept);
   fresh.evaluate(b);
@@ -161,7 +150,7 @@ TEST_CASE(
   Trainer<Tiny, Replicated<1>> a(o);
   const Batch b = pattern_batch(2, 8);
   a.step(b);
-  const auto path = temp_path("w.safetensors");
+  const auto path = test::temp_path("test_w.safetensors");
   a.save_weights(path);
   TrainOptions o2;
   o2.seed = 12;  // a different initialisation, overwritten by the load
@@ -181,7 +170,7 @@ TEST_CASE(
 
 TEST_CASE("weights without the transformer. prefix and with only lm_head.weight load too") {
   Trainer<Tiny, Replicated<1>> a;
-  const auto path = temp_path("plain.safetensors");
+  const auto path = test::temp_path("test_plain.safetensors");
   std::vector<std::vector<float>> data;
   std::vector<TensorToWrite> tensors;
   a.for_each_param([&](const ParamSpec& p, float* v, float*) {
@@ -205,7 +194,7 @@ TEST_CASE("weights without the transformer. prefix and with only lm_head.weight 
 
 TEST_CASE("bad weights and bad batches give errors that name the file, tensor or position") {
   Trainer<Tiny, Replicated<1>> t;
-  const auto path = temp_path("bad.safetensors");
+  const auto path = test::temp_path("test_bad.safetensors");
   {
     std::vector<float> wrong(7);
     const std::vector<TensorToWrite> ts = {

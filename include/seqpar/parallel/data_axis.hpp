@@ -168,8 +168,9 @@ class DataAxisBase : public UnitHooks {
   }
 
   /// The reduced gradients times f. Offloaded, where they are on their way to the host:
-  /// a float model's are scaled there (the same IEEE product as Ops<D>::scale's), any
-  /// other's on the device once its copy has read them, and downloaded again.
+  /// a float model's are scaled there, on the host's threads (the same IEEE product as
+  /// Ops<D>::scale's), any other's on the device once its copy has read them, and
+  /// downloaded again.
   void scale_grads(T f) {
     for (std::size_t u = 0; u < shards_.size(); ++u) {
       if (!model_->holds(u)) continue;
@@ -178,7 +179,9 @@ class DataAxisBase : public UnitHooks {
         Ops<D>::scale(grad_of(u), f, n);
       } else if constexpr (std::is_same_v<T, Master>) {
         T* g = host_grads(u);
-        for (std::int64_t i = 0; i < n; ++i) g[i] *= f;
+        detail::host_adam::for_blocks(n, 0, [g, f](std::int64_t i0, std::int64_t i1) {
+          for (std::int64_t i = i0; i < i1; ++i) g[i] *= f;
+        });
       } else {
         Ops<D>::stream_wait(down_[u].done);
         Ops<D>::scale(grad_of(u), f, n);
