@@ -53,7 +53,7 @@ inline constexpr std::int64_t parallel_min_elements = std::int64_t{1} << 16;
 // down a column stays on one thread, in row order: the results do not depend on the
 // number of threads.
 template <class Body>
-void for_columns(std::int64_t d, std::int64_t work, Body&& body) {
+void for_columns(std::int64_t d, [[maybe_unused]] std::int64_t work, Body&& body) {
 #pragma omp parallel if (work > parallel_min_elements)
   {
     int threads = 1, me = 0;

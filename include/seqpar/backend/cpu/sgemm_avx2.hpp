@@ -246,7 +246,7 @@ inline void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t 
   const View a{A, lda, ta}, b{B, ldb, tb};
   const std::int64_t kc_max = std::min(KC, K), nc_max = std::min(NC, (N + NR - 1) / NR * NR);
   Scratch bpack = scratch(kc_max * nc_max);
-  bool parallel = M * N * K >= parallel_min_flops;
+  [[maybe_unused]] bool parallel = M * N * K >= parallel_min_flops;
 #ifdef _OPENMP
   parallel = parallel && !omp_in_parallel() && omp_get_max_threads() > 1;
 #endif
