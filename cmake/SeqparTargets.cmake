@@ -98,8 +98,8 @@ endif()
 # host compiler's flags through -Xcompiler. SEQPAR_NATIVE_ARCH=OFF drops -march=native,
 # for binaries built here and run on another machine (the GPU runs).
 add_library(seqpar_dev_flags INTERFACE)
-# The Sanitize configuration (presets asan, tsan) keeps its own -O1, and Check (preset
-# cuda-check: compiled and linked, never run) its -O0.
+# The Sanitize configuration keeps its preset's level (asan -O0, tsan -O1), and Check
+# (preset cuda-check: compiled and linked, never run) its -O0.
 target_compile_options(seqpar_dev_flags INTERFACE
   "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<NOT:$<CONFIG:Sanitize,Check>>>:-O2>"
   "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra>"
