@@ -21,6 +21,7 @@
 
 #include "seqpar/config/bloom.hpp"
 #include "seqpar/core/error.hpp"
+#include "seqpar/data/ner_record.hpp"  // detail::write_file_atomic
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/tensor_file.hpp"
 #include "seqpar/io/tokenizer.hpp"

@@ -41,7 +41,7 @@ int run(const ner::Options& given, const ner::Launch& launch) {
 #if defined(SEQPAR_NER_WITH_CUDA)
   if (o.device == "cuda") return ner::run_cuda(o, launch);
 #endif
-  return o.model == "tiny" ? ner::run_tiny(o, launch) : ner::run_seqgpt560m(o, launch);
+  return ner::run_cpu(o, launch);
 }
 
 #if defined(SEQPAR_HAS_MPI_COMM)

@@ -1,5 +1,5 @@
 // The model types seqgpt_ner is built for. Each has one translation unit (tiny.cpp,
-// seqgpt560m.cpp) for training under every plan, evaluation and prediction.
+// seqgpt560m.cpp) for its services and its trainers under every plan.
 #pragma once
 
 #include <string_view>
@@ -14,7 +14,7 @@ namespace ner {
 using TinyNer =
     seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 4608, .hidden = 128, .layers = 2, .heads = 4}>;
 
-int run_tiny(const Options& o, const Launch& launch);        // tiny.cpp
-int run_seqgpt560m(const Options& o, const Launch& launch);  // seqgpt560m.cpp
+/// Runs the command of `o` (its model resolved) on the CPU (commands.cpp).
+int run_cpu(const Options& o, const Launch& launch);
 
 }  // namespace ner

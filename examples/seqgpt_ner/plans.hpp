@@ -50,8 +50,7 @@ struct PlanFamily {
 };
 
 using namespace seqpar;
-// A model's translation unit costs mostly what any Trainer instantiates (the model's stack,
-// the communicators, checkpoints); each plan adds a few seconds.
+// A plan adds a few seconds to its model's unit (docs/ner.md#build).
 /// Data parallelism alone: replicas and ZeRO sharding.
 using DataPlans = PlanFamily<"data", NamedPlan<"single", "Replicated<1>", Replicated<1>>,
                              NamedPlan<"dp2", "Replicated<2>", Replicated<2>>,
@@ -68,25 +67,30 @@ using SplitPlans = PlanFamily<
     NamedPlan<"pp2", "Pipeline<2, OneFOneB>", Pipeline<2, OneFOneB>>,
     NamedPlan<"pp2dp2", "Hybrid<Pipeline<2, OneFOneB>, DP2>", Hybrid<Pipeline<2, OneFOneB>, DP2>>>;
 
-/// Calls f(Family{}) for every family, in the order of --help.
-template <class F>
-void each_family(F&& f) {
-  f(DataPlans{});
-  f(SplitPlans{});
-}
+/// Families, visited in order: each(f) calls f(Family{}) for every one.
+template <class... Families>
+struct FamilyList {
+  template <class F>
+  static void each(F&& f) {
+    (f(Families{}), ...);
+  }
+};
+
+/// What --device cpu offers: every family, in the order of --help.
+using CpuFamilies = FamilyList<DataPlans, SplitPlans>;
 
 /// Calls f(NamedPlan{}) for the plan called `name`; false when there is none.
 template <class F>
 bool with_plan(std::string_view name, F&& f) {
   bool found = false;
-  each_family([&](auto family) { found = found || decltype(family)::with(name, f); });
+  CpuFamilies::each([&](auto family) { found = found || decltype(family)::with(name, f); });
   return found;
 }
 
 /// Plan names and what they mean, for --help and error messages.
 inline std::string plan_list() {
   std::string s;
-  each_family([&](auto family) {
+  CpuFamilies::each([&](auto family) {
     decltype(family)::each([&](auto plan) {
       s +=
           (s.empty() ? "" : ", ") + std::string(plan.name) + " (" + std::string(plan.spelled) + ")";

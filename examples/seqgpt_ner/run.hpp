@@ -1,4 +1,6 @@
-// seqgpt_ner for one model type: training under a plan, evaluation and prediction.
+// seqgpt_ner's commands: training under a plan, evaluation and prediction, whatever the model
+// and the plan (trainers.hpp's interfaces), compiled once per device (commands.cpp, and the
+// CUDA units).
 #pragma once
 
 #if defined(_OPENMP)
@@ -21,27 +23,20 @@
 
 #include "data.hpp"
 #include "device_launch.hpp"
-#include "hf_export.hpp"
 #include "launch.hpp"
 #include "models.hpp"
 #include "options.hpp"
 #include "out_dir.hpp"
 #include "plans.hpp"
-// The CUDA units (cuda_*.cu, compiled by nvcc) train on Cuda only: Ops<Cpu> stays out of them.
-#if defined(__CUDACC__)
-#include "seqpar/backend/cuda/ops.hpp"
-#else
-#include "seqpar/backend/cpu/ops.hpp"
-#endif
 #include "seqpar/comm/thread_comm.hpp"
 #include "seqpar/data/batching.hpp"
 #include "seqpar/data/metrics.hpp"
 #include "seqpar/data/prompt.hpp"
 #include "seqpar/io/bloom_weights.hpp"
-#include "seqpar/io/tensor_file.hpp"
 #include "seqpar/nn/generate.hpp"
 #include "seqpar/train/trainer.hpp"
 #include "train_controls.hpp"
+#include "trainers.hpp"
 
 namespace ner {
 
@@ -78,40 +73,12 @@ inline std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-/// Checks a weights file against model M from its header alone, before the model is
-/// allocated.
-template <BloomModel M>
-void check_weights_file(const fs::path& path) {
-  const TensorFile f(path);
-  check_bloom_weights<M>(
-      f.names(), [&f](std::string_view n) { return f.find(n); }, path.string());
-}
-
 // The shortest text that reads back as x (0.005, not 0.0050000000000000001).
 inline std::string real_text(double x) {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof buf, x);
   return std::string(buf, r.ptr);
 }
-
-/// A whole model on one rank for generation, in fp32 on device Dev (whatever precision
-/// trained it: checkpoints hold fp32 weights): its own arena and stack, weights from a file.
-template <BloomModel M, Device Dev = Cpu>
-struct GenerationModel {
-  DeviceArena<Dev> arena;
-  BloomStack<M, Dev, float> stack{arena};
-
-  /// Loads weights by Hugging Face names (a model, checkpoint or pytorch_model.bin).
-  void load(const fs::path& path) {
-    const TensorFile f(path);
-    const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
-    check_weights_file<M>(path);
-    for (std::size_t u = 0; u < stack.units().size(); ++u)
-      for (const auto& p : stack.units()[u].params)
-        load_param_block(find_bloom_tensor(lookup, p.name, path.string()), p,
-                         stack.params(u) + p.offset);
-  }
-};
 
 /// What an evaluation found.
 struct EvalResult {
@@ -124,9 +91,8 @@ struct EvalResult {
 /// How eval, predict and the evaluations during training decode: --num-beams and
 /// --repetition-penalty, else SeqGPT's own decoding (4 beams, penalty 2.0) for SeqGPT-560M
 /// and greedy without a penalty for the tiny model (docs/ner.md has the figures behind it).
-template <BloomModel M>
-GenerateOptions decoding(const Options& o, const Tokenizer& tok, std::int64_t max_new) {
-  constexpr bool seqgpt = std::is_same_v<M, SeqGPT560M>;
+inline GenerateOptions decoding(const Options& o, const Tokenizer& tok, std::int64_t max_new,
+                                bool seqgpt) {
   GenerateOptions go;
   go.max_new_tokens = max_new;
   go.eos_id = tok.eos_id();
@@ -137,11 +103,10 @@ GenerateOptions decoding(const Options& o, const Tokenizer& tok, std::int64_t ma
 
 /// Generates the answer of every prompt of `ex` (of the first `limit` records; 0: all),
 /// reads it back and scores it against the records' mentions.
-template <BloomModel M, Device Dev>
-EvalResult evaluate_ner(BloomStack<M, Dev, float>& model, const Tokenizer& tok,
-                        const NerDataset& dev, const ExampleSet& ex,
-                        const std::vector<std::string>& labels, std::int64_t limit,
-                        std::int64_t rows, const GenerateOptions& go) {
+inline EvalResult evaluate_ner(const GenerateFn& generate, const Tokenizer& tok,
+                               const NerDataset& dev, const ExampleSet& ex,
+                               const std::vector<std::string>& labels, std::int64_t limit,
+                               std::int64_t rows, const GenerateOptions& go) {
   const auto t0 = Clock::now();
   const auto chunks = chunk_labels(labels);
   std::vector<std::int32_t> order;
@@ -158,7 +123,7 @@ EvalResult evaluate_ner(BloomStack<M, Dev, float>& model, const Tokenizer& tok,
     const std::span<const std::int32_t> idx(
         order.data() + b, std::min(order.size() - b, static_cast<std::size_t>(rows)));
     const Batch prompts = collate(ex, idx, tok.pad_id(), true);
-    const Generated g = generate(model, prompts.view(), go);
+    const Generated g = generate(prompts.view(), go);
     for (std::size_t r = 0; r < idx.size(); ++r) {
       const auto e = static_cast<std::size_t>(idx[r]);
       const auto& chunk = chunks[static_cast<std::size_t>(ex.chunk(e))];
@@ -248,55 +213,13 @@ std::optional<fs::path> take_output_folder(const Options& o,
 /// Keeps the newest `keep` checkpoints of `dir` (training_setup.cpp).
 void rotate_checkpoints(const fs::path& dir, std::int64_t keep);
 
-/// What training asks of model M that no plan changes: weight files checked and read, the
-/// dev set generated and scored. Instantiated once per model (tiny.cpp, seqgpt560m.cpp),
-/// called by the train_ner of every plan. Dev: where the dev set is generated.
-template <BloomModel M, Device Dev = Cpu>
-struct ModelServices {
-  /// Checks a weights file against M from its header alone, before the model is allocated.
-  static void check_weights(const fs::path& path);
-  /// Calls read(lookup, file name) with the tensors of a weights file checked against M.
-  static void read_weights(
-      const fs::path& path,
-      const std::function<void(const TensorLookup&, const std::string&)>& read);
-  /// Dev F1 of `model` (a one-rank trainer's own stack).
-  static EvalResult evaluate(BloomStack<M, Dev, float>& model, const Prepared& d, const Options& o,
-                             std::int64_t limit);
-  /// Dev F1 of the weights in `file` (a checkpoint: the whole model whatever the plan),
-  /// generated by `gen` (made on first use, kept for the next evaluations).
-  static EvalResult evaluate(std::unique_ptr<GenerationModel<M, Dev>>& gen, const fs::path& file,
-                             const Prepared& d, const Options& o, std::int64_t limit);
-};
-
-template <BloomModel M, Device Dev>
-void ModelServices<M, Dev>::check_weights(const fs::path& path) {
-  check_weights_file<M>(path);
-}
-
-template <BloomModel M, Device Dev>
-void ModelServices<M, Dev>::read_weights(
-    const fs::path& path,
-    const std::function<void(const TensorLookup&, const std::string&)>& read) {
-  const TensorFile f(path);
-  const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
-  check_bloom_weights<M>(f.names(), lookup, path.string());
-  read(lookup, path.string());
-}
-
-template <BloomModel M, Device Dev>
-EvalResult ModelServices<M, Dev>::evaluate(BloomStack<M, Dev, float>& model, const Prepared& d,
-                                           const Options& o, std::int64_t limit) {
-  return evaluate_ner(model, *d.tok, d.dev, d.dev_ex, d.labels, limit, o.eval_rows,
-                      decoding<M>(o, *d.tok, d.max_new_tokens));
-}
-
-template <BloomModel M, Device Dev>
-EvalResult ModelServices<M, Dev>::evaluate(std::unique_ptr<GenerationModel<M, Dev>>& gen,
-                                           const fs::path& file, const Prepared& d,
-                                           const Options& o, std::int64_t limit) {
-  if (!gen) gen = std::make_unique<GenerationModel<M, Dev>>();
-  gen->load(file);
-  return evaluate(gen->stack, d, o, limit);
+/// Dev F1 of generation `generate` (a trainer's own model, or a checkpoint loaded by the
+/// model's services).
+template <Device Dev>
+EvalResult evaluate_dev(const GenerateFn& generate, const NerModel<Dev>& model, const Prepared& d,
+                        const Options& o, std::int64_t limit) {
+  return evaluate_ner(generate, *d.tok, d.dev, d.dev_ex, d.labels, limit, o.eval_rows,
+                      decoding(o, *d.tok, d.max_new_tokens, model.facts.seqgpt));
 }
 
 /// What a resume compares with the checkpoint it starts from: the entries of the run's
@@ -341,26 +264,23 @@ inline std::optional<fs::path> agreed_checkpoint(const Launch& launch, const Che
   return step == -2 ? c.dir / "checkpoint.safetensors" : c.path(step);
 }
 
-/// Trains model M under plan Plan on device Dev in precision Prec: on threads of this
-/// process, or on the processes of a job (`launch`; mpirun, srun) with one rank each. The
-/// writer process (world rank 0) owns the output folder: it alone takes the lock, cleans
-/// up, writes and prints.
-template <BloomModel M, class Plan, Device Dev = Cpu, Precision Prec = Fp32>
-int train_ner(const Options& options, const Launch& launch) {
+/// Trains `model` under `plan` on device Dev: on threads of this process, or on the
+/// processes of a job (`launch`; mpirun, srun) with one rank each. The writer process (world
+/// rank 0) owns the output folder: it alone takes the lock, cleans up, writes and prints.
+template <Device Dev>
+int train_ner(const Options& options, const Launch& launch, const PlanRun<Dev>& plan,
+              NerModel<Dev>& model) {
   // --batch is the global batch from here on (micro-batch x accumulation x data ranks).
-  const Options o =
-      with_global_batch(options, PlanTraits<Plan>::data_degree, PlanTraits<Plan>::pipeline_degree);
-  using TrainerT = Trainer<M, Plan, Dev, Prec>;
-  using Services = ModelServices<M, Dev>;
-  constexpr int world = TrainerT::world_size;
-  static_assert(world > 0, "seqgpt_ner's plans have static degrees");
+  const Options o = with_global_batch(options, plan.data_degree, plan.pipeline_degree);
+  const int world = plan.world;
+  const auto& facts = model.facts;
   const auto t_start = Clock::now();
   // Before anything is written: a job of the wrong size stops on every rank.
   SEQPAR_CHECK(!launch.processes() || launch.world.size() == world,
                world_size_mismatch(o.plan, world, launch));
   const bool writer = launch.writer();
   // The weights must fit the model before anything is allocated for it: the header suffices.
-  if (!o.resume && !o.weights.empty()) Services::check_weights(o.weights);
+  if (!o.resume && !o.weights.empty()) model.check_weights(o.weights);
   std::optional<RunLock> lock;  // before anything is written into the folder
   std::optional<fs::path> resume_from;
   if (writer) resume_from = take_output_folder(o, lock);
@@ -368,9 +288,9 @@ int train_ner(const Options& options, const Launch& launch) {
   // The writer prepares first (it builds the tokenizer and the caches); the others follow
   // once it has told them the checkpoint, reading what it made.
   std::optional<Prepared> prepared;
-  if (writer) prepared = prepare_training(o, M::vocab_size);
+  if (writer) prepared = prepare_training(o, facts.vocab_size);
   resume_from = agreed_checkpoint(launch, checkpoints, resume_from);
-  if (!writer) prepared = prepare_training(o, M::vocab_size, false);
+  if (!writer) prepared = prepare_training(o, facts.vocab_size, false);
   Prepared& d = *prepared;
   const Tokenizer& tok = *d.tok;
 
@@ -388,9 +308,8 @@ int train_ner(const Options& options, const Launch& launch) {
   to.recompute = o.recompute;
   to.recompute_every = o.recompute_every;
   to.loss_scale = o.loss_scale;  // fp16 only (--deepspeed): the precision decides whether it scales
-  constexpr int data_degree = PlanTraits<Plan>::data_degree;
-  const BatchShape shape =
-      set_train_controls(o, total, data_degree, PlanTraits<Plan>::pipeline_degree, to);
+  const int data_degree = plan.data_degree;
+  const BatchShape shape = set_train_controls(o, total, data_degree, plan.pipeline_degree, to);
 
   const fs::path model_file = o.out_dir / "model.safetensors";
   if (writer)
@@ -411,15 +330,15 @@ int train_ner(const Options& options, const Launch& launch) {
                 {"resume", o.resume},
                 {"train_examples", d.train_ex.size()},
                 {"labels", d.labels},
-                {"parameters", M::parameter_count}});
+                {"parameters", facts.parameter_count}});
   // The ranks on this node share its cores.
   const int node_ranks = launch.processes() ? launch.node_processes : world;
   const int threads =
       o.threads > 0 ? static_cast<int>(o.threads) : std::max(1, cores() / node_ranks);
   std::printf("model %s: %lld parameters (hidden %lld, %lld layers, %lld heads, vocab %lld)\n",
-              o.model.c_str(), static_cast<long long>(M::parameter_count),
-              static_cast<long long>(M::hidden), static_cast<long long>(M::layers),
-              static_cast<long long>(M::heads), static_cast<long long>(M::vocab_size));
+              o.model.c_str(), static_cast<long long>(facts.parameter_count),
+              static_cast<long long>(facts.hidden), static_cast<long long>(facts.layers),
+              static_cast<long long>(facts.heads), static_cast<long long>(facts.vocab_size));
   std::printf(
       "plan %s: %d rank(s) as %s (%s) on %s in %s, %d OpenMP thread(s) each; %lld steps of "
       "%lld rows (%lld per epoch), lr %.2g, warmup %lld\n",
@@ -462,7 +381,8 @@ int train_ner(const Options& options, const Launch& launch) {
     run_world<Dev>(launch, world, o.plan, [&](AnyComm& comm) {
       set_threads(threads);
       const bool rank0 = comm.rank() == 0;
-      TrainerT t(comm, to);
+      const std::unique_ptr<RankTrainer<Dev>> trainer = plan.make(comm, to);
+      RankTrainer<Dev>& t = *trainer;
       RankMemory peaks;  // this rank's, over the run
       peaks.device = device_label<Dev>();
       peaks.add(t.memory());
@@ -509,24 +429,21 @@ int train_ner(const Options& options, const Launch& launch) {
                       {"changed", changed}});
         }
       } else if (!o.weights.empty()) {
-        Services::read_weights(o.weights, [&](const TensorLookup& lookup, const std::string& file) {
+        model.read_weights(o.weights, [&](const TensorLookup& lookup, const std::string& file) {
           t.load_weights(lookup, file);
         });
         if (rank0) std::printf("weights from %s\n", o.weights.string().c_str());
       }
-      std::unique_ptr<GenerationModel<M, Dev>> gen;  // rank 0: the whole model, for evaluation
       const auto evaluate = [&](std::int64_t step, std::int64_t limit, bool details) {
         // The checkpoint just written holds the whole model whatever the plan; rank 0
         // generates from it while the other ranks wait.
         comm.barrier();
         if (rank0) {
-          EvalResult r;
-          if constexpr (world == 1 &&
-                        std::is_same_v<typename TrainerT::Stack, BloomStack<M, Dev, float>>) {
-            r = Services::evaluate(t.model(), d, o, limit);
-          } else {
-            r = Services::evaluate(gen, last_checkpoint, d, o, limit);
-          }
+          // One rank holding the whole model generates from it; else rank 0 loads the
+          // checkpoint into a whole model of its own (made once, kept for the next).
+          GenerateFn gen = t.own_model();
+          if (!gen) gen = model.load(last_checkpoint);
+          const EvalResult r = evaluate_dev(gen, model, d, o, limit);
           log.append(eval_json(r, step, "dev"));
           print_eval(r, ("step " + std::to_string(step) + " dev").c_str(), details);
           std::fflush(stdout);
@@ -654,8 +571,8 @@ int train_ner(const Options& options, const Launch& launch) {
   }
   if (completed) {
     const fs::path hf = o.export_hf.empty() ? o.out_dir / "hf" : o.export_hf;
-    write_hf_dir<M>(hf, model_file, d.tokenizer_file, decoding<M>(o, *d.tok, d.max_new_tokens),
-                    o.max_tokens);
+    model.write_hf_dir(hf, model_file, d.tokenizer_file,
+                       decoding(o, *d.tok, d.max_new_tokens, facts.seqgpt), o.max_tokens);
     std::printf("model directory %s (transformers: AutoModelForCausalLM.from_pretrained)\n",
                 hf.string().c_str());
   }
@@ -697,10 +614,10 @@ inline Trained trained(const Options& o) {
   return t;
 }
 
-template <BloomModel M, Device Dev = Cpu>
-int eval_ner(const Options& o) {
+template <Device Dev>
+int eval_ner(const Options& o, NerModel<Dev>& model) {
   const Trained tr = trained(o);
-  const Tokenizer tok = load_tokenizer(tr.tokenizer, M::vocab_size);
+  const Tokenizer tok = load_tokenizer(tr.tokenizer, model.facts.vocab_size);
   const fs::path dev_file = find_split(o.data_dir, "dev");
   ReadOptions ro;
   ro.labels = tr.labels;
@@ -713,36 +630,34 @@ int eval_ner(const Options& o) {
   const ExampleSet ex =
       cached_examples(o, "dev", dev_file, dev, tr.labels, tok, file_hash(tr.tokenizer), rep);
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
-  GenerationModel<M, Dev> model;
-  model.load(tr.weights);
+  const GenerateFn generate = model.load(tr.weights);
   std::printf("weights %s\n", tr.weights.string().c_str());
   const EvalResult r =
-      evaluate_ner(model.stack, tok, dev, ex, tr.labels, std::max<std::int64_t>(o.eval_limit, 0),
-                   o.eval_rows, decoding<M>(o, tok, tr.max_new_tokens));
+      evaluate_ner(generate, tok, dev, ex, tr.labels, std::max<std::int64_t>(o.eval_limit, 0),
+                   o.eval_rows, decoding(o, tok, tr.max_new_tokens, model.facts.seqgpt));
   print_eval(r, "dev", true);
   MetricsLog(o.out_dir / "metrics.jsonl").append(eval_json(r, 0, "dev"));
   return 0;
 }
 
-template <BloomModel M, Device Dev = Cpu>
-int predict_ner(const Options& o) {
+template <Device Dev>
+int predict_ner(const Options& o, NerModel<Dev>& model) {
   const Trained tr = trained(o);
-  const Tokenizer tok = load_tokenizer(tr.tokenizer, M::vocab_size);
+  const Tokenizer tok = load_tokenizer(tr.tokenizer, model.facts.vocab_size);
   const auto texts = predict_texts(o);
   const auto chunks = chunk_labels(tr.labels);
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
-  GenerationModel<M, Dev> model;
-  model.load(tr.weights);
+  const GenerateFn generate = model.load(tr.weights);
   std::vector<std::vector<std::int32_t>> prompts;
   for (const auto& t : texts)
     for (const auto& c : chunks)
       prompts.push_back(cut_prompt(o, tok.encode(seqgpt_prompt(t, Task::extraction, c))));
   std::vector<std::string> answers(prompts.size());
-  const GenerateOptions go = decoding<M>(o, tok, tr.max_new_tokens);
+  const GenerateOptions go = decoding(o, tok, tr.max_new_tokens, model.facts.seqgpt);
   for (std::size_t b = 0; b < prompts.size(); b += static_cast<std::size_t>(o.eval_rows)) {
     const std::size_t n = std::min(prompts.size() - b, static_cast<std::size_t>(o.eval_rows));
     const Batch batch = left_pad(std::span(prompts).subspan(b, n), tok.pad_id());
-    const Generated g = generate(model.stack, batch.view(), go);
+    const Generated g = generate(batch.view(), go);
     for (std::size_t r = 0; r < n; ++r) answers[b + r] = tok.decode(g.tokens[r], true);
   }
   for (std::size_t i = 0; i < texts.size(); ++i) {
@@ -762,27 +677,22 @@ int predict_ner(const Options& o) {
   return 0;
 }
 
-/// Every plan of plans.hpp, as a family (what Plans of run_model is).
-struct AllPlans {
-  template <class F>
-  static bool with(std::string_view plan, F&& f) {
-    return with_plan(plan, f);
-  }
-};
-
 /// Runs the command of `o` with model M on device Dev, training in precision Prec under the
-/// plan of family Plans called o.plan (the CUDA build offers fewer: device_launch.hpp).
-/// Evaluation and prediction run on one process: under a launcher, on world rank 0 alone.
-template <BloomModel M, Device Dev = Cpu, Precision Prec = Fp32, class Plans = AllPlans>
+/// plan called o.plan of the families Families visits (CpuFamilies, or CudaFamilies:
+/// device_launch.hpp). Evaluation and prediction run on one process: under a launcher, on
+/// world rank 0 alone.
+template <BloomModel M, Device Dev, Precision Prec, class Families>
 int run_model(const Options& o, const Launch& launch) {
   if (o.command != "train" && !launch.writer()) return 0;
-  if (o.command == "eval") return eval_ner<M, Dev>(o);
-  if (o.command == "predict") return predict_ner<M, Dev>(o);
-  int rc = -1;
-  const bool known = Plans::with(
-      o.plan, [&](auto p) { rc = train_ner<M, typename decltype(p)::type, Dev, Prec>(o, launch); });
-  SEQPAR_CHECK(known, "--plan '", o.plan, "' is not one of: ", plan_list());
-  return rc;
+  const std::unique_ptr<NerModel<Dev>> model = make_ner_model<M, Dev>();
+  if (o.command == "eval") return eval_ner(o, *model);
+  if (o.command == "predict") return predict_ner(o, *model);
+  std::optional<PlanRun<Dev>> plan;
+  Families::each([&](auto family) {
+    if (!plan) plan = family_plan<M, decltype(family), Dev, Prec>(o.plan);
+  });
+  SEQPAR_CHECK(plan.has_value(), "--plan '", o.plan, "' is not one of: ", plan_list());
+  return train_ner(o, launch, *plan, *model);
 }
 
 }  // namespace ner

@@ -1,11 +1,16 @@
-// seqgpt_ner with SeqGPT-560M (fine-tuning the published weights: --weights, --tokenizer):
-// training under every plan of plans.hpp, evaluation and prediction, in one translation
-// unit (as tiny.cpp).
+// seqgpt_ner --device cpu with SeqGPT-560M: its services (the stack, decoding, weight files) and
+// its trainers under every plan of plans.hpp, for commands.cpp. One unit per model: most of
+// what a trainer compiles (the stack, the data axis, checkpoints) is the same for every plan
+// and is paid once here (docs/ner.md#build).
+#include "model_parts.hpp"
 #include "models.hpp"
-#include "run.hpp"
 
-int ner::run_seqgpt560m(const Options& o, const Launch& launch) {
-  return run_model<seqpar::SeqGPT560M>(o, launch);
-}
+namespace ner {
 
-template struct ner::ModelServices<seqpar::SeqGPT560M>;
+template std::unique_ptr<NerModel<Cpu>> make_ner_model<SeqGPT560M, Cpu>();
+template std::optional<PlanRun<Cpu>> family_plan<SeqGPT560M, DataPlans, Cpu, Fp32>(
+    std::string_view);
+template std::optional<PlanRun<Cpu>> family_plan<SeqGPT560M, SplitPlans, Cpu, Fp32>(
+    std::string_view);
+
+}  // namespace ner

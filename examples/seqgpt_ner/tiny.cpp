@@ -1,9 +1,14 @@
-// seqgpt_ner with the tiny model: training under every plan of plans.hpp, evaluation and
-// prediction. One translation unit per model: most of a Trainer's cost (the stack, the data
-// axis, communicators, checkpoints) does not depend on the plan and is paid once here.
+// seqgpt_ner --device cpu with the tiny model: its services (the stack, decoding, weight files) and
+// its trainers under every plan of plans.hpp, for commands.cpp. One unit per model: most of
+// what a trainer compiles (the stack, the data axis, checkpoints) is the same for every plan
+// and is paid once here (docs/ner.md#build).
+#include "model_parts.hpp"
 #include "models.hpp"
-#include "run.hpp"
 
-int ner::run_tiny(const Options& o, const Launch& launch) { return run_model<TinyNer>(o, launch); }
+namespace ner {
 
-template struct ner::ModelServices<ner::TinyNer>;
+template std::unique_ptr<NerModel<Cpu>> make_ner_model<TinyNer, Cpu>();
+template std::optional<PlanRun<Cpu>> family_plan<TinyNer, DataPlans, Cpu, Fp32>(std::string_view);
+template std::optional<PlanRun<Cpu>> family_plan<TinyNer, SplitPlans, Cpu, Fp32>(std::string_view);
+
+}  // namespace ner

@@ -1,7 +1,7 @@
 // What training needs that depends on neither the model nor the plan: reading the data,
 // the tokenizer and the example caches, taking the output folder, rotating checkpoints,
-// appending metrics. Built in one unit with tiny.cpp (CMakeLists.txt): its own unit would
-// parse the library's headers once more for little code.
+// appending metrics. Built in one unit with commands.cpp (CMakeLists.txt): its own unit
+// would parse the library's headers once more for little code.
 #include "run.hpp"
 
 namespace ner {

@@ -1,0 +1,10 @@
+// seqgpt_ner --device cpu: the training loop, evaluation and prediction (run.hpp), compiled
+// once for both models and every plan; a model's own code (its services and trainers) is in
+// its unit (tiny.cpp, seqgpt560m.cpp).
+#include "run.hpp"
+
+int ner::run_cpu(const Options& o, const Launch& launch) {
+  using seqpar::Cpu, seqpar::Fp32;
+  return o.model == "tiny" ? run_model<TinyNer, Cpu, Fp32, CpuFamilies>(o, launch)
+                           : run_model<seqpar::SeqGPT560M, Cpu, Fp32, CpuFamilies>(o, launch);
+}
