@@ -631,4 +631,15 @@ inline void check_precision_device(const Options& o, std::string_view device) {
       " needs --device cuda: the CPU backend trains in fp32");
 }
 
+/// The loss-scaling flags set fp16's scaler: with another precision (fp32 and bf16 scale no
+/// loss) they are refused, not ignored. After --deepspeed, which may set the precision.
+inline void check_loss_scale_flags(const Options& o) {
+  for (const char* flag : {"--loss-scale", "--initial-scale-power", "--loss-scale-window",
+                           "--hysteresis", "--consecutive-hysteresis", "--min-loss-scale"})
+    SEQPAR_CHECK(!o.given.contains(flag) || o.precision == "fp16", flag,
+                 " sets fp16's loss scaling; this run trains in ", o.precision,
+                 ", which scales no loss (--precision fp16, or fp16.enabled in a DeepSpeed "
+                 "configuration)");
+}
+
 }  // namespace ner

@@ -30,14 +30,10 @@ inline constexpr bool built_with_cuda = false;
 #endif
 
 /// The plans --device cuda is compiled for (cuda_*.cu), a deliberately small set: what
-/// users run on GPUs. Each is one of plans.hpp's, with its name and type (the options
-/// test holds them to it); more here multiply the CUDA units' compile time by 3 precisions.
-using CudaPlans = PlanFamily<"cuda", NamedPlan<"single", "Replicated<1>", Replicated<1>>,
-                             NamedPlan<"dp2", "Replicated<2>", Replicated<2>>,
-                             NamedPlan<"dp4", "Replicated<4>", Replicated<4>>,
-                             NamedPlan<"zero3x2", "Sharded<Zero3, 2>", Sharded<Zero3, 2>>,
-                             NamedPlan<"zero3x4", "Sharded<Zero3, 4>", Sharded<Zero3, 4>>,
-                             NamedPlan<"tp2", "TensorSplit<2>", TP2>>;
+/// users run on GPUs, chosen from plans.hpp's by name. More here multiply the CUDA units'
+/// compile time by 3 precisions.
+using CudaPlans = PlanFamily<"cuda", PlanCalled<"single">, PlanCalled<"dp2">, PlanCalled<"dp4">,
+                             PlanCalled<"zero3x2">, PlanCalled<"zero3x4">, PlanCalled<"tp2">>;
 
 /// The names of CudaPlans, for messages.
 inline std::string cuda_plan_list() {

@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
         for (const auto& line : report.lines()) std::printf("%s\n", line.c_str());
     }
     ner::check_precision_device(o, o.device);
+    ner::check_loss_scale_flags(o);
   } catch (const std::exception& e) {  // a file's content, not the command line: exit 1
     if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
     return 1;

@@ -112,6 +112,11 @@ Device and precision
   --precision fp32|bf16|fp16  (default fp32; bf16 and fp16 need --device cuda) weights,
                        activations and gradients in 16 bits with fp32 master weights; fp16
                        scales the loss dynamically (DeepSpeed's fp16 block sets the scaler)
+  --loss-scale X (0)   fp16's scaler, as DeepSpeed's fp16 block: 0 dynamic, else a static scale
+  --initial-scale-power N (16)  the dynamic scale starts at 2^N
+  --loss-scale-window N (1000)  clean steps before the scale doubles
+  --hysteresis N (2)   overflows before the scale halves  --consecutive-hysteresis  refill it
+                       on every clean step  --min-loss-scale X (1)  the floor
 Training
   --epochs N (15)  --max-steps N  --batch ROWS (16)  --micro-batch ROWS  --lr X (5e-3)
   --weight-decay X (0.01)  --warmup-ratio X (0.03)  --max-grad-norm X (1)  --seed N (42)
@@ -314,6 +319,18 @@ inline Options parse_options(int argc, char** argv) {
       o.device = value();
     else if (name == "--precision")
       o.precision = value();
+    else if (name == "--loss-scale")
+      o.loss_scale.loss_scale = real();
+    else if (name == "--initial-scale-power")
+      o.loss_scale.initial_scale_power = integer();
+    else if (name == "--loss-scale-window")
+      o.loss_scale.loss_scale_window = integer();
+    else if (name == "--hysteresis")
+      o.loss_scale.hysteresis = integer();
+    else if (name == "--consecutive-hysteresis")
+      o.loss_scale.consecutive_hysteresis = true;
+    else if (name == "--min-loss-scale")
+      o.loss_scale.min_loss_scale = real();
     else if (name == "--resume")
       o.resume = true;
     else if (name == "--allow-changed-options")
@@ -340,6 +357,14 @@ inline Options parse_options(int argc, char** argv) {
   if (o.recompute_every == 0)
     throw std::invalid_argument("--recompute-every must be positive (every K-th block)");
   if (o.log_every == 0) o.log_every = 1;
+  if (o.loss_scale.initial_scale_power > 1000)
+    throw std::invalid_argument("--initial-scale-power is at most 1000 (a double's exponent)");
+  if (o.loss_scale.loss_scale_window == 0)
+    throw std::invalid_argument("--loss-scale-window must be positive (clean steps)");
+  if (o.loss_scale.hysteresis == 0)
+    throw std::invalid_argument("--hysteresis must be positive (1: the first overflow halves)");
+  if (o.loss_scale.min_loss_scale == 0)
+    throw std::invalid_argument("--min-loss-scale must be above 0");
   if (o.truncation != "left" && o.truncation != "skip")
     throw std::invalid_argument("--truncation is '" + o.truncation + "'; expected left or skip");
   if (o.lr_scheduler_type != "linear" && o.lr_scheduler_type != "cosine" &&

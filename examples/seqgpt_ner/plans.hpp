@@ -79,6 +79,47 @@ struct FamilyList {
 /// What --device cpu offers: every family, in the order of --help.
 using CpuFamilies = FamilyList<DataPlans, SplitPlans>;
 
+namespace plan_lookup {
+/// The first plan of Plans called N; void when none is.
+template <Name N, class... Plans>
+struct FirstCalled {
+  using type = void;
+};
+template <Name N, class P, class... Plans>
+struct FirstCalled<N, P, Plans...> {
+  using type = std::conditional_t<N.view() == P::name, P, typename FirstCalled<N, Plans...>::type>;
+};
+template <Name N, class Family>
+struct CalledIn;
+template <Name N, Name Called, class... Plans>
+struct CalledIn<N, PlanFamily<Called, Plans...>> : FirstCalled<N, Plans...> {};
+
+/// The first of Ts that is not void; void when all are.
+template <class... Ts>
+struct FirstOf {
+  using type = void;
+};
+template <class T, class... Ts>
+struct FirstOf<T, Ts...> {
+  using type = std::conditional_t<std::is_void_v<T>, typename FirstOf<Ts...>::type, T>;
+};
+template <Name N, class List>
+struct CalledInList;
+template <Name N, class... Families>
+struct CalledInList<N, FamilyList<Families...>> : FirstOf<typename CalledIn<N, Families>::type...> {
+};
+template <Name N>
+struct PlanCalled {
+  using type = typename CalledInList<N, CpuFamilies>::type;
+  static_assert(!std::is_void_v<type>, "no plan of plans.hpp has this name");
+};
+}  // namespace plan_lookup
+
+/// The NamedPlan of CpuFamilies called N, for a family that offers some of them by name
+/// (CudaPlans): a plan's name and type have one home. A name of no plan does not compile.
+template <Name N>
+using PlanCalled = typename plan_lookup::PlanCalled<N>::type;
+
 /// Calls f(NamedPlan{}) for the plan called `name`; false when there is none.
 template <class F>
 bool with_plan(std::string_view name, F&& f) {

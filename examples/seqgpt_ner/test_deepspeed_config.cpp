@@ -376,6 +376,54 @@ TEST_CASE("--device and --precision: parsed, and anything else refused by name")
   CHECK(contains(parse_refusal({"--device"}), "--device needs a value"));
 }
 
+TEST_CASE("loss scaling from the command line: DeepSpeed's fields, checked, fp16 only") {
+  const ner::Options d = parse({});
+  CHECK(d.loss_scale.loss_scale == 0);  // DeepSpeed's defaults
+  CHECK(d.loss_scale.initial_scale_power == 16);
+  CHECK(d.loss_scale.loss_scale_window == 1000);
+  CHECK(d.loss_scale.hysteresis == 2);
+  CHECK_FALSE(d.loss_scale.consecutive_hysteresis);
+  CHECK(d.loss_scale.min_loss_scale == 1);
+  ner::Options o = parse({"--device", "cuda", "--precision", "fp16", "--initial-scale-power", "12",
+                          "--loss-scale-window", "500", "--hysteresis", "3",
+                          "--consecutive-hysteresis", "--min-loss-scale", "0.5"});
+  CHECK(o.loss_scale.initial_scale_power == 12);
+  CHECK(o.loss_scale.loss_scale_window == 500);
+  CHECK(o.loss_scale.hysteresis == 3);
+  CHECK(o.loss_scale.consecutive_hysteresis);
+  CHECK(o.loss_scale.min_loss_scale == 0.5);
+  CHECK_NOTHROW(ner::check_loss_scale_flags(o));
+  CHECK(parse({"--loss-scale", "128"}).loss_scale.loss_scale == 128);
+  // A DeepSpeed value that disagrees with the flag is refused; "auto" takes the flag's.
+  CHECK(contains(refusal(o, {{"fp16", {{"enabled", true}, {"hysteresis", 4}}}}),
+                 "the command line gives --hysteresis 3"));
+  ner::apply_deepspeed_config(o, {{"fp16", {{"enabled", true}, {"hysteresis", "auto"}}}}, "ds.json",
+                              2);
+  CHECK(o.loss_scale.hysteresis == 3);
+  CHECK(contains(parse_refusal({"--hysteresis", "0"}), "--hysteresis must be positive"));
+  CHECK(contains(parse_refusal({"--loss-scale-window", "0"}), "--loss-scale-window must be"));
+  CHECK(contains(parse_refusal({"--min-loss-scale", "0"}), "--min-loss-scale must be above 0"));
+  CHECK(contains(parse_refusal({"--initial-scale-power", "1001"}), "at most 1000"));
+  CHECK(contains(parse_refusal({"--loss-scale", "-1"}), "--loss-scale expects a finite"));
+  // fp32 and bf16 scale no loss: the flags are refused there, naming the flag.
+  for (const char* precision : {"fp32", "bf16"}) {
+    const ner::Options p = parse({"--precision", precision, "--hysteresis", "3"});
+    try {
+      ner::check_loss_scale_flags(p);
+      FAIL("--hysteresis without fp16 should be refused");
+    } catch (const seqpar::Error& e) {
+      CHECK(contains(e.what(), "--hysteresis sets fp16's loss scaling"));
+      CHECK(contains(e.what(), std::string("this run trains in ") + precision));
+    }
+  }
+  // The precision a DeepSpeed configuration sets counts.
+  ner::Options ds = parse({"--device", "cuda", "--loss-scale", "64"});
+  CHECK_THROWS_AS(ner::check_loss_scale_flags(ds), seqpar::Error);
+  ner::apply_deepspeed_config(ds, {{"fp16", {{"enabled", true}}}}, "ds.json", 2);
+  CHECK_NOTHROW(ner::check_loss_scale_flags(ds));
+  CHECK(ds.loss_scale.loss_scale == 64);
+}
+
 TEST_CASE("--device cuda: refused by a build without CUDA, and for plans the CUDA units lack") {
   ner::Options o = parse({"--device", "cuda", "--plan", "zero3x4"});
   const std::string no_cuda = device_refusal(o, false);
