@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "seqpar/core/error.hpp"
+#include "seqpar/core/omp.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -76,12 +77,12 @@ struct HostAllocator {
     constexpr std::size_t piece = std::size_t{1} << 20;
     const auto pieces = static_cast<std::int64_t>((bytes + piece - 1) / piece);
 #ifdef _OPENMP  // core is also compiled without OpenMP, where an unknown pragma is a warning
-#pragma omp parallel for schedule(static) if (pieces > 1)
+SEQPAR_OMP(parallel for schedule(static) if (pieces > 1))
 #endif
-    for (std::int64_t i = 0; i < pieces; ++i) {
-      const std::size_t at = static_cast<std::size_t>(i) * piece;
-      std::memset(static_cast<char*>(p) + at, byte, std::min(piece, bytes - at));
-    }
+for (std::int64_t i = 0; i < pieces; ++i) {
+  const std::size_t at = static_cast<std::size_t>(i) * piece;
+  std::memset(static_cast<char*>(p) + at, byte, std::min(piece, bytes - at));
+}
   }
 };
 

@@ -21,6 +21,7 @@
 
 #include "seqpar/backend/kernels.hpp"
 #include "seqpar/core/error.hpp"
+#include "seqpar/core/omp.hpp"
 
 // x86-64 under GCC or Clang, and not nvcc's device pass (which never runs host code).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__)
@@ -76,11 +77,11 @@ void for_blocks(std::int64_t n, int threads, Body&& body) {
   const std::int64_t blocks = (n + block - 1) / block;
 #ifdef _OPENMP
   const int t = threads > 0 ? threads : omp_get_max_threads();
-#pragma omp parallel for schedule(static) num_threads(t) if (t > 1 && blocks > 1)
+SEQPAR_OMP(parallel for schedule(static) num_threads(t) if (t > 1 && blocks > 1))
 #else
   (void)threads;
 #endif
-  for (std::int64_t b = 0; b < blocks; ++b) body(b * block, std::min(n, (b + 1) * block));
+for (std::int64_t b = 0; b < blocks; ++b) body(b * block, std::min(n, (b + 1) * block));
 }
 
 // One element of the scalar path (and the tails of the vector ones). Scaled: the gradient

@@ -21,6 +21,7 @@
 #include "seqpar/backend/cpu/gemm.hpp"
 #include "seqpar/backend/cpu/loops.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/core/omp.hpp"
 
 namespace seqpar::inline v0::detail::cpu {
 
@@ -64,7 +65,7 @@ void attention_forward(T* ctx, T* probs, const T* qkv, const T* pos, const std::
                        const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
                        std::int64_t hd) {
   const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
-#pragma omp parallel for collapse(2) schedule(static)
+  SEQPAR_OMP(parallel for collapse(2) schedule(static))
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < nh; ++h) {
       const T* P = head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd);
@@ -79,7 +80,7 @@ template <class T>
 void attention_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
                      const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
                      std::int64_t hd) {
-#pragma omp parallel for collapse(2) schedule(static)
+  SEQPAR_OMP(parallel for collapse(2) schedule(static))
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < nh; ++h)
       head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd);
@@ -93,7 +94,7 @@ void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
                         std::int64_t nh, std::int64_t hd) {
   const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
   const T scale = T(1) / std::sqrt(T(hd));
-#pragma omp parallel for collapse(2) schedule(static)
+  SEQPAR_OMP(parallel for collapse(2) schedule(static))
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < nh; ++h) {
       const T* q = qkv + b * Tn * ld + h * 3 * hd;

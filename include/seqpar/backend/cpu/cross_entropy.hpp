@@ -17,6 +17,7 @@
 
 #include "seqpar/backend/cpu/loops.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/core/omp.hpp"
 
 namespace seqpar::inline v0::detail::cpu {
 
@@ -25,7 +26,7 @@ namespace seqpar::inline v0::detail::cpu {
 template <class T, class Id>
 void softmax_stats(T* mx, T* sum, T* picked, const T* L, const Id* target, std::int64_t n,
                    std::int64_t cw, std::int64_t col0) {
-#pragma omp parallel for schedule(static)
+  SEQPAR_OMP(parallel for schedule(static))
   for (std::int64_t r = 0; r < n; ++r) {
     const T* l = L + r * cw;
     const T m = std::max(mx[r], row_max(l, cw));
@@ -58,7 +59,7 @@ double cross_entropy_loss(T* lse, const T* global_mx, const T* sum, const T* pic
 template <class T, class Id>
 void cross_entropy_grad(T* L, const T* lse, const Id* target, std::int64_t n, std::int64_t cw,
                         std::int64_t col0, T grad_scale) {
-#pragma omp parallel for schedule(static)
+  SEQPAR_OMP(parallel for schedule(static))
   for (std::int64_t r = 0; r < n; ++r) {
     T* l = L + r * cw;
     exp_shifted(l, l, cw, lse[r], grad_scale);

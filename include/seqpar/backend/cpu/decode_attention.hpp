@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "seqpar/backend/decode_attention.hpp"
+#include "seqpar/core/omp.hpp"
 
 namespace seqpar::inline v0::detail {
 
@@ -22,7 +23,8 @@ template <class T>
 void cpu_kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int64_t nh,
                   std::int64_t hd, std::int64_t cap, std::int64_t t0) {
   const std::int64_t ld = 3 * nh * hd;
-#pragma omp parallel for collapse(2) schedule(static) if (B * S * nh * hd > (std::int64_t{1} << 16))
+  SEQPAR_OMP(parallel for collapse(2) schedule(static)
+                 if (B * S * nh * hd > (std::int64_t{1} << 16)))
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < nh; ++h)
       for (std::int64_t t = 0; t < S; ++t) {
@@ -39,8 +41,8 @@ void cpu_kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std:
 template <class T, std::integral Id>
 void cpu_kv_gather(T* dst, const T* src, const Id* index, std::int64_t B, std::int64_t nh,
                    std::int64_t cap, std::int64_t hd, std::int64_t len) {
-#pragma omp parallel for collapse(2) \
-    schedule(static) if (B * nh * len * hd > (std::int64_t{1} << 16))
+  SEQPAR_OMP(parallel for collapse(2) schedule(static)
+                 if (B * nh * len * hd > (std::int64_t{1} << 16)))
   for (std::int64_t r = 0; r < B; ++r)
     for (std::int64_t h = 0; h < nh; ++h)
       std::copy_n(src + ((static_cast<std::int64_t>(index[r]) * nh + h) * cap) * hd, len * hd,
@@ -55,7 +57,7 @@ void cpu_decode_attention(T* ctx, T* scores, const T* qkv, const T* k, const T* 
                           const std::uint8_t* valid, const T* slopes, std::int64_t B,
                           std::int64_t nh, std::int64_t hd, std::int64_t cap, std::int64_t len) {
   const std::int64_t Hl = nh * hd;
-#pragma omp parallel for collapse(2) schedule(static)
+  SEQPAR_OMP(parallel for collapse(2) schedule(static))
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < nh; ++h) {
       const std::int64_t head = (b * nh + h) * cap;

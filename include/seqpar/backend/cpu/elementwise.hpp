@@ -14,13 +14,14 @@
 
 #include "seqpar/backend/cpu/loops.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/core/omp.hpp"
 
 namespace seqpar::inline v0::detail::cpu {
 
 // y[n, d] += b[d]
 template <class T>
 void add_bias(T* y, const T* b, std::int64_t n, std::int64_t d) {
-#pragma omp parallel for schedule(static)
+  SEQPAR_OMP(parallel for schedule(static))
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t j = 0; j < d; ++j) y[i * d + j] += b[j];
 }
@@ -28,7 +29,7 @@ void add_bias(T* y, const T* b, std::int64_t n, std::int64_t d) {
 // y[n, d] += b[d] + r[n, d]  (the bias of a row-parallel linear, added once after its reduction)
 template <class T>
 void add_bias_residual(T* y, const T* b, const T* r, std::int64_t n, std::int64_t d) {
-#pragma omp parallel for schedule(static)
+  SEQPAR_OMP(parallel for schedule(static))
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t j = 0; j < d; ++j) y[i * d + j] += b[j] + r[i * d + j];
 }
@@ -53,13 +54,13 @@ void gelu_backward(T* dx, const T* dy, const T* x, std::int64_t n) {
 // y[i] += x[i] (x may have another type: a 16-bit term added to a float sum)
 template <class T, class U>
 void add(T* y, const U* x, std::int64_t n) {
-#pragma omp parallel for schedule(static) if (n > parallel_min_elements)
+  SEQPAR_OMP(parallel for schedule(static) if (n > parallel_min_elements))
   for (std::int64_t i = 0; i < n; ++i) y[i] += static_cast<T>(x[i]);
 }
 
 template <class T>
 void scale(T* y, T s, std::int64_t n) {
-#pragma omp parallel for schedule(static) if (n > parallel_min_elements)
+  SEQPAR_OMP(parallel for schedule(static) if (n > parallel_min_elements))
   for (std::int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
@@ -70,7 +71,7 @@ void copy(T* y, const T* x, std::int64_t n) {
 
 template <class T>
 void fill(T* y, T v, std::int64_t n) {
-#pragma omp parallel for schedule(static) if (n > parallel_min_elements)
+  SEQPAR_OMP(parallel for schedule(static) if (n > parallel_min_elements))
   for (std::int64_t i = 0; i < n; ++i) y[i] = v;
 }
 

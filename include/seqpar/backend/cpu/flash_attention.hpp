@@ -22,6 +22,7 @@
 
 #include "seqpar/backend/cpu/loops.hpp"  // SEQPAR_CPU_SIMD, F32x8
 #include "seqpar/backend/flash_tiles.hpp"
+#include "seqpar/core/omp.hpp"
 
 namespace seqpar::inline v0::detail {
 
@@ -89,7 +90,7 @@ void flash_qk_row(T* s, const T* q, const T* kT, std::int64_t cols, std::int64_t
   for (std::int64_t d = 0; d < hd; ++d) {
     const T qd = q[d];
     const T* kd = kT + d * FlashCpuTiles::keys;
-#pragma omp simd
+    SEQPAR_OMP(simd)
     for (std::int64_t c = 0; c < cols; ++c) s[c] += qd * kd[c];
   }
 }
@@ -128,7 +129,7 @@ void flash_add_rows(T* acc, const T* w, const T* x, std::int64_t ldx, std::int64
     const T wc = w[c];
     if (wc == T(0)) continue;
     const T* xr = x + c * ldx;
-#pragma omp simd
+    SEQPAR_OMP(simd)
     for (std::int64_t d = d0; d < hd; ++d) acc[d] += wc * xr[d];
   }
 }
@@ -157,12 +158,12 @@ void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos, const s
   std::vector<std::int64_t> first(static_cast<std::size_t>(B));
   for (std::int64_t b = 0; b < B; ++b)
     first[static_cast<std::size_t>(b)] = first_valid_key(valid + b * Tn, Tn);
-#pragma omp parallel
+  SEQPAR_OMP(parallel)
   {
     // kT [hd, Bk]; S [Bq, Bk] scores, then weights; acc [Bq, hd]; m, l [Bq]
     std::vector<T> kT(static_cast<std::size_t>(hd * Bk)), S(static_cast<std::size_t>(Bq * Bk)),
         acc(static_cast<std::size_t>(Bq * hd)), m(Bq), l(Bq);
-#pragma omp for collapse(3) schedule(dynamic)
+    SEQPAR_OMP(for collapse(3) schedule(dynamic))
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < nh; ++h)
         for (std::int64_t t = 0; t < tiles; ++t) {
@@ -227,7 +228,7 @@ void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv
   if (B <= 0 || Tn <= 0 || nh <= 0) return;
   const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
   const T scale = T(1) / std::sqrt(T(hd));
-#pragma omp parallel
+  SEQPAR_OMP(parallel)
   {
     // kT, vT [hd, Bk]; p, dp, g [Bk] one query's row; pT, gT [Bk, Bq] the tile's p and
     // scale ds by key; dk, dv [Bk, hd]
@@ -235,7 +236,7 @@ void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv
         p(Bk), dp(Bk), g(Bk), pT(static_cast<std::size_t>(Bk * Bq)),
         gT(static_cast<std::size_t>(Bk * Bq)), dk(static_cast<std::size_t>(Bk * hd)),
         dv(static_cast<std::size_t>(Bk * hd));
-#pragma omp for collapse(2) schedule(dynamic)
+    SEQPAR_OMP(for collapse(2) schedule(dynamic))
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < nh; ++h) {
         const T* q = qkv + b * Tn * ld + h * 3 * hd;

@@ -11,6 +11,7 @@
 
 #include "seqpar/backend/cpu/loops.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/core/omp.hpp"
 
 namespace seqpar::inline v0::detail::cpu {
 
@@ -18,7 +19,7 @@ namespace seqpar::inline v0::detail::cpu {
 template <class T>
 void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, std::int64_t n,
                        std::int64_t d, double eps) {
-#pragma omp parallel for schedule(static)
+  SEQPAR_OMP(parallel for schedule(static))
   for (std::int64_t i = 0; i < n; ++i) {
     const T* xi = x + i * d;
     T m = 0;
@@ -39,7 +40,7 @@ void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* 
 template <class T>
 void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd,
                         const T* w, std::int64_t n, std::int64_t d) {
-#pragma omp parallel for schedule(static)
+  SEQPAR_OMP(parallel for schedule(static))
   for (std::int64_t i = 0; i < n; ++i) {
     const T* dyi = dy + i * d;
     const T* xi = x + i * d;

@@ -29,6 +29,7 @@
 // not accept in them: in translation units that nvcc compiles these loops stay scalar.
 #if SEQPAR_CPU_AVX2 && !defined(__CUDACC__)
 #include "seqpar/backend/cpu/simd_avx2.hpp"
+#include "seqpar/core/omp.hpp"
 #define SEQPAR_CPU_SIMD 1
 #else
 #define SEQPAR_CPU_SIMD 0
@@ -54,7 +55,7 @@ inline constexpr std::int64_t parallel_min_elements = std::int64_t{1} << 16;
 // number of threads.
 template <class Body>
 void for_columns(std::int64_t d, [[maybe_unused]] std::int64_t work, Body&& body) {
-#pragma omp parallel if (work > parallel_min_elements)
+  SEQPAR_OMP(parallel if (work > parallel_min_elements))
   {
     int threads = 1, me = 0;
 #ifdef _OPENMP
@@ -77,11 +78,11 @@ void for_lanes(std::int64_t n, Body&& body) {
 #if SEQPAR_CPU_SIMD
   if constexpr (std::is_same_v<T, float>) {
     done = n / F32x8::lanes * F32x8::lanes;
-#pragma omp parallel for schedule(static) if (done > parallel_min_elements)
+    SEQPAR_OMP(parallel for schedule(static) if (done > parallel_min_elements))
     for (std::int64_t i = 0; i < done; i += F32x8::lanes) body(F32x8{}, i);
   }
 #endif
-#pragma omp parallel for schedule(static) if (n - done > parallel_min_elements)
+  SEQPAR_OMP(parallel for schedule(static) if (n - done > parallel_min_elements))
   for (std::int64_t i = done; i < n; ++i) body(T{}, i);
 }
 template <class V, class T>

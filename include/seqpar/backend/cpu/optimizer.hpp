@@ -11,6 +11,7 @@
 
 #include "seqpar/backend/cpu/loops.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/core/omp.hpp"
 
 namespace seqpar::inline v0::detail::cpu {
 
@@ -42,7 +43,7 @@ void adamw_mixed(M* master, W* weight, const G* g, M* m, M* v, const kernels::Se
                  const kernels::AdamCoeffs& c, M grad_factor) {
   for (int k = 0; k < decay.count; ++k) {
     const bool dk = decay.value[k];
-#pragma omp parallel for schedule(static)
+    SEQPAR_OMP(parallel for schedule(static))
     for (std::int64_t i = decay.begin(k); i < decay.end[k]; ++i) {
       kernels::adamw(master[i], static_cast<M>(g[i]) * grad_factor, m[i], v[i], c, dk);
       if (weight) weight[i] = static_cast<W>(master[i]);

@@ -12,6 +12,7 @@
 
 #include "seqpar/backend/cpu/loops.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/core/omp.hpp"
 
 namespace seqpar::inline v0::detail::cpu {
 
@@ -36,7 +37,7 @@ double sum_squares(const T* x, std::int64_t n) {
   constexpr std::int64_t block = std::int64_t{1} << 14;
   const std::int64_t blocks = (n + block - 1) / block;
   std::vector<double> part(static_cast<std::size_t>(blocks));
-#pragma omp parallel for schedule(static) if (n > parallel_min_elements)
+  SEQPAR_OMP(parallel for schedule(static) if (n > parallel_min_elements))
   for (std::int64_t b = 0; b < blocks; ++b) {
     double s = 0;
     for (std::int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i)

@@ -25,6 +25,8 @@
 #include <memory>
 #include <new>
 
+#include "seqpar/core/omp.hpp"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -251,7 +253,7 @@ inline void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t 
   parallel = parallel && !omp_in_parallel() && omp_get_max_threads() > 1;
 #endif
   const std::int64_t row_blocks = (M + MC - 1) / MC;
-#pragma omp parallel if (parallel)
+  SEQPAR_OMP(parallel if (parallel))
   {
     Scratch apack = scratch(std::min(MC, (M + MR - 1) / MR * MR) * kc_max + 8);
     for (std::int64_t jc = 0; jc < N; jc += NC) {
@@ -259,11 +261,11 @@ inline void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t 
       for (std::int64_t pc = 0; pc < K; pc += KC) {
         const std::int64_t kc = std::min(KC, K - pc);
         const float block_beta = pc == 0 ? beta : 1.0f;
-#pragma omp for schedule(static)
+        SEQPAR_OMP(for schedule(static))
         for (std::int64_t s = 0; s < slivers; ++s) pack_b(bpack.get(), b, pc, kc, jc, nc, s, s + 1);
-          // row blocks to whichever thread is free: a thread slowed by anything else costs one
-          // block
-#pragma omp for schedule(dynamic, 1)
+        // row blocks to whichever thread is free: a thread slowed by anything else costs one
+        // block
+        SEQPAR_OMP(for schedule(dynamic, 1))
         for (std::int64_t blk = 0; blk < row_blocks; ++blk) {
           const std::int64_t ic = blk * MC, mc = std::min(MC, M - ic);
           pack_a(apack.get(), a, ic, mc, pc, kc, alpha);
