@@ -17,6 +17,10 @@ packages=(
   libbenchmark-dev    # benchmarks
   libopenmpi-dev      # seqpar::mpi
   openmpi-bin         # mpirun, for the multi-process tests
+  slurmctld           # srun, for the multi-process tests (a one-node cluster:
+  slurmd              #   tools/start_slurm.sh)
+  slurm-client
+  munge
   libonig-dev         # seqpar::tokenizer
   zlib1g-dev
   clang-format        # 14: tools/check_format.sh holds C++ files to .clang-format

@@ -1,4 +1,4 @@
-# seqgpt_ner launched as mpirun users launch it: one rank per process (MpiComm).
+# seqgpt_ner launched as mpirun and srun users launch it: one rank per process (MpiComm).
 #   CHECK=plans     dp2, zero3x2 (2 processes) and tp2dp2 (4 processes) take the same steps
 #                   as their thread ranks: the losses of metrics.jsonl agree; every rank's
 #                   memory is reported, one line per process; only rank 0 prints
@@ -9,7 +9,22 @@
 #                   with them); a failure on rank 0 while the others wait ends the whole
 #                   job with its message
 #   cmake -DEXE=<seqgpt_ner> -DMPIEXEC="mpirun;--oversubscribe" -DNP_FLAG=-n -DCHECK=plans
-#         -DOUT=<scratch dir> -P mpirun_check.cmake
+#         -DOUT=<scratch dir> [-DLAUNCHER=srun] -P mpirun_check.cmake
+# LAUNCHER (default mpirun) is the launcher's name as seqgpt_ner says it; with srun the check
+# first asks Slurm for a one-task step and reports itself skipped when no controller answers
+# (tools/start_slurm.sh starts a one-node cluster).
+if(NOT LAUNCHER)
+  set(LAUNCHER mpirun)
+endif()
+if(LAUNCHER STREQUAL "srun")
+  execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} 1 true RESULT_VARIABLE rc OUTPUT_QUIET
+                  ERROR_VARIABLE err TIMEOUT 30)
+  if(NOT rc EQUAL 0)
+    message(STATUS "skipped: srun cannot run a one-task step here (no Slurm controller answers?"
+                   " tools/start_slurm.sh starts a one-node cluster): ${rc} ${err}")
+    return()
+  endif()
+endif()
 file(REMOVE_RECURSE "${OUT}")
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
 file(MAKE_DIRECTORY "${OUT}")
@@ -106,8 +121,8 @@ if(CHECK STREQUAL "plans")
     run(${np} ok out train --out "${OUT}/${plan}_mpi" ${common} --plan ${plan} --max-steps 4)
     losses("${OUT}/${plan}_threads" a)
     losses("${OUT}/${plan}_mpi" b)
-    same_losses("${plan}: threads vs mpirun -np ${np}" "${a}" "${b}" 4)
-    expect("${out}" "${np} rank(s) as processes under mpirun")
+    same_losses("${plan}: threads vs ${LAUNCHER} with ${np} processes" "${a}" "${b}" 4)
+    expect("${out}" "${np} rank(s) as processes under ${LAUNCHER}")
     # One memory line per rank, each from its own process; the plan line only once.
     math(EXPR top "${np} - 1")
     foreach(r RANGE ${top})
@@ -116,7 +131,7 @@ if(CHECK STREQUAL "plans")
     count("${out}" "peak memory per rank" lines)
     count("${out}" "rank(s) as processes" plan_lines)
     if(NOT lines EQUAL 1 OR NOT plan_lines EQUAL 1)
-      message(FATAL_ERROR "mpirun -np ${np} --plan ${plan}: ${lines} memory tables and ${plan_lines} "
+      message(FATAL_ERROR "${LAUNCHER}, ${np} processes, --plan ${plan}: ${lines} memory tables and ${plan_lines} "
                           "plan lines, expected one of each (only rank 0 prints):\n${out}")
     endif()
     file(STRINGS "${OUT}/${plan}_mpi/metrics.jsonl" lines REGEX "\"event\":\"memory\"")
@@ -131,7 +146,7 @@ if(CHECK STREQUAL "plans")
     endif()
     foreach(f model.safetensors step-4.safetensors run.json tokenizer.json)
       if(NOT EXISTS "${OUT}/${plan}_mpi/${f}")
-        message(FATAL_ERROR "mpirun -np ${np} --plan ${plan} left no ${f}")
+        message(FATAL_ERROR "${LAUNCHER}, ${np} processes, --plan ${plan} left no ${f}")
       endif()
     endforeach()
   endforeach()
@@ -148,11 +163,11 @@ elseif(CHECK STREQUAL "resume")
   losses("${OUT}/straight" a)
   losses("${OUT}/t2m" b)
   losses("${OUT}/m2t" c)
-  same_losses("dp2 threads 3 steps + mpirun 3 steps vs 6 straight" "${a}" "${b}" 6)
-  same_losses("zero3x2 mpirun 3 steps + tp2 threads 3 steps vs 6 straight" "${a}" "${c}" 6)
+  same_losses("dp2 threads 3 steps + ${LAUNCHER} 3 steps vs 6 straight" "${a}" "${b}" 6)
+  same_losses("zero3x2 ${LAUNCHER} 3 steps + tp2 threads 3 steps vs 6 straight" "${a}" "${c}" 6)
 elseif(CHECK STREQUAL "refusals")
   run(2 fail out train --out "${OUT}/np" ${common} --plan tp2dp2 --max-steps 2)
-  expect("${out}" "--plan tp2dp2 needs 4 ranks, but mpirun started 2 processes")
+  expect("${out}" "--plan tp2dp2 needs 4 ranks, but ${LAUNCHER} started 2 processes")
   count("${out}" "needs 4 ranks" said)
   if(NOT said EQUAL 1)
     message(FATAL_ERROR "the wrong job size is said ${said} times, expected once:\n${out}")
@@ -164,7 +179,7 @@ elseif(CHECK STREQUAL "refusals")
   # without GPUs) after every rank counted its node's GPUs. Either is said once.
   run(2 fail out train --out "${OUT}/gpu" ${common} --plan dp2 --max-steps 2 --device cuda)
   if(WITH_CUDA)
-    set(why "--device cuda under mpirun: rank 0 sees no CUDA GPU")
+    set(why "--device cuda under ${LAUNCHER}: rank 0 sees no CUDA GPU")
   else()
     set(why "--device cuda: this seqgpt_ner was built without CUDA")
   endif()
@@ -192,4 +207,4 @@ elseif(CHECK STREQUAL "refusals")
 else()
   message(FATAL_ERROR "CHECK is '${CHECK}'; expected plans, resume or refusals")
 endif()
-message(STATUS "seqgpt_ner under mpirun (${CHECK}): all cases behave")
+message(STATUS "seqgpt_ner under ${LAUNCHER} (${CHECK}): all cases behave")
