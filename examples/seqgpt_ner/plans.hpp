@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 
 #include "seqpar/parallel/plan.hpp"
@@ -47,7 +48,35 @@ struct PlanFamily {
   static void each(F&& f) {
     (f(Plans{}), ...);
   }
+  /// Where the plan called `plan` is in the family; -1 when it has none.
+  static constexpr int index(std::string_view plan) {
+    int i = 0, at = -1;
+    ((at = at < 0 && plan == Plans::name ? i : at, ++i), ...);
+    return at;
+  }
+  using Tuple = std::tuple<Plans...>;
 };
+
+namespace plan_lookup {
+/// Plan I of Family; void for -1.
+template <class Family, int I>
+struct PlanAt {
+  using type = std::tuple_element_t<static_cast<std::size_t>(I), typename Family::Tuple>;
+};
+template <class Family>
+struct PlanAt<Family, -1> {
+  using type = void;
+};
+/// The first of Ts that is not void; void when all are.
+template <class... Ts>
+struct FirstOf {
+  using type = void;
+};
+template <class T, class... Ts>
+struct FirstOf<T, Ts...> {
+  using type = std::conditional_t<std::is_void_v<T>, typename FirstOf<Ts...>::type, T>;
+};
+}  // namespace plan_lookup
 
 using namespace seqpar;
 // A plan adds a few seconds to its model's unit (docs/ner.md#build).
@@ -74,43 +103,19 @@ struct FamilyList {
   static void each(F&& f) {
     (f(Families{}), ...);
   }
+  /// The NamedPlan of the families called `plan`; void when none is.
+  template <Name N>
+  using called = typename plan_lookup::FirstOf<
+      typename plan_lookup::PlanAt<Families, Families::index(N.view())>::type...>::type;
 };
 
 /// What --device cpu offers: every family, in the order of --help.
 using CpuFamilies = FamilyList<DataPlans, SplitPlans>;
 
 namespace plan_lookup {
-/// The first plan of Plans called N; void when none is.
-template <Name N, class... Plans>
-struct FirstCalled {
-  using type = void;
-};
-template <Name N, class P, class... Plans>
-struct FirstCalled<N, P, Plans...> {
-  using type = std::conditional_t<N.view() == P::name, P, typename FirstCalled<N, Plans...>::type>;
-};
-template <Name N, class Family>
-struct CalledIn;
-template <Name N, Name Called, class... Plans>
-struct CalledIn<N, PlanFamily<Called, Plans...>> : FirstCalled<N, Plans...> {};
-
-/// The first of Ts that is not void; void when all are.
-template <class... Ts>
-struct FirstOf {
-  using type = void;
-};
-template <class T, class... Ts>
-struct FirstOf<T, Ts...> {
-  using type = std::conditional_t<std::is_void_v<T>, typename FirstOf<Ts...>::type, T>;
-};
-template <Name N, class List>
-struct CalledInList;
-template <Name N, class... Families>
-struct CalledInList<N, FamilyList<Families...>> : FirstOf<typename CalledIn<N, Families>::type...> {
-};
 template <Name N>
 struct PlanCalled {
-  using type = typename CalledInList<N, CpuFamilies>::type;
+  using type = typename CpuFamilies::template called<N>;
   static_assert(!std::is_void_v<type>, "no plan of plans.hpp has this name");
 };
 }  // namespace plan_lookup

@@ -14,7 +14,7 @@
 
 using namespace seqpar;
 using seqpar::test::cluener_dir;
-using seqpar::test::ScratchDir;
+using seqpar::test::TempDir;
 
 namespace {
 
@@ -93,9 +93,9 @@ TEST_CASE("CLUENER: the dev split survives BIO and the answer format") {
     return;
   }
   const NerDataset dev = read_cluener(dir / "dev.jsonl", strict_options());
-  ScratchDir scratch("cluener_bio");
-  write_conll(scratch.path() / "dev.bio", dev.records);
-  const NerDataset back = read_conll(scratch.path() / "dev.bio", strict_options());
+  TempDir scratch;
+  write_conll(scratch.path / "dev.bio", dev.records);
+  const NerDataset back = read_conll(scratch.path / "dev.bio", strict_options());
   REQUIRE(back.records.size() == dev.records.size());
   std::size_t same = 0;
   for (std::size_t i = 0; i < dev.records.size(); ++i)

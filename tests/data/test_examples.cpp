@@ -20,7 +20,7 @@
 
 using namespace seqpar;
 using seqpar::test::data_fixture;
-using seqpar::test::ScratchDir;
+using seqpar::test::TempDir;
 
 namespace {
 
@@ -178,11 +178,11 @@ TEST_CASE("batches are left-padded; the loss sees the answer and eos only") {
 
 TEST_CASE(
     "fixture: the token cache round-trips, is memory-mapped, and skips tokenization on a hit") {
-  ScratchDir dir("cache");
+  TempDir dir;
   const auto src = data_fixture("cluener_fixture.json");
   const NerDataset d = read_cluener(src);
   const ToyEncoder tok;
-  const auto cache = dir.path() / "sub" / "fixture.tokens.safetensors";
+  const auto cache = dir.path / "sub" / "fixture.tokens.safetensors";
   const std::string source = file_hash(src);
   CacheStatus st;
   ExampleReport built_report, hit_report;
@@ -212,11 +212,11 @@ TEST_CASE(
 TEST_CASE(
     "the token cache is rebuilt when the source, the tokenizer or the settings change, or it is "
     "damaged") {
-  ScratchDir dir("cache_invalidation");
+  TempDir dir;
   const auto src = data_fixture("cluener_fixture.jsonl");
   const NerDataset d = read_cluener(src);
   const ToyEncoder tok;
-  const auto cache = dir.path() / "c.safetensors";
+  const auto cache = dir.path / "c.safetensors";
   const std::string source = file_hash(src);
   CacheStatus st;
   cached_ner_examples(cache, source, d.records, fixture_options(), tok, "toy", &st);
@@ -373,15 +373,15 @@ TEST_CASE("a data position refuses metadata written for another seed or batch si
 #if defined(SEQPAR_WITH_ONIGURUMA)
 TEST_CASE(
     "fixture: a character-level tokenizer.json gives one token per character and whole words") {
-  ScratchDir dir("char_tok");
+  TempDir dir;
   const NerDataset d = read_cluener(data_fixture("cluener_fixture.json"));
   std::vector<std::string> texts;
   for (const auto& r : d.records) texts.push_back(r.text);
   CharTokenizerOptions o;
   o.words = seqgpt_prompt_words();
   o.words.insert(o.words.end(), fixture_labels.begin(), fixture_labels.end());
-  write_char_tokenizer(dir.path() / "tokenizer.json", texts, o);
-  const Tokenizer tok = Tokenizer::from_file(dir.path() / "tokenizer.json");
+  write_char_tokenizer(dir.path / "tokenizer.json", texts, o);
+  const Tokenizer tok = Tokenizer::from_file(dir.path / "tokenizer.json");
   CHECK(tok.pad_id() == 3);
   CHECK(tok.eos_id() == 2);
   CHECK(tok.unk_id() == 0);
@@ -405,25 +405,25 @@ TEST_CASE(
   // The vocabulary cap leaves the rarest characters to bytes.
   CharTokenizerOptions small = o;
   small.max_vocab = 4 + 256 + 40 + static_cast<std::int64_t>(o.words.size());
-  write_char_tokenizer(dir.path() / "small.json", texts, small);
-  const Tokenizer st = Tokenizer::from_file(dir.path() / "small.json");
+  write_char_tokenizer(dir.path / "small.json", texts, small);
+  const Tokenizer st = Tokenizer::from_file(dir.path / "small.json");
   CHECK(static_cast<std::int64_t>(st.vocab_size()) <= small.max_vocab);
   const std::string all = texts[0] + texts[1] + texts[2];
   CHECK(st.encode(all).size() > tok.encode(all).size());
   CHECK(st.decode(st.encode(all)) == all);
   CharTokenizerOptions tiny;
   tiny.max_vocab = 100;
-  CHECK_THROWS_AS(write_char_tokenizer(dir.path() / "x.json", texts, tiny), Error);
+  CHECK_THROWS_AS(write_char_tokenizer(dir.path / "x.json", texts, tiny), Error);
 }
 
 TEST_CASE(
     "fixture: examples through the real tokenizer equal encoding the prompt and answer texts") {
-  ScratchDir dir("char_examples");
+  TempDir dir;
   const NerDataset d = read_cluener(data_fixture("cluener_fixture.jsonl"));
   std::vector<std::string> texts;
   for (const auto& r : d.records) texts.push_back(r.text);
-  write_char_tokenizer(dir.path() / "tokenizer.json", texts, {});
-  const Tokenizer tok = Tokenizer::from_file(dir.path() / "tokenizer.json");
+  write_char_tokenizer(dir.path / "tokenizer.json", texts, {});
+  const Tokenizer tok = Tokenizer::from_file(dir.path / "tokenizer.json");
   const ExampleSet ex = make_ner_examples(d.records, fixture_options(), tok);
   REQUIRE(ex.size() == 10);
   const auto chunks = chunk_labels(fixture_labels);

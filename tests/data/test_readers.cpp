@@ -11,7 +11,7 @@
 
 using namespace seqpar;
 using seqpar::test::data_fixture;
-using seqpar::test::ScratchDir;
+using seqpar::test::TempDir;
 
 namespace {
 
@@ -77,10 +77,10 @@ TEST_CASE("fixture: the CoNLL BIO file reads into the same records") {
 }
 
 TEST_CASE("records written as BIO read back unchanged; overlapping mentions are refused") {
-  ScratchDir dir("bio_roundtrip");
+  TempDir dir;
   const auto records = fixture_records();
-  write_conll(dir.path() / "out.txt", records);
-  const NerDataset back = read_conll(dir.path() / "out.txt");
+  write_conll(dir.path / "out.txt", records);
+  const NerDataset back = read_conll(dir.path / "out.txt");
   REQUIRE(back.records.size() == records.size());
   for (std::size_t i = 0; i < records.size(); ++i) CHECK(back.records[i].same_content(records[i]));
   CHECK(bio_tags(records[3]) == std::vector<std::string>{"B-game", "I-game", "I-game", "I-game",
@@ -91,7 +91,7 @@ TEST_CASE("records written as BIO read back unchanged; overlapping mentions are 
 }
 
 TEST_CASE("an array of records is read too") {
-  ScratchDir dir("array");
+  TempDir dir;
   const auto p = dir.write("a.json", "[" + good_line + ",\n" + good_line + "]");
   const NerDataset d = read_cluener(p);
   CHECK(d.records.size() == 2);
@@ -100,7 +100,7 @@ TEST_CASE("an array of records is read too") {
 
 TEST_CASE(
     "bad CLUENER records are skipped, counted by reason and described with file, line and record") {
-  ScratchDir dir("bad_cluener");
+  TempDir dir;
   struct Case {
     const char* line;
     const char* reason;
@@ -157,7 +157,7 @@ TEST_CASE(
 }
 
 TEST_CASE("records without labels are unlabelled, or bad when labels are required") {
-  ScratchDir dir("unlabelled");
+  TempDir dir;
   const auto p = dir.write("t.jsonl", R"({"id": 0, "text": "王芳在上海"})"
                                       "\n" +
                                           good_line + "\n");
@@ -175,7 +175,7 @@ TEST_CASE("records without labels are unlabelled, or bad when labels are require
 TEST_CASE(
     "concatenated JSON: a broken object costs only itself; stray text and an unclosed object are "
     "reported") {
-  ScratchDir dir("concat");
+  TempDir dir;
   const std::string good =
       "{\n  \"text\": \"王芳在上海\",\n  \"label\": {\"name\": {\"王芳\": [[0, 1]]}}\n}\n";
   // Record 2 misses a comma; then stray text; the last object never closes.
@@ -198,7 +198,7 @@ TEST_CASE(
 }
 
 TEST_CASE("the report keeps only the first problems but counts all of them") {
-  ScratchDir dir("many_bad");
+  TempDir dir;
   std::string s;
   for (int i = 0; i < 25; ++i) s += "{\"text\": 1}\n";
   s += good_line + "\n";
@@ -211,10 +211,10 @@ TEST_CASE("the report keeps only the first problems but counts all of them") {
 }
 
 TEST_CASE("files that are not CLUENER JSON are refused with an Error that names them") {
-  ScratchDir dir("wrong_kind");
-  CHECK_THROWS_WITH_AS(read_cluener(dir.path() / "missing.json"), doctest::Contains("no such file"),
+  TempDir dir;
+  CHECK_THROWS_WITH_AS(read_cluener(dir.path / "missing.json"), doctest::Contains("no such file"),
                        Error);
-  CHECK_THROWS_WITH_AS(read_cluener(dir.path()), doctest::Contains("not a regular file"), Error);
+  CHECK_THROWS_WITH_AS(read_cluener(dir.path), doctest::Contains("not a regular file"), Error);
   CHECK_THROWS_WITH_AS(read_cluener(dir.write("empty.json", " \n\n")),
                        doctest::Contains("holds no records"), Error);
   CHECK_THROWS_WITH_AS(read_cluener(dir.write("bin.json", std::string("\x08\0\0\0\0\0\0\0{}", 10))),
@@ -231,7 +231,7 @@ TEST_CASE("files that are not CLUENER JSON are refused with an Error that names 
 }
 
 TEST_CASE("invalid UTF-8 inside a record is a malformed record") {
-  ScratchDir dir("utf8");
+  TempDir dir;
   const auto p = dir.write("u.jsonl", "{\"text\": \"\xE4\xBD\"}\n" + good_line + "\n");
   const NerDataset d = read_cluener(p);
   CHECK(d.records.size() == 1);
@@ -239,7 +239,7 @@ TEST_CASE("invalid UTF-8 inside a record is a malformed record") {
 }
 
 TEST_CASE("bad CoNLL sentences are skipped, counted and described") {
-  ScratchDir dir("bad_conll");
+  TempDir dir;
   struct Case {
     const char* sentence;
     const char* reason;
@@ -277,7 +277,7 @@ TEST_CASE("bad CoNLL sentences are skipped, counted and described") {
 }
 
 TEST_CASE("CoNLL: tabs, CRLF line ends, -DOCSTART- and extra blank lines are fine") {
-  ScratchDir dir("conll_forms");
+  TempDir dir;
   const auto p =
       dir.write("f.txt",
                 "-DOCSTART- O\r\n\r\n\r\n王\tB-name\r\n芳\tI-name\r\n在\tO\r\n\r\n\r\n上 "
@@ -290,7 +290,7 @@ TEST_CASE("CoNLL: tabs, CRLF line ends, -DOCSTART- and extra blank lines are fin
 }
 
 TEST_CASE("files that are not CoNLL BIO text are refused with an Error that names them") {
-  ScratchDir dir("conll_wrong_kind");
+  TempDir dir;
   const auto json = data_fixture("cluener_fixture.json");
   CHECK_THROWS_WITH_AS(read_conll(json), doctest::Contains("looks like JSON"), Error);
   CHECK_THROWS_WITH_AS(read_conll(dir.write("bin.txt", std::string("ab\0cd", 5))),
@@ -300,12 +300,11 @@ TEST_CASE("files that are not CoNLL BIO text are refused with an Error that name
   CHECK_THROWS_WITH_AS(
       read_conll(dir.write("prose.txt", "This is a plain sentence.\nAnd another one.\n")),
       doctest::Contains("no record could be read"), Error);
-  CHECK_THROWS_WITH_AS(read_conll(dir.path() / "nope.txt"), doctest::Contains("no such file"),
-                       Error);
+  CHECK_THROWS_WITH_AS(read_conll(dir.path / "nope.txt"), doctest::Contains("no such file"), Error);
 }
 
 TEST_CASE("concatenated JSON: an object left open costs itself, not the records after it") {
-  ScratchDir dir("unclosed");
+  TempDir dir;
   const std::string good =
       "{\n  \"text\": \"王芳在上海\",\n  \"label\": {\"name\": {\"王芳\": [[0, 1]]}}\n}\n";
   // Record 2 loses its closing braces, record 4 a closing quote: each costs only itself.

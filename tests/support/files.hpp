@@ -14,6 +14,7 @@
 #include <iterator>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -47,6 +48,8 @@ struct TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   std::filesystem::path operator/(const std::string& name) const { return path / name; }
+  /// Writes `text` as the file `name` in the folder (a failed write fails the test); its path.
+  std::filesystem::path write(const std::string& name, std::string_view text) const;
   /// The names in the folder, sorted.
   std::vector<std::string> listing() const {
     std::vector<std::string> out;
@@ -73,6 +76,12 @@ inline void write_bytes(const std::filesystem::path& path, std::span<const std::
   out.write(reinterpret_cast<const char*>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));
   REQUIRE_MESSAGE(out.good(), "cannot write ", path.string());
+}
+
+inline std::filesystem::path TempDir::write(const std::string& name, std::string_view text) const {
+  const auto p = path / name;
+  write_bytes(p, std::as_bytes(std::span(text.data(), text.size())));
+  return p;
 }
 
 }  // namespace seqpar::test
