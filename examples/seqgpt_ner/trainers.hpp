@@ -53,7 +53,7 @@ struct PlanRun {
 };
 
 /// The plan of family F called `name` for model M on Dev in Prec; none when F has no such
-/// plan (defined in model_parts.hpp, compiled in a unit per model and family).
+/// plan (defined in model_parts.hpp, compiled in the model's unit: tiny.cpp, seqgpt560m.cpp).
 template <BloomModel M, class F, Device Dev, Precision Prec>
 std::optional<PlanRun<Dev>> family_plan(std::string_view name);
 
