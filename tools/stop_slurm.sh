@@ -3,6 +3,12 @@
 # files. --purge also removes Slurm's state and spool folders, its logs and slurm.conf.
 set -u
 [ "$(id -u)" = 0 ] || { echo "stop_slurm: must run as root" >&2; exit 1; }
+# Only what tools/start_slurm.sh started: a configuration it did not write is a real
+# cluster's, whose daemons are not this script's to stop.
+if [ -e /etc/slurm/slurm.conf ] && ! head -n 1 /etc/slurm/slurm.conf | grep -qx '# written by tools/start_slurm.sh'; then
+  echo "stop_slurm: /etc/slurm/slurm.conf is not tools/start_slurm.sh's; nothing stopped or removed" >&2
+  exit 1
+fi
 stop() {  # stop NAME PIDFILE
   [ -s "$2" ] || { echo "stop_slurm: $1 not running (no $2)"; return 0; }
   local pid; pid=$(cat "$2")
