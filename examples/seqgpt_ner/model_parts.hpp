@@ -98,7 +98,7 @@ struct GenerationModel {
   void load(const fs::path& path) {
     const TensorFile f(path);
     const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
-    check_weights_file<M>(path);
+    check_bloom_weights<M>(f.names(), lookup, path.string());  // the file opened once
     for (std::size_t u = 0; u < stack.units().size(); ++u)
       for (const auto& p : stack.units()[u].params)
         load_param_block(find_bloom_tensor(lookup, p.name, path.string()), p,
