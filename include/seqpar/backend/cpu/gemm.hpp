@@ -25,26 +25,34 @@ template <class T>
 void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* A,
           std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
 #if SEQPAR_CPU_AVX2
+  // Float never reaches Eigen: a unit that trains in float does not instantiate (and
+  // optimise) Eigen's GEMM kernels it would never call.
   if constexpr (std::is_same_v<T, float>) {
     if (M > 0 && N > 0 && K > 0)
       return sgemm::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  }
+    for (std::int64_t i = 0; i < M; ++i)  // an empty product: C = beta C
+      for (std::int64_t j = 0; j < N; ++j)
+        C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  } else
 #endif
-  MatMap<T> c(C, M, N, Eigen::OuterStride<>(ldc));
-  if (beta == T(0)) {
-    c.setZero();
-  } else if (beta != T(1)) {
-    c *= beta;
+  {
+    MatMap<T> c(C, M, N, Eigen::OuterStride<>(ldc));
+    if (beta == T(0)) {
+      c.setZero();
+    } else if (beta != T(1)) {
+      c *= beta;
+    }
+    if (M == 0 || N == 0 || K == 0) return;
+    const auto a = ta ? ConstMatMap<T>(A, K, M, Eigen::OuterStride<>(lda))
+                      : ConstMatMap<T>(A, M, K, Eigen::OuterStride<>(lda));
+    const auto b = tb ? ConstMatMap<T>(B, N, K, Eigen::OuterStride<>(ldb))
+                      : ConstMatMap<T>(B, K, N, Eigen::OuterStride<>(ldb));
+    if (!ta && !tb) c.noalias() += alpha * (a * b);
+    if (!ta && tb) c.noalias() += alpha * (a * b.transpose());
+    if (ta && !tb) c.noalias() += alpha * (a.transpose() * b);
+    if (ta && tb) c.noalias() += alpha * (a.transpose() * b.transpose());
   }
-  if (M == 0 || N == 0 || K == 0) return;
-  const auto a = ta ? ConstMatMap<T>(A, K, M, Eigen::OuterStride<>(lda))
-                    : ConstMatMap<T>(A, M, K, Eigen::OuterStride<>(lda));
-  const auto b = tb ? ConstMatMap<T>(B, N, K, Eigen::OuterStride<>(ldb))
-                    : ConstMatMap<T>(B, K, N, Eigen::OuterStride<>(ldb));
-  if (!ta && !tb) c.noalias() += alpha * (a * b);
-  if (!ta && tb) c.noalias() += alpha * (a * b.transpose());
-  if (ta && !tb) c.noalias() += alpha * (a.transpose() * b);
-  if (ta && tb) c.noalias() += alpha * (a.transpose() * b.transpose());
 }
 
 // y[N, out] = x[N, in] W[out, in]^T (+ b[out])
