@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <utility>
+#include <type_traits>
 
 namespace seqpar::inline v0 {
 
@@ -17,10 +17,17 @@ class Error : public std::runtime_error {
 
 namespace detail {
 template <class... Parts>
-[[noreturn]] void fail(Parts&&... parts) {
+[[noreturn]] void fail_streamed(const Parts&... parts) {
   std::ostringstream os;
-  (os << ... << std::forward<Parts>(parts));
+  (os << ... << parts);
   throw Error(os.str());
+}
+
+/// Throws Error with the parts streamed in order. A string literal's type holds its length;
+/// decayed to pointers, messages of the same shape share one instantiation.
+template <class... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  fail_streamed<std::decay_t<const Parts>...>(parts...);
 }
 }  // namespace detail
 
