@@ -1,56 +1,22 @@
 #pragma once
 // read_bloom_config: a Hugging Face BLOOM config.json as a BloomConfig (the numbers; a
-// model type needs them at compile time, the planner at run time).
+// model type needs them at compile time, the planner at run time). Definitions:
+// io/impl/hf_config.hpp (core/separate_compilation.hpp).
 
-#include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <initializer_list>
-#include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "seqpar/config/bloom.hpp"
-#include "seqpar/core/error.hpp"
+#include "seqpar/core/separate_compilation.hpp"
 
 namespace seqpar::inline v0 {
 
 /// Reads vocab_size, hidden_size (or n_embed), n_layer (or num_hidden_layers), n_head (or
 /// num_attention_heads) and layer_norm_epsilon (default 1e-5) from a BloomConfig file.
 /// Throws seqpar::Error naming the file and the field that is missing or wrong.
-inline BloomConfig read_bloom_config(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  std::ifstream in(path);
-  SEQPAR_CHECK(in.good(), file, ": cannot open the model config");
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    detail::fail(file, ": not JSON (", e.what(), ")");
-  }
-  SEQPAR_CHECK(j.is_object(), file, ": a model config is a JSON object");
-  const auto count = [&](std::initializer_list<const char*> names) -> std::int64_t {
-    for (const char* n : names) {
-      const auto it = j.find(n);
-      if (it == j.end()) continue;
-      SEQPAR_CHECK(it->is_number_integer() && it->get<std::int64_t>() > 0, file, ": field '", n,
-                   "' is ", it->dump(), "; expected a positive integer");
-      return it->get<std::int64_t>();
-    }
-    detail::fail(file, ": no field '", *names.begin(), "'", names.size() > 1 ? " (or '" : "",
-                 names.size() > 1 ? *(names.begin() + 1) : "", names.size() > 1 ? "')" : "",
-                 "; a BLOOM config.json has it");
-  };
-  BloomConfig c;
-  c.vocab_size = count({"vocab_size"});
-  c.hidden = count({"hidden_size", "n_embed"});
-  c.layers = count({"n_layer", "num_hidden_layers"});
-  c.heads = count({"n_head", "num_attention_heads"});
-  if (const auto it = j.find("layer_norm_epsilon"); it != j.end() && it->is_number())
-    c.layer_norm_eps = it->get<double>();
-  SEQPAR_CHECK(c.hidden % c.heads == 0, file, ": hidden_size ", c.hidden,
-               " is not divisible by n_head ", c.heads);
-  return c;
-}
+SEQPAR_DECL BloomConfig read_bloom_config(const std::filesystem::path& path);
 
 }  // namespace seqpar::inline v0
+
+#if !defined(SEQPAR_SEPARATE_COMPILATION)
+#include "seqpar/io/impl/hf_config.hpp"
+#endif

@@ -33,7 +33,7 @@ struct TensorEntry {
 };
 
 namespace detail {
-inline std::string shape_string(const std::vector<std::int64_t>& shape) {
+inline std::string shape_string(std::span<const std::int64_t> shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
