@@ -17,21 +17,21 @@
 #include "seqpar/comm/mpi_comm.hpp"  // as main.cpp: run_cuda_processes exists where it calls it
 #endif
 
-int ner::run_cuda(const Options& o, const Launch& launch) {
-  return o.model == "tiny" ? run_cuda_tiny(o, launch) : run_cuda_seqgpt560m(o, launch);
+int ner::visible_gpus() {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: counted as none
+    gpus = 0;
+  }
+  return gpus;
 }
 
 #if defined(SEQPAR_HAS_MPI_COMM)
 int ner::run_cuda_processes(const Options& o, Launch launch, seqpar::MpiComm& mpi) {
   // Eval and predict run on rank 0 alone, on its GPU (its node's first).
   if (o.command != "train") return run_cuda(o, launch);
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
-    (void)cudaGetLastError();  // no driver or no device: counted as none
-    gpus = 0;
-  }
   // Every rank learns every node's counts, so that all refuse alike and rank 0 says why.
-  const NodeGpus mine{mpi.rank(), seqpar::node_local_size(mpi), gpus};
+  const NodeGpus mine{mpi.rank(), seqpar::node_local_size(mpi), visible_gpus()};
   const std::int64_t out[3] = {mine.rank, mine.node_processes, mine.gpus};
   std::vector<std::int64_t> all(3 * static_cast<std::size_t>(mpi.size()));
   mpi.all_gather(out, all.data(), 3);

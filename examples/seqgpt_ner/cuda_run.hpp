@@ -14,18 +14,17 @@ namespace ner {
 
 /// Runs the command of `o` (its model resolved) on the GPU: the plan's ranks as threads of
 /// this process sharing the current GPU (CudaThreadComm), or, when `launch` is a job of
-/// processes, this process's rank on the communicator `launch.world` holds (cuda_launch.cu).
+/// processes, this process's rank on the communicator `launch.world` holds
+/// (cuda_commands.cu).
 int run_cuda(const Options& o, const Launch& launch);
+
+/// The CUDA GPUs this process sees; 0 without a driver or a device (cuda_launch.cu).
+int visible_gpus();
 
 /// One process of a job under mpirun or srun with --device cuda: training runs on NcclComm
 /// over `mpi` (rank 0's NCCL id broadcast by MPI), on the GPU of the process's rank on its
 /// node; a node with more processes than GPUs is refused (exit 2, said by rank 0). Eval and
 /// predict run on rank 0 alone (cuda_launch.cu).
 int run_cuda_processes(const Options& o, Launch launch, seqpar::MpiComm& mpi);
-
-/// One model each, every precision, the plans of CudaPlans (cuda_tiny.cu,
-/// cuda_seqgpt560m.cu).
-int run_cuda_tiny(const Options& o, const Launch& launch);
-int run_cuda_seqgpt560m(const Options& o, const Launch& launch);
 
 }  // namespace ner

@@ -25,6 +25,13 @@ if(WITH_CUDA)
   # The CUDA units hold a few plans; the others are refused before anything starts.
   ner_run(2 out train --out "${OUT}/bad" ${common} --device cuda --plan pp2)
   expect("${out}" "--plan pp2 is not built for --device cuda; the CUDA plans are single dp2 dp4 zero3x2 zero3x4 tp2")
+  # Thread ranks on a machine without a GPU: refused before the data are read or the output
+  # folder is made (under a launcher, mpirun_check.cmake).
+  ner_run(2 out train --out "${OUT}/gpu" ${common} --device cuda --plan dp2)
+  expect("${out}" "--device cuda: this process sees no CUDA GPU")
+  if(EXISTS "${OUT}/gpu")
+    message(FATAL_ERROR "--device cuda without a GPU made ${OUT}/gpu")
+  endif()
 else()
   foreach(args IN ITEMS "--plan;dp2" "--precision;bf16" "--deepspeed;${OUT}/fp16.json")
     ner_run(2 out train --out "${OUT}/bad" ${common} --device cuda ${args})

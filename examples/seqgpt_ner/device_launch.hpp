@@ -83,6 +83,16 @@ struct NodeGpus {
   std::int64_t rank = 0, node_processes = 1, gpus = 0;
 };
 
+/// Why a process sees no CUDA GPU, as the refusals say it.
+inline constexpr std::string_view no_gpu_why =
+    "sees no CUDA GPU (no driver, or CUDA_VISIBLE_DEVICES hides them all); run with --device cpu";
+
+/// The refusal of --device cuda when the plan's ranks would be threads of this process and
+/// it sees no GPU: said before the data are read or the output folder is taken.
+inline std::string no_gpu_for_threads() {
+  return "--device cuda: this process " + std::string(no_gpu_why);
+}
+
 /// The refusal when a node runs more processes of the job than it has GPUs (NcclComm takes
 /// one GPU per process and NCCL refuses two ranks on one), naming the first such rank and
 /// both counts; empty when every process has a GPU of its own.
@@ -91,8 +101,7 @@ inline std::string gpu_shortage(const std::vector<NodeGpus>& ranks, std::string_
     if (r.node_processes <= r.gpus) continue;
     if (r.gpus == 0)
       return "--device cuda under " + std::string(launcher) + ": rank " + std::to_string(r.rank) +
-             " sees no CUDA GPU (no driver, or CUDA_VISIBLE_DEVICES hides them all); run with "
-             "--device cpu there";
+             " " + std::string(no_gpu_why) + " there";
     const std::string gpus = std::to_string(r.gpus) + " GPU" + (r.gpus == 1 ? "" : "s");
     return "--device cuda under " + std::string(launcher) + ": the node of rank " +
            std::to_string(r.rank) + " runs " + std::to_string(r.node_processes) +

@@ -133,6 +133,13 @@ int main(int argc, char** argv) {
     if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
     return 2;
   }
+#if defined(SEQPAR_NER_WITH_CUDA)
+  // Under a launcher every rank counts its node's GPUs (run_cuda_processes).
+  if (o.device == "cuda" && !processes && ner::visible_gpus() == 0) {
+    std::fprintf(stderr, "seqgpt_ner: %s\n", ner::no_gpu_for_threads().c_str());
+    return 2;
+  }
+#endif
   if (processes) {
 #if defined(SEQPAR_HAS_MPI_COMM)
     return run_processes(argc, argv, o, *processes);

@@ -1,7 +1,7 @@
 // The definitions behind trainers.hpp's declarations: a plan's trainer (PlanTrainer,
 // family_plan) and a model's services (NerModelOf, make_ner_model). Included by the units
-// that compile them for a model (tiny.cpp, seqgpt560m.cpp; the CUDA units through
-// cuda_model.cuh), not by the commands (commands.cpp), which only call them.
+// that compile them for a model (generated from model_unit.cpp.in, CMakeLists.txt), not by
+// the commands (commands.cpp, cuda_commands.cu), which only call them.
 #pragma once
 
 #include <cstddef>

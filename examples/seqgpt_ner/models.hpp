@@ -1,5 +1,5 @@
-// The model types seqgpt_ner is built for. Each has one translation unit (tiny.cpp,
-// seqgpt560m.cpp) for its services and its trainers under every plan.
+// The model types seqgpt_ner is built for. Each has translation units of its own for its
+// services and its trainers under each family of plans (CMakeLists.txt, model_unit.cpp.in).
 #pragma once
 
 #include <string_view>

@@ -1,7 +1,7 @@
 // The parallel plans seqgpt_ner is compiled with, chosen at run time by name, in families
-// (the order of --help). Every plan of a model is compiled in the model's translation unit
-// (tiny.cpp, seqgpt560m.cpp): what a Trainer instantiates whatever the plan costs more
-// than the plans, and is paid once per model that way.
+// (the order of --help). A model's trainers under one family are one translation unit
+// (CMakeLists.txt, model_unit.cpp.in): what a Trainer instantiates whatever the plan costs
+// more than the plans, and is paid once per family that way.
 #pragma once
 
 #include <algorithm>
@@ -79,7 +79,7 @@ struct FirstOf<T, Ts...> {
 }  // namespace plan_lookup
 
 using namespace seqpar;
-// A plan adds a few seconds to its model's unit (docs/ner.md#build).
+// A plan adds about a second to its family's unit (docs/ner.md#build).
 /// Data parallelism alone: replicas and ZeRO sharding.
 using DataPlans = PlanFamily<"data", NamedPlan<"single", "Replicated<1>", Replicated<1>>,
                              NamedPlan<"dp2", "Replicated<2>", Replicated<2>>,

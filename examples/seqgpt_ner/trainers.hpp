@@ -1,7 +1,7 @@
 // What seqgpt_ner's commands (run.hpp) see of a model and of a plan: interfaces, so that the
 // training loop, evaluation and prediction are compiled once per device whatever the model
 // and the plan, and each model's code in a unit of its own
-// (model_parts.hpp defines what is declared here, tiny.cpp and seqgpt560m.cpp compile it).
+// (model_parts.hpp defines what is declared here, the units of model_unit.cpp.in compile it).
 #pragma once
 
 #include <filesystem>
@@ -53,7 +53,7 @@ struct PlanRun {
 };
 
 /// The plan of family F called `name` for model M on Dev in Prec; none when F has no such
-/// plan (defined in model_parts.hpp, compiled in the model's unit: tiny.cpp, seqgpt560m.cpp).
+/// plan (defined in model_parts.hpp, compiled in the unit of M, F, Dev and Prec).
 template <BloomModel M, class F, Device Dev, Precision Prec>
 std::optional<PlanRun<Dev>> family_plan(std::string_view name);
 
@@ -86,7 +86,7 @@ class NerModel {
                             const GenerateOptions& decoding, std::int64_t max_length) const = 0;
 };
 
-/// Model M's services on Dev (defined in model_parts.hpp, compiled in the model's unit).
+/// Model M's services on Dev (defined in model_parts.hpp, compiled in a unit of their own).
 template <BloomModel M, Device Dev>
 std::unique_ptr<NerModel<Dev>> make_ner_model();
 
