@@ -13,6 +13,7 @@
 #include "seqpar/core/error.hpp"
 #include "seqpar/data/cluener.hpp"
 #include "seqpar/data/ner_record.hpp"
+#include "seqpar/io/detail/json_kind.hpp"
 #include "seqpar/io/detail/utf8.hpp"
 
 namespace seqpar::inline v0 {
@@ -27,19 +28,6 @@ struct CluenerParse {
 
 inline CluenerParse cluener_bad(std::string reason, std::string problem) {
   return {std::nullopt, std::move(reason), std::move(problem)};
-}
-
-inline const char* json_kind(const nlohmann::json& v) {
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number_float()) return "a floating-point number";
-  switch (v.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::object: return "an object";
-    case nlohmann::json::value_t::array: return "an array";
-    case nlohmann::json::value_t::string: return "a string";
-    case nlohmann::json::value_t::boolean: return "a boolean";
-    default: return "a value of another kind";
-  }
 }
 
 /// Checks one CLUENER record and turns it into a NerRecord.

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "seqpar/io/detail/json_kind.hpp"
 #include "seqpar/io/safetensors.hpp"
 
 namespace seqpar::inline v0 {
@@ -92,19 +93,6 @@ inline std::string errno_message(int err) {
   return std::error_code(err, std::generic_category()).message();
 }
 
-inline const char* json_type_name(const nlohmann::json& v) {
-  if (v.is_number_float()) return "a floating-point number";
-  if (v.is_number_integer()) return "an integer";
-  switch (v.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::object: return "an object";
-    case nlohmann::json::value_t::array: return "an array";
-    case nlohmann::json::value_t::string: return "a string";
-    case nlohmann::json::value_t::boolean: return "a boolean";
-    default: return "an unexpected JSON value";
-  }
-}
-
 // Reads one non-negative integer field value; `what` names it in errors ("shape[1]").
 inline std::uint64_t header_uint(const nlohmann::json& v, const std::string& file,
                                  const std::string& tensor, const std::string& what) {
@@ -115,7 +103,7 @@ inline std::uint64_t header_uint(const nlohmann::json& v, const std::string& fil
                  "; expected a non-negative integer");
     return static_cast<std::uint64_t>(i);
   }
-  fail(file, ": tensor '", tensor, "': ", what, " is ", json_type_name(v),
+  fail(file, ": tensor '", tensor, "': ", what, " is ", json_kind(v),
        "; expected a non-negative integer");
 }
 
@@ -127,7 +115,7 @@ struct HeaderTensor {
 
 inline HeaderTensor parse_header_tensor(const std::string& name, const nlohmann::json& v,
                                         const std::string& file) {
-  SEQPAR_CHECK(v.is_object(), file, ": tensor '", name, "': entry is ", json_type_name(v),
+  SEQPAR_CHECK(v.is_object(), file, ": tensor '", name, "': entry is ", json_kind(v),
                "; expected an object with dtype, shape and data_offsets");
   HeaderTensor t;
   t.entry.name = name;
@@ -135,7 +123,7 @@ inline HeaderTensor parse_header_tensor(const std::string& name, const nlohmann:
 
   const auto dt = v.find("dtype");
   SEQPAR_CHECK(dt != v.end(), file, ": tensor '", name, "' has no 'dtype'");
-  SEQPAR_CHECK(dt->is_string(), file, ": tensor '", name, "': 'dtype' is ", json_type_name(*dt),
+  SEQPAR_CHECK(dt->is_string(), file, ": tensor '", name, "': 'dtype' is ", json_kind(*dt),
                "; expected a string such as \"F32\"");
   const auto& dtype_str = dt->get_ref<const std::string&>();
   const auto dtype = dtype_from_name(dtype_str);
@@ -152,7 +140,7 @@ inline HeaderTensor parse_header_tensor(const std::string& name, const nlohmann:
 
   const auto sh = v.find("shape");
   SEQPAR_CHECK(sh != v.end(), file, ": tensor '", name, "' has no 'shape'");
-  SEQPAR_CHECK(sh->is_array(), file, ": tensor '", name, "': 'shape' is ", json_type_name(*sh),
+  SEQPAR_CHECK(sh->is_array(), file, ": tensor '", name, "': 'shape' is ", json_kind(*sh),
                "; expected an array of non-negative integers");
   t.entry.shape.reserve(sh->size());
   for (std::size_t i = 0; i < sh->size(); ++i) {
@@ -171,7 +159,7 @@ inline HeaderTensor parse_header_tensor(const std::string& name, const nlohmann:
   const auto off = v.find("data_offsets");
   SEQPAR_CHECK(off != v.end(), file, ": tensor '", name, "' has no 'data_offsets'");
   SEQPAR_CHECK(off->is_array() && off->size() == 2, file, ": tensor '", name,
-               "': 'data_offsets' is ", json_type_name(*off),
+               "': 'data_offsets' is ", json_kind(*off),
                off->is_array() ? " of " + std::to_string(off->size()) + " values" : "",
                "; expected an array [begin, end] of two non-negative integers");
   t.begin = header_uint((*off)[0], file, name, "data_offsets[0]");
@@ -253,11 +241,11 @@ SEQPAR_DECL SafetensorsIndex parse(std::span<const std::byte> bytes, const std::
   for (const auto& [key, value] : root.items()) {
     if (key == "__metadata__") {
       if (value.is_null()) continue;  // the reference reader takes null as "no metadata"
-      SEQPAR_CHECK(value.is_object(), file, ": __metadata__ is ", json_type_name(value),
+      SEQPAR_CHECK(value.is_object(), file, ": __metadata__ is ", json_kind(value),
                    "; expected an object mapping strings to strings");
       for (const auto& [mk, mv] : value.items()) {
-        SEQPAR_CHECK(mv.is_string(), file, ": __metadata__ key '", mk, "' holds ",
-                     json_type_name(mv), "; expected a string");
+        SEQPAR_CHECK(mv.is_string(), file, ": __metadata__ key '", mk, "' holds ", json_kind(mv),
+                     "; expected a string");
         index.metadata.emplace(mk, mv.get<std::string>());
       }
       continue;
