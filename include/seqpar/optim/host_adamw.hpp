@@ -26,7 +26,7 @@
 // x86-64 under GCC or Clang, and not nvcc's device pass (which never runs host code).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__)
 #define SEQPAR_HOST_ADAMW_X86 1
-#include <immintrin.h>
+#include "seqpar/core/x86_intrinsics.hpp"
 #else
 #define SEQPAR_HOST_ADAMW_X86 0
 #endif

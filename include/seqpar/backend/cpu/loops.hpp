@@ -8,6 +8,8 @@
 #error "backend/cpu/loops.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
 #endif
 
+#include "seqpar/core/x86_intrinsics.hpp"  // before Eigen, which reads <immintrin.h> too
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>

@@ -14,7 +14,7 @@
     "simd_avx2.hpp needs AVX2 and FMA; include backend/cpu/ops.hpp, which picks it when they are on"
 #endif
 
-#include <immintrin.h>
+#include "seqpar/core/x86_intrinsics.hpp"
 
 #include <cstdint>
 #include <limits>
