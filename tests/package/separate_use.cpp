@@ -53,8 +53,8 @@ int main() {
 
   // safetensors: written here, read back by both readers.
   const std::vector<float> values = {1.5f, -2.0f, 0.25f, 8.0f, 0.0f, -0.5f};
-  const seqpar::TensorToWrite t{"w", seqpar::DType::f32, {2, 3},
-                                std::as_bytes(std::span<const float>(values))};
+  const seqpar::TensorToWrite t{
+      "w", seqpar::DType::f32, {2, 3}, std::as_bytes(std::span<const float>(values))};
   seqpar::write_safetensors(dir / "w.safetensors", std::span(&t, 1), {{"step", "7"}});
   const seqpar::SafetensorsFile st(dir / "w.safetensors");
   expect(st.size() == 1 && floats(st.at("w")) == values, "safetensors round trip");
@@ -79,8 +79,8 @@ int main() {
   expect(c.vocab_size == 512 && c.hidden == 64 && c.layers == 2 && c.heads == 4, "config.json");
 
   // The data readers.
-  write_text(dir / "train.jsonl",
-             R"({"text": "张三在北京", "label": {"name": {"张三": [[0, 1]]}}})" "\n");
+  write_text(dir / "train.jsonl", R"({"text": "张三在北京", "label": {"name": {"张三": [[0, 1]]}}})"
+                                  "\n");
   const seqpar::NerDataset cluener = seqpar::read_cluener(dir / "train.jsonl");
   expect(cluener.records.size() == 1 && cluener.records[0].spans.size() == 1 &&
              cluener.records[0].spans[0].text == "张三",
