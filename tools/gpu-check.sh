@@ -6,6 +6,8 @@
 #      ranks:   test_cuda's "multi-rank" suite on its own (CudaThreadComm, multi-rank
 #               plans on one GPU), so that a failure there cannot hide the other results
 #      nccl:    test_nccl, NcclComm as a one-rank group (its streams, every collective)
+#      separate: test_cuda_separate, Cuda trainers compiled by the host compiler against
+#               the kernels compiled once (SEQPAR_SEPARATE_COMPILATION), against Trainer<Cpu>
 #   2. seqpar:  training-step throughput on SeqGPT-560M's shape (bench_cuda_train_step)
 #   3. pytorch: the same steps in PyTorch, Hugging Face BloomForCausalLM
 #               (tools/bench_torch_gpu.py: autocast bf16, fp32 weights, fused AdamW)
@@ -18,8 +20,8 @@
 #               tokens/s and per-rank memory lines (GPU, arena peaks by category)
 #
 # A step whose program is missing is skipped with a message saying what to build. Full
-# logs go to OUTDIR (created; eleven files at most: environment.log, test_cuda.log,
-# test_cuda_ranks.log, test_nccl.log, seqpar_bench.log, torch_bench.log, cuda_ops.log,
+# logs go to OUTDIR (created; twelve files at most: environment.log, test_cuda.log,
+# test_cuda_ranks.log, test_nccl.log, test_cuda_separate.log, seqpar_bench.log, torch_bench.log, cuda_ops.log,
 # ner_tiny.log, ner_resume.log, ner_560m.log, summary.txt; seqgpt_ner's outputs go to a temporary folder,
 # removed after); the last lines printed, and summary.txt, are a table of the test results
 # and one of tokens/s, MFU and peak memory per shape (and seqpar variant) for seqpar and
@@ -29,7 +31,7 @@
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSEQPAR_WITH_CUDA=ON \
 #         -DCMAKE_CUDA_ARCHITECTURES=90 -DSEQPAR_NATIVE_ARCH=OFF
 #         -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
-#   cmake --build build-gpu --target test_cuda test_nccl bench_cuda_ops bench_cuda_train_step seqgpt_ner -j2
+#   cmake --build build-gpu --target test_cuda test_nccl test_cuda_separate bench_cuda_ops bench_cuda_train_step seqgpt_ner -j2
 #   mkdir -p build-gpu/lib && cp /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian build-gpu/lib/
 #   cp /usr/lib/x86_64-linux-gnu/libgomp.so.1 /usr/lib/x86_64-linux-gnu/libonig.so.5 build-gpu/lib/
 # (Without MPI seqgpt_ner needs no Open MPI libraries there; its single-GPU and CudaThreadComm
@@ -45,6 +47,7 @@
 #   SEQPAR_GPU_BUILD     build folder of the CUDA programs (default: build-gpu)
 #   SEQPAR_CUDA_TEST     test binary (default: $SEQPAR_GPU_BUILD/tests/cuda/test_cuda)
 #   SEQPAR_NCCL_TEST     NcclComm test binary (default: $SEQPAR_GPU_BUILD/tests/cuda/test_nccl)
+#   SEQPAR_SEPARATE_TEST separately compiled trainers (default: $SEQPAR_GPU_BUILD/tests/cuda/test_cuda_separate)
 #   SEQPAR_CUDA_OPS      per-op benchmark (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_ops)
 #   SEQPAR_CUDA_BENCH    throughput binary (default: $SEQPAR_GPU_BUILD/benchmarks/bench_cuda_train_step)
 #   SEQPAR_BENCH_ARGS    its arguments (default: --logits-mib=0,16,4096 --recompute-attention=0,1
@@ -82,6 +85,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SEQPAR_GPU_BUILD:-$root/build-gpu}
 test_bin=${SEQPAR_CUDA_TEST:-$build/tests/cuda/test_cuda}
 nccl_bin=${SEQPAR_NCCL_TEST:-$build/tests/cuda/test_nccl}
+separate_bin=${SEQPAR_SEPARATE_TEST:-$build/tests/cuda/test_cuda_separate}
 ops_bin=${SEQPAR_CUDA_OPS:-$build/benchmarks/bench_cuda_ops}
 ner_bin=${SEQPAR_NER_BIN:-$build/examples/seqgpt_ner/seqgpt_ner}
 ner_steps=${SEQPAR_NER_STEPS:-300}
@@ -224,6 +228,12 @@ if [[ ! -x $nccl_bin ]]; then
   record nccl SKIP "no $nccl_bin"
 else
   run_tests nccl test_nccl.log "$nccl_bin"
+fi
+if [[ ! -x $separate_bin ]]; then
+  note "separate: skipped, $separate_bin not found (build target test_cuda_separate with SEQPAR_WITH_CUDA=ON)"
+  record separate SKIP "no $separate_bin"
+else
+  run_tests separate test_cuda_separate.log "$separate_bin"
 fi
 
 # --- 2. seqpar throughput ---------------------------------------------------------------

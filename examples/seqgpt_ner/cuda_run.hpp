@@ -1,6 +1,6 @@
 // The CUDA half of seqgpt_ner (built when the build has CUDA: SEQPAR_NER_WITH_CUDA, the
-// cuda_*.cu units): main.cpp hands a --device cuda run here. device_launch.hpp says which
-// plans, precisions and communicators it offers.
+// cuda_*.cpp units and seqpar_compiled_cuda.cu): main.cpp hands a --device cuda run here.
+// device_launch.hpp says which plans, precisions and communicators it offers.
 #pragma once
 
 #include "launch.hpp"

@@ -22,7 +22,8 @@
 #include <utility>
 #include <vector>
 
-#if defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"  // SEQPAR_CUDA_BACKEND
+#if defined(SEQPAR_CUDA_BACKEND)
 #include <cuda_runtime.h>
 
 #include "seqpar/backend/cuda/device.hpp"
@@ -105,7 +106,7 @@ template <seqpar::Device Dev, class F>
 void run_world(const Launch& launch, int n, std::string_view plan, F&& body) {
   if (!launch.processes()) {
     seqpar::run_ranks(n, [&](seqpar::ThreadComm& c) {
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_BACKEND)
       if constexpr (std::is_same_v<Dev, seqpar::Cuda>) {
         seqpar::AnyComm world{seqpar::CudaThreadComm(c)};
         body(world);
@@ -129,7 +130,7 @@ std::string device_label() {
   return Dev::name;
 }
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_BACKEND)
 template <>
 inline std::string device_label<seqpar::Cuda>() {
   int gpu = 0;

@@ -1,7 +1,8 @@
 // The definitions behind trainers.hpp's declarations: a plan's trainer (PlanTrainer,
 // family_plan) and a model's services (NerModelOf, make_ner_model). Included by the units
 // that compile them for a model (generated from model_unit.cpp.in, CMakeLists.txt), not by
-// the commands (commands.cpp, cuda_commands.cu), which only call them.
+// the commands (commands.cpp, cuda_commands.cpp), which only call them. Each unit includes
+// its device's Ops first (model_unit.cpp.in): a CUDA unit never compiles Ops<Cpu>.
 #pragma once
 
 #include <cstddef>
@@ -12,13 +13,6 @@
 #include <type_traits>
 
 #include "hf_export.hpp"
-// The CUDA units (cuda_*.cu, compiled by nvcc) compile for Cuda only: Ops<Cpu> stays
-// out of them.
-#if defined(__CUDACC__)
-#include "seqpar/backend/cuda/ops.hpp"
-#else
-#include "seqpar/backend/cpu/ops.hpp"
-#endif
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/tensor_file.hpp"
 #include "trainers.hpp"

@@ -1,8 +1,9 @@
 #pragma once
 // The umbrella header: everything public in seqpar. The CPU backend, MPI, tokenizer and
 // CUDA parts appear only where their dependency is (the seqpar::cpu / ::mpi / ::tokenizer /
-// ::cuda targets define SEQPAR_WITH_*; CUDA code compiles only under nvcc), so a program
-// that links seqpar::seqpar alone builds with the core.
+// ::cuda targets define SEQPAR_WITH_*; the CUDA part needs nvcc, or SEQPAR_SEPARATE_COMPILATION
+// with its kernels compiled once: SEQPAR_CUDA_BACKEND), so a program that links seqpar::seqpar
+// alone builds with the core.
 
 #include "seqpar/backend/device.hpp"  // Cpu, Cuda, the Device concept, Ops<Device>
 #include "seqpar/config/bloom.hpp"    // BloomConfig, Bloom<...>, SeqGPT560M
@@ -10,6 +11,7 @@
 #include "seqpar/core/dtype.hpp"      // DType, exact f16/bf16 conversions
 #include "seqpar/core/error.hpp"      // Error, SEQPAR_CHECK
 #include "seqpar/core/rng.hpp"        // CounterRng: plan-independent random numbers
+#include "seqpar/core/separate_compilation.hpp"  // SEQPAR_DECL, SEQPAR_CUDA_BACKEND
 #if defined(SEQPAR_WITH_EIGEN) || __has_include(<Eigen/Core>)
 #include "seqpar/backend/cpu/ops.hpp"  // Ops<Cpu>: Eigen GEMMs and row-wise loops (seqpar::cpu)
 #endif
@@ -42,7 +44,7 @@
 #if defined(SEQPAR_WITH_ONIGURUMA)
 #include "seqpar/io/tokenizer.hpp"  // Tokenizer: tokenizer.json byte-level BPE
 #endif
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_BACKEND)
 #include "seqpar/backend/cuda/ops.hpp"       // Ops<Cuda>: cuBLAS and kernels
 #include "seqpar/comm/cuda_thread_comm.hpp"  // CudaThreadComm: every plan's ranks on one GPU
 #include "seqpar/comm/nccl_comm.hpp"  // NcclComm (where nccl.h and MPI are): one process per GPU

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "seqpar/comm/communicator.hpp"
+#include "seqpar/core/separate_compilation.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -232,7 +233,7 @@ class AnyComm {
 
 }  // namespace seqpar::inline v0
 
-// The CUDA 16-bit storage types cross an AnyComm as their bits (nvcc only).
-#if defined(__CUDACC__)
+// The CUDA 16-bit storage types cross an AnyComm as their bits (with the CUDA backend).
+#if defined(SEQPAR_CUDA_BACKEND)
 #include "seqpar/comm/cuda_wire.hpp"
 #endif

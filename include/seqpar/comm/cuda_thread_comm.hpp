@@ -11,9 +11,11 @@
 // the result is copied back on the rank's stream. Correct and deterministic, not fast:
 // every collective costs two PCIe copies and a stream synchronisation. A version that
 // copies device to device between the ranks' buffers would keep the data on the GPU.
-// Compiled only under nvcc.
+// Seen where SEQPAR_CUDA_BACKEND is defined (core/separate_compilation.hpp).
 
-#if defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if defined(SEQPAR_CUDA_BACKEND)
 
 #include <cuda_runtime.h>
 
@@ -218,4 +220,4 @@ static_assert(Communicator<CudaThreadComm>);
 
 }  // namespace seqpar::inline v0
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_BACKEND

@@ -4,9 +4,12 @@
 // with the data-axis, tensor-axis and pipeline code of float ones. NcclComm reduces them
 // natively; CudaThreadComm stages them through the host, where ThreadComm sums them in
 // float and rounds each result once. A one-rank group with no communicator copies a block
-// with cudaMemcpyAsync (device or host memory). Compiled only under nvcc.
+// with cudaMemcpyAsync (device or host memory). Seen where SEQPAR_CUDA_BACKEND is defined
+// (core/separate_compilation.hpp).
 
-#if defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if defined(SEQPAR_CUDA_BACKEND)
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -42,4 +45,4 @@ struct CommWire<__half> : detail::CudaHalfWire<__half, F16Bits> {};
 
 }  // namespace seqpar::inline v0
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_BACKEND

@@ -18,14 +18,17 @@
 // between two ranks in the order they are posted, which is the order the trainer's
 // pipeline uses. Byte counters follow the ring model of ring_bytes(), as every
 // communicator's.
-// Compiled only under nvcc with NCCL (link seqpar::nccl); the constructor over an MpiComm
-// also needs MPI (seqpar::mpi). NcclComm::single() needs neither MPI nor a launcher.
+// Seen where SEQPAR_CUDA_BACKEND is defined and NCCL is found (link seqpar::nccl); the constructor
+// over an MpiComm also needs MPI (seqpar::mpi). NcclComm::single() needs neither MPI nor a
+// launcher.
 
-#if defined(__CUDACC__) && __has_include(<nccl.h>)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if defined(SEQPAR_CUDA_BACKEND) && __has_include(<nccl.h>)
 #include "seqpar/comm/mpi_comm.hpp"  // NcclComm(MpiComm&) where <mpi.h> is found
 #endif
 
-#if defined(__CUDACC__) && __has_include(<nccl.h>)
+#if defined(SEQPAR_CUDA_BACKEND) && __has_include(<nccl.h>)
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -468,4 +471,4 @@ static_assert(Communicator<NcclComm> && AsyncCommunicator<NcclComm>);
 
 }  // namespace seqpar::inline v0
 
-#endif  // __CUDACC__ && NCCL
+#endif  // SEQPAR_CUDA_BACKEND && NCCL

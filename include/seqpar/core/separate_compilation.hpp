@@ -1,7 +1,7 @@
 #pragma once
 // SEQPAR_DECL and SEQPAR_SEPARATE_COMPILATION: where seqpar's non-template input/output
-// code (safetensors, pytorch_model.bin, tokenizer.json, config.json, the data readers) is
-// compiled.
+// code (safetensors, pytorch_model.bin, tokenizer.json, config.json, the data readers) and
+// the CUDA backend's kernels are compiled.
 //
 // seqpar is header-only: by default each header holds that code's definitions, inline, and
 // every translation unit that calls it compiles and optimises it again. A program whose
@@ -17,4 +17,15 @@
 #define SEQPAR_DECL
 #else
 #define SEQPAR_DECL inline
+#endif
+
+// SEQPAR_CUDA_BACKEND: defined where a unit sees the CUDA backend (Cuda, Ops<Cuda>,
+// CudaContext, the CUDA communicators). Its kernels need nvcc, so a header-only program sees
+// it only under nvcc. A program built with SEQPAR_SEPARATE_COMPILATION and linked to
+// seqpar::cuda (SEQPAR_WITH_CUDA) sees it under any compiler: Ops<Cuda> is then declared
+// only, and its kernels are compiled once, by nvcc, in the unit that includes
+// <seqpar/compiled_cuda.hpp>; its other units (the trainers) are ordinary C++ compiled by
+// the host compiler against the CUDA toolkit's headers.
+#if defined(__CUDACC__) || (defined(SEQPAR_SEPARATE_COMPILATION) && defined(SEQPAR_WITH_CUDA))
+#define SEQPAR_CUDA_BACKEND 1
 #endif

@@ -3,10 +3,12 @@
 // cuBLAS handle with its own workspace, grow-only scratch for multi-pass kernels, and a
 // cache of freed device blocks. Each thread has its own (thread_local), so ThreadComm
 // ranks never share a stream, a handle, scratch or cached memory; only an allocation that
-// fails takes back what the other threads' caches hold on its device. Compiled only
-// under nvcc.
+// fails takes back what the other threads' caches hold on its device. Seen where
+// SEQPAR_CUDA_BACKEND is defined (core/separate_compilation.hpp).
 
-#if defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if defined(SEQPAR_CUDA_BACKEND)
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -334,4 +336,4 @@ class CudaContext {
 
 }  // namespace seqpar::inline v0
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_BACKEND

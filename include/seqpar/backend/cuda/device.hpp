@@ -1,8 +1,11 @@
 #pragma once
 // The Cuda device tag and its allocator: device memory from cudaMalloc (never managed
-// memory), zeroed on the calling thread's stream. Compiled only under nvcc.
+// memory), zeroed on the calling thread's stream. Seen where SEQPAR_CUDA_BACKEND is defined
+// (core/separate_compilation.hpp).
 
-#if defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if defined(SEQPAR_CUDA_BACKEND)
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -84,4 +87,4 @@ struct StorageDType<__half> {
 
 }  // namespace seqpar::inline v0
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_BACKEND

@@ -2,9 +2,12 @@
 // SEQPAR_CUDA_CHECK, SEQPAR_CUBLAS_CHECK and SEQPAR_CUDA_CHECK_LAUNCH: every CUDA runtime
 // and cuBLAS call of the CUDA backend goes through them, and every kernel launch is
 // followed by the launch check. A failure throws seqpar::Error naming file:line, the call
-// and the runtime's own message. Compiled only under nvcc.
+// and the runtime's own message. Seen where SEQPAR_CUDA_BACKEND is defined
+// (core/separate_compilation.hpp).
 
-#if defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if defined(SEQPAR_CUDA_BACKEND)
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -58,4 +61,4 @@ namespace seqpar::inline v0::detail {
 #define SEQPAR_CUDA_CHECK_LAUNCH() SEQPAR_CUDA_CHECK(cudaGetLastError())
 #endif
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_BACKEND

@@ -36,11 +36,6 @@ inline int blas_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// The types C may have for operands of type T: T, or float (an fp32 accumulator read and
-// written as it is, never rounded to 16 bits).
-template <class Out, class T>
-concept GemmOutputFor = std::same_as<Out, T> || std::same_as<Out, float>;
-
 // `batch` products; operand i starts at A + i sA, B + i sB, C + i sC.
 template <CudaScalar T, GemmOutputFor<T> Out = T>
 void gemm_strided_batched(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,

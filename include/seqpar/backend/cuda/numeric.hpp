@@ -1,9 +1,12 @@
 #pragma once
 // Storage types of the CUDA backend and what every kernel shares: float <-> storage
 // conversions, cuBLAS data types, launch shapes and warp/block reductions. Storage is
-// float, bf16 or fp16; arithmetic is always float. Compiled only under nvcc.
+// float, bf16 or fp16; arithmetic is always float. Seen where SEQPAR_CUDA_BACKEND is defined
+// (core/separate_compilation.hpp).
 
-#if defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if defined(SEQPAR_CUDA_BACKEND)
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -22,6 +25,11 @@ concept CudaScalar =
     std::same_as<T, float> || std::same_as<T, __nv_bfloat16> || std::same_as<T, __half>;
 
 namespace detail {
+
+// The types C may have for operands of type T: T, or float (an fp32 accumulator read and
+// written as it is, never rounded to 16 bits).
+template <class Out, class T>
+concept GemmOutputFor = std::same_as<Out, T> || std::same_as<Out, float>;
 
 __host__ __device__ __forceinline__ float to_float(float x) { return x; }
 __host__ __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -62,6 +70,8 @@ inline unsigned grid_for_rows(std::int64_t rows) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, std::int64_t{1} << 18));
 }
 
+// The kernels' reductions (device code: nvcc only).
+#if defined(__CUDACC__)
 template <class A>
 __device__ __forceinline__ A warp_sum(A v) {
   for (int o = warp_size / 2; o > 0; o >>= 1) v += __shfl_xor_sync(full_mask, v, o);
@@ -87,8 +97,9 @@ __device__ __forceinline__ A block_sum(A v, A* shared) {
   v = lane < warps ? shared[lane] : A(0);
   return warp_sum(v);
 }
+#endif  // __CUDACC__
 
 }  // namespace detail
 }  // namespace seqpar::inline v0
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_BACKEND

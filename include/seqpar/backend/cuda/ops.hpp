@@ -6,9 +6,17 @@
 // host through download() or synchronize(); download_after() queues a copy on the thread's
 // second, copy stream behind an event instead (optimizer offload's gradients). Beyond the CPU set:
 // strided batched GEMM and AdamW on fp32 master weights (adamw_mixed: the CPU has no 16-bit
-// storage). Compiled only under nvcc; a program built by another compiler sees nothing here.
+// storage).
+//
+// The ops that launch kernels are declared here and defined in impl/ops.hpp: under nvcc in
+// every unit that includes this header, or, in a program built with
+// SEQPAR_SEPARATE_COMPILATION, once, in the unit that includes <seqpar/compiled_cuda.hpp>
+// (which instantiates them for every storage type). Seen where SEQPAR_CUDA_BACKEND is
+// defined (core/separate_compilation.hpp).
 
-#if defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if defined(SEQPAR_CUDA_BACKEND)
 
 #include <cuda_runtime.h>
 
@@ -16,19 +24,10 @@
 #include <cstdint>
 #include <utility>
 
-#include "seqpar/backend/cuda/attention.hpp"
 #include "seqpar/backend/cuda/context.hpp"
-#include "seqpar/backend/cuda/cross_entropy.hpp"
-#include "seqpar/backend/cuda/decode_attention.hpp"
 #include "seqpar/backend/cuda/device.hpp"
-#include "seqpar/backend/cuda/elementwise.hpp"
-#include "seqpar/backend/cuda/embedding.hpp"
 #include "seqpar/backend/cuda/error.hpp"
-#include "seqpar/backend/cuda/flash_attention.hpp"
-#include "seqpar/backend/cuda/gemm.hpp"
-#include "seqpar/backend/cuda/layernorm.hpp"
 #include "seqpar/backend/cuda/numeric.hpp"
-#include "seqpar/backend/cuda/reduce.hpp"
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
 
@@ -123,20 +122,14 @@ struct Ops<Cuda> {
   template <CudaScalar T, detail::GemmOutputFor<T> Out>
   static void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
                    const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, Out* C,
-                   std::int64_t ldc) {
-    detail::gemm_strided_batched(ta, tb, M, N, K, detail::to_float(alpha), A, lda, 0, B, ldb, 0,
-                                 detail::to_float(beta), C, ldc, 0, 1);
-  }
+                   std::int64_t ldc);
 
   /// `batch` GEMMs of gemm's shape; product i reads A + i sA, B + i sB, writes C + i sC.
   template <CudaScalar T>
   static void gemm_batched(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
                            T alpha, const T* A, std::int64_t lda, std::int64_t sA, const T* B,
                            std::int64_t ldb, std::int64_t sB, T beta, T* C, std::int64_t ldc,
-                           std::int64_t sC, std::int64_t batch) {
-    detail::gemm_strided_batched(ta, tb, M, N, K, detail::to_float(alpha), A, lda, sA, B, ldb, sB,
-                                 detail::to_float(beta), C, ldc, sC, batch);
-  }
+                           std::int64_t sC, std::int64_t batch);
 
   // --- linear layers ------------------------------------------------------------------
 
@@ -161,22 +154,15 @@ struct Ops<Cuda> {
   }
 
   template <CudaScalar T>
-  static void add_bias(T* y, const T* b, std::int64_t n, std::int64_t d) {
-    detail::launch_rows(detail::add_bias_kernel<T>, n, y, b, static_cast<const T*>(nullptr), n, d);
-  }
+  static void add_bias(T* y, const T* b, std::int64_t n, std::int64_t d);
 
   // acc[d] += sum over rows of y[n, d]  (deterministic: fixed-order partial sums)
   template <CudaScalar T>
-  static void column_sum(T* acc, const T* y, std::int64_t n, std::int64_t d) {
-    detail::column_reduce<1>(detail::ColumnOutputs<T>{{acc, nullptr}}, n, d,
-                             detail::ColumnSumTerm<T>{y, d});
-  }
+  static void column_sum(T* acc, const T* y, std::int64_t n, std::int64_t d);
 
   // y[n, d] += b[d] + r[n, d]
   template <CudaScalar T>
-  static void add_bias_residual(T* y, const T* b, const T* r, std::int64_t n, std::int64_t d) {
-    detail::launch_rows(detail::add_bias_kernel<T>, n, y, b, r, n, d);
-  }
+  static void add_bias_residual(T* y, const T* b, const T* r, std::int64_t n, std::int64_t d);
 
   // --- layernorm, GELU, embedding -------------------------------------------------------
 
@@ -184,54 +170,38 @@ struct Ops<Cuda> {
   /// the storage type (as on the CPU) or float (recommended for bf16 and fp16).
   template <CudaScalar T, CudaScalar S>
   static void layernorm_forward(T* y, S* mean, S* rstd, const T* x, const T* w, const T* b,
-                                std::int64_t n, std::int64_t d, double eps) {
-    detail::layernorm_forward(y, mean, rstd, x, w, b, n, d, eps);
-  }
+                                std::int64_t n, std::int64_t d, double eps);
 
   // dx[n, d] += layernorm'(dy); dw[d] += sum dy * xhat; db[d] += sum dy  (deterministic)
   template <CudaScalar T, CudaScalar S>
   static void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const S* mean,
-                                 const S* rstd, const T* w, std::int64_t n, std::int64_t d) {
-    detail::layernorm_backward(dx, dw, db, dy, x, mean, rstd, w, n, d);
-  }
+                                 const S* rstd, const T* w, std::int64_t n, std::int64_t d);
 
   template <CudaScalar T>
-  static void gelu_forward(T* y, const T* x, std::int64_t n) {
-    detail::launch_elementwise(detail::gelu_forward_kernel<T>, n, y, x, n);
-  }
+  static void gelu_forward(T* y, const T* x, std::int64_t n);
 
   // dx[i] = dy[i] * gelu'(x[i]); dx may alias dy
   template <CudaScalar T>
-  static void gelu_backward(T* dx, const T* dy, const T* x, std::int64_t n) {
-    detail::launch_elementwise(detail::gelu_backward_kernel<T>, n, dx, dy, x, n);
-  }
+  static void gelu_backward(T* dx, const T* dy, const T* x, std::int64_t n);
 
   // y[n, d] = table[ids[n] - row0, :] for ids inside [row0, row0 + rows), else 0
   template <CudaScalar T, std::integral Id>
   static void embedding_forward(T* y, const Id* ids, const T* table, std::int64_t n, std::int64_t d,
-                                std::int64_t row0, std::int64_t rows) {
-    detail::embedding_forward(y, ids, table, n, d, row0, rows);
-  }
+                                std::int64_t row0, std::int64_t rows);
 
   // dtable[ids[n] - row0, :] += dy[n, :] in token order, without atomics (reproducible;
   // for float the same bits as Ops<Cpu>)
   template <CudaScalar T, std::integral Id>
   static void embedding_backward(T* dtable, const Id* ids, const T* dy, std::int64_t n,
-                                 std::int64_t d, std::int64_t row0, std::int64_t rows) {
-    detail::embedding_backward(dtable, ids, dy, n, d, row0, rows);
-  }
+                                 std::int64_t d, std::int64_t row0, std::int64_t rows);
 
   // --- vectors ----------------------------------------------------------------------------
 
   // y[i] += x[i] (x may have another type: a 16-bit term added to a float sum)
   template <CudaScalar T, CudaScalar U>
-  static void add(T* y, const U* x, std::int64_t n) {
-    detail::launch_elementwise(detail::add_kernel<T, U>, n, y, x, n);
-  }
+  static void add(T* y, const U* x, std::int64_t n);
   template <CudaScalar T>
-  static void scale(T* y, T s, std::int64_t n) {
-    detail::launch_elementwise(detail::scale_kernel<T>, n, y, detail::to_float(s), n);
-  }
+  static void scale(T* y, T s, std::int64_t n);
   template <CudaScalar T>
   static void copy(T* y, const T* x, std::int64_t n) {
     if (n <= 0) return;
@@ -239,27 +209,19 @@ struct Ops<Cuda> {
                                       cudaMemcpyDeviceToDevice, CudaContext::current().stream()));
   }
   template <CudaScalar T>
-  static void fill(T* y, T v, std::int64_t n) {
-    detail::launch_elementwise(detail::fill_kernel<T>, n, y, v, n);
-  }
+  static void fill(T* y, T v, std::int64_t n);
   /// Sum of squares as a double on the host (waits for the stream); fixed-order reduction.
   template <CudaScalar T>
-  static double sum_squares(const T* x, std::int64_t n) {
-    return detail::sum_squares(x, n);
-  }
+  static double sum_squares(const T* x, std::int64_t n);
   /// acc[0] += the sum of squares of x, each segment's terms times its weight; acc in
   /// device memory: a unit's tensors summed in one pass and the norm read once. Fixed-order
   /// reduction; nothing waits.
   template <CudaScalar T>
   static void sum_squares_accumulate(double* acc, const T* x,
-                                     const kernels::Segments<double>& weight) {
-    detail::sum_squares_accumulate(acc, x, weight);
-  }
+                                     const kernels::Segments<double>& weight);
   /// y[i] = x[i] rounded to To (float <-> bf16 / fp16 copies of weights and gradients).
   template <CudaScalar To, CudaScalar From>
-  static void convert(To* y, const From* x, std::int64_t n) {
-    detail::launch_elementwise(detail::convert_kernel<To, From>, n, y, x, n);
-  }
+  static void convert(To* y, const From* x, std::int64_t n);
 
   // --- optimizer ----------------------------------------------------------------------------
 
@@ -267,10 +229,7 @@ struct Ops<Cuda> {
   // body of backend/kernels.hpp, in float).
   template <CudaScalar T>
   static void adamw(T* p, const T* g, T* m, T* v, const kernels::Segments<bool>& decay,
-                    const kernels::AdamCoeffs& c) {
-    const std::int64_t n = decay.size();
-    detail::launch_elementwise(detail::adamw_kernel<T>, n, p, g, m, v, n, decay, c);
-  }
+                    const kernels::AdamCoeffs& c);
 
   /// Mixed-precision AdamW in one launch over every segment of `decay`: fp32 master
   /// weights and moments, gradient g (bf16, fp16 or float) times grad_factor (1 / loss
@@ -279,11 +238,7 @@ struct Ops<Cuda> {
   template <CudaScalar W, CudaScalar G>
   static void adamw_mixed(float* master, W* weight, const G* g, float* m, float* v,
                           const kernels::Segments<bool>& decay, const kernels::AdamCoeffs& c,
-                          float grad_factor = 1.0f) {
-    const std::int64_t n = decay.size();
-    detail::launch_elementwise(detail::adamw_mixed_kernel<W, G>, n, master, weight, g, m, v, n,
-                               decay, c, grad_factor);
-  }
+                          float grad_factor = 1.0f);
 
   // --- attention ----------------------------------------------------------------------------
 
@@ -295,26 +250,20 @@ struct Ops<Cuda> {
   template <CudaScalar T, CudaScalar S>
   static void attention_forward(T* ctx, T* probs, const T* qkv, const S* pos,
                                 const std::uint8_t* valid, const S* slopes, std::int64_t B,
-                                std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
-    detail::attention_forward(ctx, probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
-  }
+                                std::int64_t Tn, std::int64_t nh, std::int64_t hd);
 
   /// The probabilities of attention_forward alone, bit for bit (for a backward that
   /// recomputes them instead of keeping them).
   template <CudaScalar T, CudaScalar S>
   static void attention_probs(T* probs, const T* qkv, const S* pos, const std::uint8_t* valid,
                               const S* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
-                              std::int64_t hd) {
-    detail::attention_probs(probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
-  }
+                              std::int64_t hd);
 
   // dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements
   template <CudaScalar T>
   static void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
                                  const std::uint8_t* valid, T* scratch, std::int64_t B,
-                                 std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
-    detail::attention_backward(dqkv, dctx, qkv, probs, valid, scratch, B, Tn, nh, hd);
-  }
+                                 std::int64_t Tn, std::int64_t nh, std::int64_t hd);
 
   /// Fused attention (backend/cuda/flash_attention.hpp), as Ops<Cpu>: attention_forward's
   /// ctx without the probabilities; lse[B, nh, T] (float) keeps each query's log-sum-exp.
@@ -322,81 +271,63 @@ struct Ops<Cuda> {
   template <CudaScalar T, CudaScalar S>
   static void flash_attention_forward(T* ctx, float* lse, const T* qkv, const S* pos,
                                       const std::uint8_t* valid, const S* slopes, std::int64_t B,
-                                      std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
-    detail::flash_attention_forward(ctx, lse, qkv, pos, valid, slopes, B, Tn, nh, hd);
-  }
+                                      std::int64_t Tn, std::int64_t nh, std::int64_t hd);
   /// attention_backward from the forward's ctx and lse; delta[B, nh, T] (float) is scratch.
   template <CudaScalar T, CudaScalar S>
   static void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv,
                                        const float* lse, const S* pos, const std::uint8_t* valid,
                                        const S* slopes, float* delta, std::int64_t B,
-                                       std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
-    detail::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn,
-                                     nh, hd);
-  }
+                                       std::int64_t Tn, std::int64_t nh, std::int64_t hd);
   /// Decoding, as Ops<Cpu> (backend/cuda/decode_attention.hpp): k, v[B, nh, cap, hd] at
   /// positions [t0, t0 + S) = the keys and values of qkv[B*S, 3*Hl]; and ctx[B, Hl] =
   /// attention of each row's new query (qkv[B, 3*Hl]) to its cached keys [0, len) (pos,
   /// valid [B, cap], pos and slopes S as in attention_forward; scores [B, nh, cap] scratch).
   template <CudaScalar T>
   static void kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int64_t nh,
-                       std::int64_t hd, std::int64_t cap, std::int64_t t0) {
-    detail::kv_store(k, v, qkv, B, S, nh, hd, cap, t0);
-  }
+                       std::int64_t hd, std::int64_t cap, std::int64_t t0);
   /// dst[r, :, 0:len, :] = src[index[r], :, 0:len, :] of caches [B, nh, cap, hd], as Ops<Cpu>.
   template <CudaScalar T, std::integral Id>
   static void kv_gather(T* dst, const T* src, const Id* index, std::int64_t B, std::int64_t nh,
-                        std::int64_t cap, std::int64_t hd, std::int64_t len) {
-    detail::kv_gather(dst, src, index, B, nh, cap, hd, len);
-  }
+                        std::int64_t cap, std::int64_t hd, std::int64_t len);
   template <CudaScalar T, CudaScalar S>
   static void decode_attention(T* ctx, float* scores, const T* qkv, const T* k, const T* v,
                                const S* pos, const std::uint8_t* valid, const S* slopes,
                                std::int64_t B, std::int64_t nh, std::int64_t hd, std::int64_t cap,
-                               std::int64_t len) {
-    detail::decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
-  }
+                               std::int64_t len);
 
   // --- rows and the chunked cross-entropy ------------------------------------------------------
 
   // dst[r, :] = src[index[r], :] for r < n
   template <CudaScalar T, std::integral Id>
-  static void gather_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d) {
-    detail::launch_rows(detail::move_rows_kernel<T, Id, false>, n, dst, src, index, n, d);
-  }
+  static void gather_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d);
   // dst[index[r], :] = src[r, :] for r < n (indices distinct)
   template <CudaScalar T, std::integral Id>
-  static void scatter_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d) {
-    detail::launch_rows(detail::move_rows_kernel<T, Id, true>, n, dst, src, index, n, d);
-  }
+  static void scatter_rows(T* dst, const T* src, const Id* index, std::int64_t n, std::int64_t d);
 
   /// One vocabulary chunk L[n, cw] (local columns [col0, col0 + cw)) of an online softmax:
   /// mx[r] = max(mx[r], max_j L[r, j]); sum[r] = sum[r] exp(old mx - mx) + sum_j exp(L - mx);
   /// picked[r] = L[r, target[r] - col0] when that column is in the chunk.
   template <CudaScalar T, CudaScalar S, std::integral Id>
   static void softmax_stats(S* mx, S* sum, S* picked, const T* L, const Id* target, std::int64_t n,
-                            std::int64_t cw, std::int64_t col0) {
-    detail::softmax_stats(mx, sum, picked, L, target, n, cw, col0);
-  }
+                            std::int64_t cw, std::int64_t col0);
   /// sum[r] *= exp(mx[r] - global_mx[r]): a shard's sum of exps against the global max.
   template <CudaScalar S>
-  static void softmax_stats_rescale(S* sum, const S* mx, const S* global_mx, std::int64_t n) {
-    detail::softmax_stats_rescale(sum, mx, global_mx, n);
-  }
+  static void softmax_stats_rescale(S* sum, const S* mx, const S* global_mx, std::int64_t n);
   /// lse[r] = global_mx[r] + log(sum[r]); returns sum_r (lse[r] - picked[r]) on the host.
   template <CudaScalar S>
   static double cross_entropy_loss(S* lse, const S* global_mx, const S* sum, const S* picked,
-                                   std::int64_t n) {
-    return detail::cross_entropy_loss(lse, global_mx, sum, picked, n);
-  }
+                                   std::int64_t n);
   /// In place on a chunk: L[r, j] = (exp(L[r, j] - lse[r]) - [j == target[r] - col0]) grad_scale.
   template <CudaScalar T, CudaScalar S, std::integral Id>
   static void cross_entropy_grad(T* L, const S* lse, const Id* target, std::int64_t n,
-                                 std::int64_t cw, std::int64_t col0, float grad_scale) {
-    detail::cross_entropy_grad(L, lse, target, n, cw, col0, grad_scale);
-  }
+                                 std::int64_t cw, std::int64_t col0, float grad_scale);
 };
 
 }  // namespace seqpar::inline v0
 
-#endif  // __CUDACC__
+// The ops that launch kernels, defined where this unit compiles them.
+#if !defined(SEQPAR_SEPARATE_COMPILATION)
+#include "seqpar/backend/cuda/impl/ops.hpp"
+#endif
+
+#endif  // SEQPAR_CUDA_BACKEND
