@@ -1,8 +1,13 @@
-# package.separate.declarations_only: the object file of a unit built with
-# SEQPAR_SEPARATE_COMPILATION refers to seqpar's input/output code without defining it, and
-# holds no JSON code at all: that code is compiled once, in the unit of <seqpar/compiled.hpp>.
+# What a unit built with SEQPAR_SEPARATE_COMPILATION holds, read from its object file with nm:
+# each of FUNCTIONS is referred to (an undefined symbol) and defined nowhere in it; no symbol
+# it defines matches FORBIDDEN_DEFINED; no symbol at all matches FORBIDDEN (optional). The
+# definitions are compiled once, in the program's unit of <seqpar/compiled.hpp> or
+# <seqpar/compiled_cuda.hpp>.
+#   package.separate.declarations_only: seqpar's input/output code, and no JSON code.
+#   cuda_separate.declarations_only: Ops<Cuda>'s kernel-launching ops, and no kernel.
 #
-#   cmake -DNM=<nm> -DOBJECT=<file.o> -DFUNCTIONS=<name;...> -P separate_symbols.cmake
+#   cmake -DNM=<nm> -DOBJECT=<file.o> -DFUNCTIONS=<name;...> -DFORBIDDEN_DEFINED=<regex>
+#         [-DFORBIDDEN=<regex>] -P separate_symbols.cmake
 execute_process(COMMAND "${NM}" -C "${OBJECT}" OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${NM} -C ${OBJECT} failed (${rc})")
@@ -12,8 +17,10 @@ set(problems "")
 foreach(fn IN LISTS FUNCTIONS)
   set(used FALSE)
   foreach(line IN LISTS lines)
-    string(FIND "${line}" "${fn}(" at)
-    if(at EQUAL -1)
+    # A function's name is followed by its parameters, or by its template arguments.
+    string(FIND "${line}" "${fn}(" call)
+    string(FIND "${line}" "${fn}<" instance)
+    if(call EQUAL -1 AND instance EQUAL -1)
       continue()
     endif()
     if(line MATCHES "^ +U ")
@@ -27,12 +34,15 @@ foreach(fn IN LISTS FUNCTIONS)
   endif()
 endforeach()
 foreach(line IN LISTS lines)
-  if(line MATCHES "^[0-9a-f]+ [TtWwVv] .*nlohmann")
-    string(APPEND problems "\n  JSON code compiled here: ${line}")
+  if(line MATCHES "^[0-9a-f]+ [TtWwVv] " AND line MATCHES "${FORBIDDEN_DEFINED}")
+    string(APPEND problems "\n  compiled here: ${line}")
+  endif()
+  if(FORBIDDEN AND line MATCHES "${FORBIDDEN}")
+    string(APPEND problems "\n  present here: ${line}")
   endif()
 endforeach()
 if(problems)
   message(FATAL_ERROR "${OBJECT}:${problems}")
 endif()
 list(LENGTH FUNCTIONS n)
-message(STATUS "${OBJECT}: ${n} functions referred to, none defined, no JSON code")
+message(STATUS "${OBJECT}: ${n} functions referred to, none defined, nothing forbidden")
