@@ -1,9 +1,11 @@
 // How fast is each Ops<Cuda> op at SeqGPT-560M's shapes (8 x 512 tokens, hidden 1024,
-// 16 heads, vocab 250880)? GEMMs report TFLOP/s, memory-bound ops GB/s (bytes read and
+// 16 heads, vocab 250880), and a decoding step's choice of candidates on the device against
+// downloading the logits? GEMMs report TFLOP/s, memory-bound ops GB/s (bytes read and
 // written once). Each iteration is timed with CUDA events around the op alone; inputs
 // are random (never zeros).
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -298,6 +300,60 @@ void BM_grad_square_sum(benchmark::State& state) {
   bytes(state, static_cast<double>(sizeof(T) * n));
 }
 
+// One beam-search step's choice for 8 prompts x 4 beams of fp32 logits over the whole
+// vocabulary: Arg on_device 0 downloads the logits (what choosing on the host needs before
+// it computes anything: a lower bound of that way's cost), 1 is generate's way: the
+// maxima, sums of exps and lse's round trips, the scores with a 300-id penalty a row, each
+// row's 8 best, and their download.
+void BM_next_token_choice(benchmark::State& state) {
+  const bool on_device = state.range(0) != 0;
+  constexpr std::int64_t rows = 32, k = 8, seen_per_row = 300;
+  DeviceArena<Cuda> arena;
+  Random<float> logits(arena, rows * kVocab, 23, 8.0f);
+  Buffer<float, DeviceArena<Cuda>> mx(arena, rows, Memory::buffers),
+      lse(arena, rows, Memory::buffers), base(arena, rows, Memory::buffers),
+      score(arena, rows * k, Memory::buffers);
+  Buffer<double, DeviceArena<Cuda>> sum(arena, rows, Memory::buffers);
+  Buffer<std::int64_t, DeviceArena<Cuda>> token(arena, rows * k, Memory::buffers),
+      start(arena, rows + 1, Memory::buffers);
+  Buffer<std::int32_t, DeviceArena<Cuda>> seen(arena, rows * seen_per_row, Memory::buffers);
+  std::vector<std::int32_t> host_seen(rows * seen_per_row);
+  std::vector<std::int64_t> host_start(rows + 1);
+  for (std::int64_t i = 0; i < rows * seen_per_row; ++i)
+    host_seen[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i * 7919 % kVocab);
+  for (std::int64_t r = 0; r <= rows; ++r)
+    host_start[static_cast<std::size_t>(r)] = r * seen_per_row;
+  O::upload(start.data(), host_start.data(), rows + 1);
+  std::vector<float> host_logits(on_device ? 0 : rows * kVocab), host_row(rows),
+      host_base(rows, -1.5f), host_score(rows * k);
+  std::vector<double> host_sum(rows);
+  std::vector<std::int64_t> host_token(rows * k);
+  time_op(state, [&] {
+    if (!on_device) {
+      O::download(host_logits.data(), logits.data(), rows * kVocab);
+      return;
+    }
+    O::next_token_max(mx.data(), logits.data(), rows, kVocab, kVocab);
+    O::download(host_row.data(), mx.data(), rows);
+    O::upload(mx.data(), host_row.data(), rows);
+    O::next_token_sum_exp(sum.data(), logits.data(), mx.data(), rows, kVocab, kVocab);
+    O::download(host_sum.data(), sum.data(), rows);
+    for (std::int64_t r = 0; r < rows; ++r)
+      host_row[static_cast<std::size_t>(r)] =
+          static_cast<float>(std::log(host_sum[static_cast<std::size_t>(r)]));
+    O::upload(lse.data(), host_row.data(), rows);
+    O::upload(seen.data(), host_seen.data(), rows * seen_per_row);
+    O::next_token_scores(logits.data(), logits.data(), mx.data(), lse.data(), seen.data(),
+                         start.data(), 2.0f, rows, kVocab, 0, kVocab);
+    O::upload(base.data(), host_base.data(), rows);
+    O::next_token_top_k(score.data(), token.data(), logits.data(), base.data(), rows, kVocab, 0,
+                        kVocab, k);
+    O::download(host_score.data(), score.data(), rows * k);
+    O::download(host_token.data(), token.data(), rows * k);
+  });
+  bytes(state, static_cast<double>(sizeof(float) * rows * kVocab));
+}
+
 constexpr std::int64_t H = kHidden, N = kTokens;
 
 }  // namespace
@@ -341,6 +397,7 @@ BENCHMARK_TEMPLATE(BM_grad_square_sum, bf16)
     ->Arg(0)
     ->Arg(1)
     ->UseManualTime();
+BENCHMARK(BM_next_token_choice)->ArgName("on_device")->Arg(0)->Arg(1)->UseManualTime();
 
 // Google Benchmark's main, after a check that there is a device: none exits with 77 (skipped).
 int main(int argc, char** argv) {

@@ -43,6 +43,9 @@ namespace seqpar::inline v0 {
   SEQPAR_CUDA_OP(adamw<T>)                  \
   SEQPAR_CUDA_OP(attention_backward<T>)     \
   SEQPAR_CUDA_OP(kv_store<T>)               \
+  SEQPAR_CUDA_OP(next_token_max<T>)         \
+  SEQPAR_CUDA_OP(next_token_sum_exp<T>)     \
+  SEQPAR_CUDA_OP(next_token_scores<T>)      \
   SEQPAR_CUDA_OP(softmax_stats_rescale<T>)  \
   SEQPAR_CUDA_OP(cross_entropy_loss<T>)     \
   SEQPAR_CUDA_OPS_WITH_IDS(T, std::int32_t) \
@@ -81,6 +84,9 @@ namespace seqpar::inline v0 {
   SEQPAR_CUDA_OPS_BETWEEN(A, float)         \
   SEQPAR_CUDA_OPS_BETWEEN(A, __nv_bfloat16) \
   SEQPAR_CUDA_OPS_BETWEEN(A, __half)
+
+SEQPAR_CUDA_OP(next_token_top_k<std::int32_t>)
+SEQPAR_CUDA_OP(next_token_top_k<std::int64_t>)
 
 SEQPAR_CUDA_OPS_OF(float)
 SEQPAR_CUDA_OPS_OF(__nv_bfloat16)

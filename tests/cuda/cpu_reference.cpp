@@ -102,4 +102,24 @@ void CpuRef::decode_attention(float* ctx, float* scores, const float* qkv, const
   O::decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
 }
 
+void CpuRef::next_token_max(float* mx, const float* L, std::int64_t rows, std::int64_t cols,
+                            std::int64_t real) {
+  O::next_token_max(mx, L, rows, cols, real);
+}
+void CpuRef::next_token_sum_exp(double* sum, const float* L, const float* mx, std::int64_t rows,
+                                std::int64_t cols, std::int64_t real) {
+  O::next_token_sum_exp(sum, L, mx, rows, cols, real);
+}
+void CpuRef::next_token_scores(float* out, const float* L, const float* mx, const float* lse,
+                               const std::int32_t* seen, const std::int64_t* seen_start,
+                               float penalty, std::int64_t rows, std::int64_t cols,
+                               std::int64_t row0, std::int64_t real) {
+  O::next_token_scores(out, L, mx, lse, seen, seen_start, penalty, rows, cols, row0, real);
+}
+void CpuRef::next_token_top_k(float* score, std::int64_t* token, const float* S, const float* base,
+                              std::int64_t rows, std::int64_t cols, std::int64_t row0,
+                              std::int64_t real, std::int64_t k) {
+  O::next_token_top_k(score, token, S, base, rows, cols, row0, real, k);
+}
+
 }  // namespace seqpar::test

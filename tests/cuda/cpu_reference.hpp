@@ -65,6 +65,17 @@ struct CpuRef {
                                const float* v, const float* pos, const std::uint8_t* valid,
                                const float* slopes, std::int64_t B, std::int64_t nh,
                                std::int64_t hd, std::int64_t cap, std::int64_t len);
+  static void next_token_max(float* mx, const float* L, std::int64_t rows, std::int64_t cols,
+                             std::int64_t real);
+  static void next_token_sum_exp(double* sum, const float* L, const float* mx, std::int64_t rows,
+                                 std::int64_t cols, std::int64_t real);
+  static void next_token_scores(float* out, const float* L, const float* mx, const float* lse,
+                                const std::int32_t* seen, const std::int64_t* seen_start,
+                                float penalty, std::int64_t rows, std::int64_t cols,
+                                std::int64_t row0, std::int64_t real);
+  static void next_token_top_k(float* score, std::int64_t* token, const float* S, const float* base,
+                               std::int64_t rows, std::int64_t cols, std::int64_t row0,
+                               std::int64_t real, std::int64_t k);
 };
 
 }  // namespace seqpar::test

@@ -1,11 +1,14 @@
 // Decoding on the GPU: the KV-cache store and decode attention of Ops<Cuda> against Ops<Cpu>
 // (in float on the same values, with left padding and a masked key); prefill + decoding
 // steps against the same device's full forward at every position; greedy tokens of the
-// fp32 model equal to the CPU's; the cache's row gather and beam search (the cache rows
-// reordered on the device) equal to the CPU's.
+// fp32 model equal to the CPU's; the cache's row gather, the next-token ops (scores, penalty,
+// top k) and beam search (the cache rows reordered and the candidates chosen on the device)
+// equal to the CPU's.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "cpu_reference.hpp"
@@ -189,6 +192,96 @@ TEST_CASE_TEMPLATE("kv_gather matches Ops<Cpu> and leaves the unfilled positions
   auto d_index = to_device_raw(arena, index);
   O::kv_gather(d_dst.data(), d_src.data(), d_index.data(), B, nh, cap, hd, len);
   CHECK(same_bits(to_host(d_dst), want));
+}
+
+TEST_CASE_TEMPLATE(
+    "the next-token ops match Ops<Cpu>: maxima, sums of exps, scores, penalty, top k", T, float,
+    __nv_bfloat16, __half) {
+  CudaArena arena;
+  // A vocabulary slice of 4990 real columns and 10 of padding (NaN: never read), from id 300;
+  // logits rounded through T, and to integers in row 1 (many ties for the top k).
+  constexpr std::int64_t rows = 6, cols = 5000, real = 4990, row0 = 300, k = 8;
+  auto L = random_values<T>(rows * cols, 900, 3.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      float& x = L[static_cast<std::size_t>(r * cols + c)];
+      if (c >= real)
+        x = std::numeric_limits<float>::quiet_NaN();
+      else if (r == 1)
+        x = std::round(x);
+    }
+  auto d_L = to_device<T>(arena, L);
+
+  std::vector<float> mx(rows);
+  DeviceBuffer<float> d_mx(arena, rows, Memory::buffers);
+  CpuRef::next_token_max(mx.data(), L.data(), rows, cols, real);
+  O::next_token_max(d_mx.data(), d_L.data(), rows, cols, real);
+  CHECK(same_bits(to_host(d_mx), mx));
+
+  std::vector<double> sum(rows), d_sum_host(rows);
+  DeviceBuffer<double> d_sum(arena, rows, Memory::buffers);
+  CpuRef::next_token_sum_exp(sum.data(), L.data(), mx.data(), rows, cols, real);
+  O::next_token_sum_exp(d_sum.data(), d_L.data(), d_mx.data(), rows, cols, real);
+  O::download(d_sum_host.data(), d_sum.data(), rows);
+  for (std::int64_t r = 0; r < rows; ++r)
+    CHECK(d_sum_host[r] == doctest::Approx(sum[r]).epsilon(1e-12));
+
+  // Scores from the same max and lse, with seen ids in and out of the slice.
+  std::vector<float> lse(rows);
+  for (std::int64_t r = 0; r < rows; ++r) lse[r] = static_cast<float>(std::log(sum[r]));
+  std::vector<std::int32_t> seen;
+  std::vector<std::int64_t> start{0};
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int32_t id = static_cast<std::int32_t>(r); id < row0 + cols + 40; id += 97)
+      seen.push_back(id);
+    start.push_back(static_cast<std::int64_t>(seen.size()));
+  }
+  auto d_lse = to_device_raw(arena, lse);
+  auto d_seen = to_device_raw(arena, seen);
+  auto d_start = to_device_raw(arena, start);
+  for (const bool log_probs : {false, true}) {
+    CAPTURE(log_probs);
+    std::vector<float> out(rows * cols, -7.0f);
+    auto d_out = to_device_raw(arena, out);
+    CpuRef::next_token_scores(out.data(), L.data(), log_probs ? mx.data() : nullptr,
+                              log_probs ? lse.data() : nullptr, seen.data(), start.data(), 2.0f,
+                              rows, cols, row0, real);
+    O::next_token_scores(d_out.data(), d_L.data(), log_probs ? d_mx.data() : nullptr,
+                         log_probs ? d_lse.data() : nullptr, d_seen.data(), d_start.data(), 2.0f,
+                         rows, cols, row0, real);
+    CHECK(same_bits(to_host(d_out), out));
+
+    // The top k of those scores, plus a base a row, on both from the same scores.
+    const std::vector<float> base{0.0f, -1.0e9f, 2.5f, -0.5f, 1.0f, 0.25f};
+    auto d_base = to_device_raw(arena, base);
+    for (const bool with_base : {false, true}) {
+      CAPTURE(with_base);
+      std::vector<float> score(rows * k);
+      std::vector<std::int64_t> token(rows * k), d_token_host(rows * k);
+      DeviceBuffer<float> d_score(arena, rows * k, Memory::buffers);
+      DeviceBuffer<std::int64_t> d_token(arena, rows * k, Memory::buffers);
+      CpuRef::next_token_top_k(score.data(), token.data(), out.data(),
+                               with_base ? base.data() : nullptr, rows, cols, row0, real, k);
+      O::next_token_top_k(d_score.data(), d_token.data(), d_out.data(),
+                          with_base ? d_base.data() : nullptr, rows, cols, row0, real, k);
+      CHECK(same_bits(to_host(d_score), score));
+      O::download(d_token_host.data(), d_token.data(), rows * k);
+      CHECK(d_token_host == token);
+    }
+  }
+  // Fewer real columns than k: the rest (-inf, -1), as on the CPU.
+  std::vector<float> score(rows * k);
+  std::vector<std::int64_t> token(rows * k), d_token_host(rows * k);
+  DeviceBuffer<float> d_score(arena, rows * k, Memory::buffers);
+  DeviceBuffer<std::int64_t> d_token(arena, rows * k, Memory::buffers);
+  std::vector<float> Lf(L);
+  CpuRef::next_token_top_k(score.data(), token.data(), Lf.data(), nullptr, rows, cols, row0, 3, k);
+  auto d_Lf = to_device_raw(arena, Lf);
+  O::next_token_top_k(d_score.data(), d_token.data(), d_Lf.data(), nullptr, rows, cols, row0, 3, k);
+  CHECK(same_bits(to_host(d_score), score));
+  O::download(d_token_host.data(), d_token.data(), rows * k);
+  CHECK(d_token_host == token);
+  CHECK(token[k - 1] == -1);
 }
 
 TEST_CASE("beam search on the GPU chooses the CPU's tokens (fp32), with and without the penalty") {

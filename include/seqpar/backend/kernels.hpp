@@ -90,6 +90,27 @@ SEQPAR_HOST_DEVICE T log_sum_exp(T mx, T sum) {
   return mx + log_of(sum);
 }
 
+// ---- decoding's next-token scores (nn/generate.hpp)
+
+// A token's log-probability from its logit, its row's max and log sum_j exp(l_j - max), in
+// that order, as torch's log_softmax.
+template <class T>
+SEQPAR_HOST_DEVICE T log_probability(T l, T mx, T lse) {
+  return (l - mx) - lse;
+}
+// transformers' repetition penalty of a seen token's score: s / p when s > 0, s p otherwise.
+template <class T>
+SEQPAR_HOST_DEVICE T repetition_penalised(T s, T p) {
+  return s < T(0) ? s * p : s / p;
+}
+// The order of decoding's candidates: (score a, index a) ranks before (score b, index b) when
+// its score is larger, or equal with the smaller index (the first of equal ones, as an
+// argmax or a stable sort has it).
+template <class T, class I>
+SEQPAR_HOST_DEVICE bool ranks_before(T score_a, I index_a, T score_b, I index_b) {
+  return score_a > score_b || (score_a == score_b && index_a < index_b);
+}
+
 // tanh-form GELU as BLOOM computes it: 0.5 x (1 + tanh(0.79788456 x (1 + 0.044715 x^2))).
 template <class T>
 SEQPAR_HOST_DEVICE T gelu(T x) {

@@ -7,7 +7,10 @@
 // continue from each row's own length (the count of its non-padding tokens), so a row's
 // result does not depend on its padding. Beam search repeats each prompt's prefilled rows
 // for its beams and gathers the cache's rows by the chosen beams after each step
-// (BloomStack::select_cache_rows). Under a tensor split each rank decodes with its heads and
+// (BloomStack::select_cache_rows). Each step's scores (the logits, or log-probabilities for
+// beam search), the penalty and each row's best candidates are the device's ops
+// (Ops<D>::next_token_*); only a row's candidates and a few values a row cross to the host,
+// which chooses among them. Under a tensor split each rank decodes with its heads and
 // vocabulary rows and the ranks agree on every token: the argmax, the log-softmax and the
 // top candidates over the vocabulary combine the ranks' parts through the tensor axis.
 
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "seqpar/backend/device.hpp"
+#include "seqpar/backend/kernels.hpp"
 #include "seqpar/core/batch.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/nn/model.hpp"
@@ -63,103 +67,6 @@ struct Generated {
 
 namespace detail {
 
-/// The next-token logits of a stack's cache, on the host as float: this rank's real
-/// vocabulary columns, each row's best of them, and (when asked) every rank's columns.
-template <class Stack>
-struct NextTokenLogits {
-  using T = typename Stack::Scalar;
-  using Arena = typename Stack::Arena;
-  std::int64_t rows, vocab, cols, real, row0;
-  Buffer<T, Arena> device;       // [rows, cols] this rank's vocab rows (padding included)
-  std::vector<T> raw;            // its host copy, for storage types other than float
-  std::vector<float> local;      // [rows, cols]
-  std::vector<float> full;       // [rows, vocab] all ranks' real columns
-  std::vector<float> best;       // [rows] the best logit over the whole vocabulary
-  std::vector<std::int64_t> id;  // [rows] its token (the first of equal ones)
-
-  NextTokenLogits(Stack& s, std::int64_t r, std::int64_t v)
-      : rows(r),
-        vocab(v),
-        cols(s.vocab_shard().rows),
-        real(s.vocab_shard().real),
-        row0(s.vocab_shard().row0),
-        device(s.arena(), static_cast<std::size_t>(r * cols), Memory::buffers),
-        local(static_cast<std::size_t>(r * cols)),
-        best(static_cast<std::size_t>(r)),
-        id(static_cast<std::size_t>(r)) {}
-
-  /// local = the logits of c.hidden.
-  template <class Cache>
-  void load(Stack& s, const Cache& c) {
-    using O = Ops<typename Stack::Dev>;
-    s.logits(c.hidden.data(), rows, device.data());  // [rows, cols]
-    if constexpr (std::is_same_v<T, float>) {
-      O::download(local.data(), device.data(), rows * cols);
-    } else {
-      raw.resize(local.size());
-      O::download(raw.data(), device.data(), rows * cols);
-      for (std::size_t i = 0; i < raw.size(); ++i) local[i] = static_cast<float>(raw[i]);
-    }
-  }
-
-  /// full = the whole vocabulary's logits: each rank writes its real columns into zeros,
-  /// and the sum over the ranks is every column.
-  void gather(Stack& s) {
-    full.assign(static_cast<std::size_t>(rows * vocab), 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r)
-      std::copy_n(local.data() + r * cols, real, full.data() + r * vocab + row0);
-    s.axis().sum(full.data(), rows * vocab);
-  }
-
-  /// best and id of local over every rank of the tensor axis.
-  void argmax(Stack& s) {
-    // This rank's best real column, then the best over the ranks: the largest logit, and of
-    // the ranks holding it the lowest token id (the maximum of -id), as an argmax over the
-    // whole vocabulary picks the first of equal logits.
-    constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* l = local.data() + r * cols;
-      const auto k = static_cast<std::int64_t>(std::max_element(l, l + real) - l);
-      best[static_cast<std::size_t>(r)] = real > 0 ? l[k] : -std::numeric_limits<float>::infinity();
-      id[static_cast<std::size_t>(r)] = real > 0 ? row0 + k : none;
-    }
-    std::vector<float> top = best;
-    s.axis().max(top.data(), rows);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      id[i] = best[i] == top[i] ? -id[i] : -none;
-    }
-    s.axis().max(id.data(), rows);
-    for (std::int64_t r = 0; r < rows; ++r)
-      id[static_cast<std::size_t>(r)] = -id[static_cast<std::size_t>(r)];
-    best = top;
-  }
-
-  /// local = log_softmax(local) over the whole vocabulary (max and sum of exps combined
-  /// over the ranks), in float as transformers' beam search computes it.
-  void log_softmax(Stack& s) {
-    std::vector<float> mx(static_cast<std::size_t>(rows), -std::numeric_limits<float>::infinity());
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* l = local.data() + r * cols;
-      if (real > 0) mx[static_cast<std::size_t>(r)] = *std::max_element(l, l + real);
-    }
-    s.axis().max(mx.data(), rows);
-    std::vector<double> sum(static_cast<std::size_t>(rows), 0.0);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* l = local.data() + r * cols;
-      for (std::int64_t c = 0; c < real; ++c)
-        sum[static_cast<std::size_t>(r)] +=
-            std::exp(static_cast<double>(l[c] - mx[static_cast<std::size_t>(r)]));
-    }
-    s.axis().sum(sum.data(), rows);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      float* l = local.data() + r * cols;
-      const auto lse = static_cast<float>(std::log(sum[static_cast<std::size_t>(r)]));
-      for (std::int64_t c = 0; c < real; ++c) l[c] = (l[c] - mx[static_cast<std::size_t>(r)]) - lse;
-    }
-  }
-};
-
 /// The tokens each row has seen, for transformers' repetition penalty: a sorted set a row.
 struct SeenTokens {
   std::vector<std::vector<std::int32_t>> rows;
@@ -176,15 +83,151 @@ struct SeenTokens {
     const auto at = std::lower_bound(s.begin(), s.end(), id);
     if (at == s.end() || *at != id) s.insert(at, id);
   }
-  /// Each row's seen columns of local [n, cols] (this rank's vocabulary rows from row0, of
-  /// which `real` are real) penalised: x / p where x > 0, x * p otherwise.
-  void apply(float* local, std::int64_t cols, std::int64_t row0, std::int64_t real, float p) const {
-    for (std::size_t r = 0; r < rows.size(); ++r)
-      for (const std::int32_t id : rows[r]) {
-        if (id < row0 || id >= row0 + real) continue;
-        float& x = local[static_cast<std::int64_t>(r) * cols + (id - row0)];
-        x = x < 0.0f ? x * p : x / p;
-      }
+  /// The rows' tokens one after another (ids) and where each row's begin (start, rows + 1).
+  void flatten(std::vector<std::int32_t>& ids, std::vector<std::int64_t>& start) const {
+    ids.clear();
+    start.assign(1, 0);
+    for (const auto& r : rows) {
+      ids.insert(ids.end(), r.begin(), r.end());
+      start.push_back(static_cast<std::int64_t>(ids.size()));
+    }
+  }
+};
+
+/// Each decoding step's choice on the stack's device: the logits of the cache's new hidden
+/// states, their scores (the logits, or log-probabilities over the whole vocabulary, the
+/// tensor axis combining the ranks' maxima and sums of exps), the repetition penalty on each
+/// row's seen tokens, and each row's k best candidates; only those (and a few values a row)
+/// cross to the host. The full logits come to the host only for GenerateOptions::on_step.
+template <class Stack>
+struct NextTokens {
+  using T = typename Stack::Scalar;
+  using Arena = typename Stack::Arena;
+  using O = Ops<typename Stack::Dev>;
+  std::int64_t rows, vocab, cols, real, row0, k;
+  Buffer<T, Arena> logits;                // [rows, cols] this rank's vocab rows (padding included)
+  Buffer<float, Arena> own_scores;        // [rows, cols] unless T is float (then logits)
+  Buffer<float, Arena> dev_max, dev_lse;  // [rows]
+  Buffer<double, Arena> dev_sum;          // [rows]
+  Buffer<float, Arena> dev_base;          // [rows] each row's running score (beam search)
+  Buffer<std::int32_t, Arena> dev_seen;   // the rows' seen tokens, one after another
+  Buffer<std::int64_t, Arena> dev_seen_start;  // [rows + 1] where each row's begin
+  Buffer<float, Arena> dev_score;              // [rows, k]
+  Buffer<std::int64_t, Arena> dev_token;       // [rows, k]
+  std::vector<float> score;                    // [rows, k] on the host: each row's best first
+  std::vector<std::int64_t> token;             // [rows, k] their tokens (-1: none)
+  std::vector<float> full;                     // [rows, vocab] all ranks' real logits (on_step)
+  std::vector<std::int32_t> seen_ids;          // the host's side of dev_seen
+  std::vector<std::int64_t> seen_start;        // and of dev_seen_start
+
+  /// Room for `seen_tokens` seen tokens in all and k candidates a row.
+  NextTokens(Stack& s, std::int64_t r, std::int64_t v, std::int64_t seen_tokens,
+             std::int64_t candidates)
+      : rows(r),
+        vocab(v),
+        cols(s.vocab_shard().rows),
+        real(s.vocab_shard().real),
+        row0(s.vocab_shard().row0),
+        k(candidates),
+        logits(s.arena(), static_cast<std::size_t>(r * cols), Memory::buffers),
+        dev_max(s.arena(), static_cast<std::size_t>(r), Memory::buffers),
+        dev_lse(s.arena(), static_cast<std::size_t>(r), Memory::buffers),
+        dev_sum(s.arena(), static_cast<std::size_t>(r), Memory::buffers),
+        dev_base(s.arena(), static_cast<std::size_t>(r), Memory::buffers),
+        dev_seen(s.arena(), static_cast<std::size_t>(seen_tokens), Memory::buffers),
+        dev_seen_start(s.arena(), static_cast<std::size_t>(r + 1), Memory::buffers),
+        dev_score(s.arena(), static_cast<std::size_t>(r * candidates), Memory::buffers),
+        dev_token(s.arena(), static_cast<std::size_t>(r * candidates), Memory::buffers),
+        score(static_cast<std::size_t>(r * candidates)),
+        token(static_cast<std::size_t>(r * candidates)) {
+    if constexpr (!std::is_same_v<T, float>)
+      own_scores =
+          Buffer<float, Arena>(s.arena(), static_cast<std::size_t>(r * cols), Memory::buffers);
+  }
+
+  float* scores() {
+    if constexpr (std::is_same_v<T, float>) {
+      return logits.data();
+    } else {
+      return own_scores.data();
+    }
+  }
+
+  /// logits = those of c.hidden.
+  template <class Cache>
+  void load(Stack& s, const Cache& c) {
+    s.logits(c.hidden.data(), rows, logits.data());
+  }
+
+  /// full = the whole vocabulary's logits on the host: each rank writes its real columns
+  /// into zeros, and the sum over the ranks is every column.
+  void gather(Stack& s) {
+    std::vector<T> local(static_cast<std::size_t>(rows * cols));
+    O::download(local.data(), logits.data(), rows * cols);
+    full.assign(static_cast<std::size_t>(rows * vocab), 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < real; ++c)
+        full[static_cast<std::size_t>(r * vocab + row0 + c)] =
+            static_cast<float>(local[static_cast<std::size_t>(r * cols + c)]);
+    s.axis().sum(full.data(), rows * vocab);
+  }
+
+  /// The scores: the logits, or (log_probs) their log_softmax over the whole vocabulary in
+  /// float as transformers' beam search computes it; then the penalty p on `seen` (null:
+  /// none). The logits are used up when T is float.
+  void score_rows(Stack& s, bool log_probs, const SeenTokens* seen, float p) {
+    const float* mx = nullptr;
+    const float* lse = nullptr;
+    if (log_probs) {
+      std::vector<float> m(static_cast<std::size_t>(rows)), l(m.size());
+      std::vector<double> sum(m.size());
+      O::next_token_max(dev_max.data(), logits.data(), rows, cols, real);
+      O::download(m.data(), dev_max.data(), rows);
+      s.axis().max(m.data(), rows);
+      O::upload(dev_max.data(), m.data(), rows);
+      O::next_token_sum_exp(dev_sum.data(), logits.data(), dev_max.data(), rows, cols, real);
+      O::download(sum.data(), dev_sum.data(), rows);
+      s.axis().sum(sum.data(), rows);
+      for (std::size_t r = 0; r < sum.size(); ++r) l[r] = static_cast<float>(std::log(sum[r]));
+      O::upload(dev_lse.data(), l.data(), rows);
+      mx = dev_max.data();
+      lse = dev_lse.data();
+    }
+    if (seen != nullptr) {
+      seen->flatten(seen_ids, seen_start);
+      SEQPAR_CHECK(seen_ids.size() <= dev_seen.size(), "decoding: ", seen_ids.size(),
+                   " seen tokens, room for ", dev_seen.size());
+      O::upload(dev_seen.data(), seen_ids.data(), static_cast<std::int64_t>(seen_ids.size()));
+      O::upload(dev_seen_start.data(), seen_start.data(), rows + 1);
+    }
+    O::next_token_scores(
+        scores(), logits.data(), mx, lse, seen != nullptr ? dev_seen.data() : nullptr,
+        seen != nullptr ? dev_seen_start.data() : nullptr, p, rows, cols, row0, real);
+  }
+
+  /// score, token = each row's k best scores on this rank, plus base[r] (the host's; null:
+  /// none).
+  void top(const float* base) {
+    if (base != nullptr) O::upload(dev_base.data(), base, rows);
+    O::next_token_top_k(dev_score.data(), dev_token.data(), scores(),
+                        base != nullptr ? dev_base.data() : nullptr, rows, cols, row0, real, k);
+    O::download(score.data(), dev_score.data(), rows * k);
+    O::download(token.data(), dev_token.data(), rows * k);
+  }
+
+  /// Each row's best token over every rank of the tensor axis, from top() with k = 1: the
+  /// largest score, and of the ranks holding it the lowest token id (the maximum of -id), as
+  /// an argmax over the whole vocabulary picks the first of equal scores.
+  std::vector<std::int64_t> argmax(Stack& s) {
+    constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max();
+    std::vector<float> top = score;
+    s.axis().max(top.data(), rows);
+    std::vector<std::int64_t> id(static_cast<std::size_t>(rows));
+    for (std::size_t r = 0; r < id.size(); ++r)
+      id[r] = token[r] >= 0 && score[r] == top[r] ? -token[r] : -none;
+    s.axis().max(id.data(), rows);
+    for (auto& i : id) i = -i;
+    return id;
   }
 };
 
@@ -259,30 +302,30 @@ Generated greedy_generate(BloomStack<M, D, T, Axis>& model, const BatchView& pro
 
   // The cache has room for every token but the last chosen one, which is never fed back.
   auto cache = detail::prefilled_cache(model, prompts, P + o.max_new_tokens - 1);
-  detail::NextTokenLogits<BloomStack<M, D, T, Axis>> next_logits(model, B, V);
   const bool penalise = o.repetition_penalty != 1.0;
   detail::SeenTokens seen(prompts);
   const auto penalty = static_cast<float>(o.repetition_penalty);
+  detail::NextTokens<BloomStack<M, D, T, Axis>> next_tokens(model, B, V, B * (P + o.max_new_tokens),
+                                                            1);
 
   std::vector<std::int32_t> next(static_cast<std::size_t>(B), o.eos_id);
   std::vector<std::uint8_t> active(static_cast<std::size_t>(B));
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
-    next_logits.load(model, cache);
+    next_tokens.load(model, cache);
     for (std::int64_t b = 0; b < B; ++b)
       active[static_cast<std::size_t>(b)] = !g.finished[static_cast<std::size_t>(b)];
     if (o.on_step) {
-      next_logits.gather(model);
-      o.on_step(step, next_logits.full, active);
+      next_tokens.gather(model);
+      o.on_step(step, next_tokens.full, active);
     }
-    if (penalise)
-      seen.apply(next_logits.local.data(), next_logits.cols, next_logits.row0, next_logits.real,
-                 penalty);
-    next_logits.argmax(model);
+    next_tokens.score_rows(model, false, penalise ? &seen : nullptr, penalty);
+    next_tokens.top(nullptr);
+    const std::vector<std::int64_t> chosen = next_tokens.argmax(model);
     bool any = false;
     for (std::int64_t b = 0; b < B; ++b) {
       const auto r = static_cast<std::size_t>(b);
       if (!active[r]) continue;  // a finished row is fed its eos again; its output is unused
-      const auto best = static_cast<std::int32_t>(next_logits.id[r]);
+      const auto best = static_cast<std::int32_t>(chosen[r]);
       next[r] = best;
       if (best == o.eos_id) {
         g.finished[r] = 1;
@@ -308,7 +351,7 @@ struct Candidate {
   float score;
   std::int64_t index;
   friend bool operator<(const Candidate& a, const Candidate& b) {  // a ranks before b
-    return a.score > b.score || (a.score == b.score && a.index < b.index);
+    return kernels::ranks_before(a.score, a.index, b.score, b.index);
   }
 };
 
@@ -367,7 +410,6 @@ Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts
       index[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r / K);
     model.select_cache_rows(cache, once, index);
   }
-  detail::NextTokenLogits<BloomStack<M, D, T, Axis>> next_logits(model, rows, V);
   const bool penalise = o.repetition_penalty != 1.0;
   const auto penalty = static_cast<float>(o.repetition_penalty);
   const auto length_score = [&](float sum, std::int64_t length) {
@@ -390,35 +432,41 @@ Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts
   }
   std::vector<std::uint8_t> improvable(static_cast<std::size_t>(N), 1), active(running.size());
 
-  const std::int64_t cols = next_logits.cols, row0 = next_logits.row0, real = next_logits.real;
+  detail::NextTokens<BloomStack<M, D, T, Axis>> next_tokens(
+      model, rows, V, rows * (P + o.max_new_tokens), static_cast<std::int64_t>(cands));
+  std::vector<float> base(static_cast<std::size_t>(rows));
   const int ranks = model.axis().size(), rank = model.axis().rank();
   std::vector<float> gathered_score(static_cast<std::size_t>(ranks) * N * cands);
   std::vector<std::int64_t> gathered_index(gathered_score.size());
   std::vector<std::int32_t> next(static_cast<std::size_t>(rows));
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
-    next_logits.load(model, cache);
+    next_tokens.load(model, cache);
     for (std::int64_t r = 0; r < rows; ++r)
       active[static_cast<std::size_t>(r)] = improvable[static_cast<std::size_t>(r / K)];
     if (o.on_step) {
-      next_logits.gather(model);
-      o.on_step(step, next_logits.full, active);
+      next_tokens.gather(model);
+      o.on_step(step, next_tokens.full, active);
     }
-    // Scores [rows, local vocab]: log_softmax, the penalty, plus the beam's running score.
-    next_logits.log_softmax(model);
-    if (penalise) seen.apply(next_logits.local.data(), cols, row0, real, penalty);
-    // The 2K best of each prompt on this rank, then over the ranks: each rank's in its slot
-    // of zeros, summed (exactly: every other rank adds 0).
+    // Scores [rows, local vocab]: log_softmax, the penalty, plus the beam's running score;
+    // each row's 2K best on the device.
+    next_tokens.score_rows(model, true, penalise ? &seen : nullptr, penalty);
+    for (std::int64_t r = 0; r < rows; ++r)
+      base[static_cast<std::size_t>(r)] = running[static_cast<std::size_t>(r)].score;
+    next_tokens.top(base.data());
+    // The 2K best of each prompt on this rank (among its beams' 2K best, which hold them),
+    // then over the ranks: each rank's in its slot of zeros, summed (exactly: every other
+    // rank adds 0). A rank with fewer real columns than candidates fills its list with
+    // (-inf, K * V).
     std::fill(gathered_score.begin(), gathered_score.end(), 0.0f);
     std::fill(gathered_index.begin(), gathered_index.end(), 0);
     for (std::int64_t p = 0; p < N; ++p) {
       detail::TopK top{cands, {}};
-      for (std::int64_t j = 0; j < K; ++j) {
-        const float* l = next_logits.local.data() + (p * K + j) * cols;
-        const float base = running[static_cast<std::size_t>(p * K + j)].score;
-        for (std::int64_t c = 0; c < real; ++c) top.offer({l[c] + base, j * V + row0 + c});
-      }
-      while (top.best.size() < cands)  // a rank with fewer real columns than candidates
-        top.best.push_back({-std::numeric_limits<float>::infinity(), K * V});
+      for (std::int64_t j = 0; j < K; ++j)
+        for (std::size_t i = 0; i < cands; ++i) {
+          const std::size_t at = static_cast<std::size_t>(p * K + j) * cands + i;
+          const std::int64_t token = next_tokens.token[at];
+          top.offer({next_tokens.score[at], token >= 0 ? j * V + token : K * V});
+        }
       const std::size_t slot = (static_cast<std::size_t>(rank) * N + p) * cands;
       for (std::size_t i = 0; i < cands; ++i) {
         gathered_score[slot + i] = top.best[i].score;

@@ -1,7 +1,8 @@
 #pragma once
 // Ops<Cpu>: the op set on host memory, one line per op delegating to the bodies in this
 // folder (detail::cpu): gemm.hpp (GEMM, linear layers), elementwise.hpp, reduce.hpp,
-// layernorm.hpp, embedding.hpp, attention.hpp, cross_entropy.hpp, optimizer.hpp (AdamW);
+// layernorm.hpp, embedding.hpp, attention.hpp, cross_entropy.hpp, next_token.hpp (decoding's
+// scores and candidates), optimizer.hpp (AdamW);
 // loops.hpp holds their loops. Row- and element-wise arithmetic is that of
 // backend/kernels.hpp, shared with the CUDA kernels. Compiled for AVX2 + FMA, float GEMMs
 // take the packed kernel of sgemm_avx2.hpp and (except under nvcc) the float loops run
@@ -30,6 +31,7 @@
 #include "seqpar/backend/cpu/gemm.hpp"
 #include "seqpar/backend/cpu/layernorm.hpp"
 #include "seqpar/backend/cpu/loops.hpp"
+#include "seqpar/backend/cpu/next_token.hpp"
 #include "seqpar/backend/cpu/optimizer.hpp"
 #include "seqpar/backend/cpu/reduce.hpp"
 
@@ -231,6 +233,44 @@ struct Ops<Cpu> {
                                  std::int64_t cw, std::int64_t col0, S grad_scale) {
     static_assert(std::is_same_v<T, S>, "the CPU keeps logits and their statistics in one type");
     detail::cpu::cross_entropy_grad(L, lse, target, n, cw, col0, grad_scale);
+  }
+
+  // --- decoding's next-token scores (next_token.hpp; nn/generate.hpp) ---------------------
+  // A row of logits L[rows, cols] holds this rank's vocabulary rows from row0, of which the
+  // first `real` are tokens; the padding columns are never read.
+
+  /// mx[r] = the largest real logit of row r (-inf without real columns).
+  template <class T>
+  static void next_token_max(float* mx, const T* L, std::int64_t rows, std::int64_t cols,
+                             std::int64_t real) {
+    detail::cpu::next_token_max(mx, L, rows, cols, real);
+  }
+  /// sum[r] = sum over row r's real columns of exp(L - mx[r]), in double.
+  template <class T>
+  static void next_token_sum_exp(double* sum, const T* L, const float* mx, std::int64_t rows,
+                                 std::int64_t cols, std::int64_t real) {
+    detail::cpu::next_token_sum_exp(sum, L, mx, rows, cols, real);
+  }
+  /// out[r, c] (float, the real columns) = L[r, c], or its log-probability (L - mx[r]) -
+  /// lse[r] when mx and lse are given (the whole vocabulary's, through the tensor axis); then,
+  /// unless seen is null, transformers' repetition penalty on row r's distinct seen token ids
+  /// seen[seen_start[r], seen_start[r + 1]). out may be L when T is float.
+  template <class T>
+  static void next_token_scores(float* out, const T* L, const float* mx, const float* lse,
+                                const std::int32_t* seen, const std::int64_t* seen_start,
+                                float penalty, std::int64_t rows, std::int64_t cols,
+                                std::int64_t row0, std::int64_t real) {
+    detail::cpu::next_token_scores(out, L, mx, lse, seen, seen_start, penalty, rows, cols, row0,
+                                   real);
+  }
+  /// score[r, 0:k], token[r, 0:k] = the k best real columns of row r of S[rows, cols] plus
+  /// base[r] (base may be null), best first: the larger score, then the smaller token
+  /// (row0 + column); a row with fewer than k real columns ends in (-inf, -1).
+  template <std::integral Id>
+  static void next_token_top_k(float* score, Id* token, const float* S, const float* base,
+                               std::int64_t rows, std::int64_t cols, std::int64_t row0,
+                               std::int64_t real, std::int64_t k) {
+    detail::cpu::next_token_top_k(score, token, S, base, rows, cols, row0, real, k);
   }
 
   // --- attention (attention.hpp) ---------------------------------------------------------

@@ -17,19 +17,6 @@ namespace seqpar::inline v0::detail {
 
 inline constexpr int decode_threads = 128;  // a head of hd 64 or 128 and a few hundred keys
 
-// Maximum over the block (as block_sum); every thread gets the result.
-__device__ __forceinline__ float block_max(float v, float* shared) {
-  const int lane = static_cast<int>(threadIdx.x) % warp_size;
-  const int warp = static_cast<int>(threadIdx.x) / warp_size;
-  const int warps = static_cast<int>(blockDim.x) / warp_size;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < warps ? shared[lane] : -INFINITY;
-  return warp_max(v);
-}
-
 // The team of decode_attention_head on the GPU: the threads of one block. Keys are
 // spread over the threads (thread i takes keys i, i + blockDim, ...); the value sum gives
 // each thread one dimension, so that a warp reads consecutive values of a key.

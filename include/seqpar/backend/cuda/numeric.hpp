@@ -97,6 +97,19 @@ __device__ __forceinline__ A block_sum(A v, A* shared) {
   v = lane < warps ? shared[lane] : A(0);
   return warp_sum(v);
 }
+
+// Maximum over the block, as block_sum.
+__device__ __forceinline__ float block_max(float v, float* shared) {
+  const int lane = static_cast<int>(threadIdx.x) % warp_size;
+  const int warp = static_cast<int>(threadIdx.x) / warp_size;
+  const int warps = static_cast<int>(blockDim.x) / warp_size;
+  v = warp_max(v);
+  __syncthreads();  // `shared` may still be read by a previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : -INFINITY;
+  return warp_max(v);
+}
 #endif  // __CUDACC__
 
 }  // namespace detail

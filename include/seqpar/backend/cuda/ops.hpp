@@ -295,6 +295,35 @@ struct Ops<Cuda> {
                                std::int64_t B, std::int64_t nh, std::int64_t hd, std::int64_t cap,
                                std::int64_t len);
 
+  // --- decoding's next-token scores, as Ops<Cpu> (backend/cuda/next_token.hpp) --------------
+  // A row of logits L[rows, cols] holds this rank's vocabulary rows from row0, of which the
+  // first `real` are tokens; the padding columns are never read.
+
+  /// mx[r] = the largest real logit of row r (-inf without real columns).
+  template <CudaScalar T>
+  static void next_token_max(float* mx, const T* L, std::int64_t rows, std::int64_t cols,
+                             std::int64_t real);
+  /// sum[r] = sum over row r's real columns of exp(L - mx[r]), in double.
+  template <CudaScalar T>
+  static void next_token_sum_exp(double* sum, const T* L, const float* mx, std::int64_t rows,
+                                 std::int64_t cols, std::int64_t real);
+  /// out[r, c] (float, the real columns) = L[r, c], or its log-probability (L - mx[r]) -
+  /// lse[r] when mx and lse are given; then, unless seen is null, the repetition penalty on
+  /// row r's distinct seen token ids seen[seen_start[r], seen_start[r + 1]). out may be L
+  /// when T is float.
+  template <CudaScalar T>
+  static void next_token_scores(float* out, const T* L, const float* mx, const float* lse,
+                                const std::int32_t* seen, const std::int64_t* seen_start,
+                                float penalty, std::int64_t rows, std::int64_t cols,
+                                std::int64_t row0, std::int64_t real);
+  /// score[r, 0:k], token[r, 0:k] = the k best real columns of row r of S plus base[r] (base
+  /// may be null), best first: the larger score, then the smaller token (row0 + column); a
+  /// row with fewer than k real columns ends in (-inf, -1). k passes over each row.
+  template <std::integral Id>
+  static void next_token_top_k(float* score, Id* token, const float* S, const float* base,
+                               std::int64_t rows, std::int64_t cols, std::int64_t row0,
+                               std::int64_t real, std::int64_t k);
+
   // --- rows and the chunked cross-entropy ------------------------------------------------------
 
   // dst[r, :] = src[index[r], :] for r < n

@@ -17,6 +17,7 @@
 #include "seqpar/backend/cuda/flash_attention.hpp"
 #include "seqpar/backend/cuda/gemm.hpp"
 #include "seqpar/backend/cuda/layernorm.hpp"
+#include "seqpar/backend/cuda/next_token.hpp"
 #include "seqpar/backend/cuda/ops.hpp"
 #include "seqpar/backend/cuda/reduce.hpp"
 
@@ -191,6 +192,33 @@ void Ops<Cuda>::decode_attention(T* ctx, float* scores, const T* qkv, const T* k
                                  std::int64_t B, std::int64_t nh, std::int64_t hd, std::int64_t cap,
                                  std::int64_t len) {
   detail::decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
+}
+
+template <CudaScalar T>
+void Ops<Cuda>::next_token_max(float* mx, const T* L, std::int64_t rows, std::int64_t cols,
+                               std::int64_t real) {
+  detail::next_token_max(mx, L, rows, cols, real);
+}
+
+template <CudaScalar T>
+void Ops<Cuda>::next_token_sum_exp(double* sum, const T* L, const float* mx, std::int64_t rows,
+                                   std::int64_t cols, std::int64_t real) {
+  detail::next_token_sum_exp(sum, L, mx, rows, cols, real);
+}
+
+template <CudaScalar T>
+void Ops<Cuda>::next_token_scores(float* out, const T* L, const float* mx, const float* lse,
+                                  const std::int32_t* seen, const std::int64_t* seen_start,
+                                  float penalty, std::int64_t rows, std::int64_t cols,
+                                  std::int64_t row0, std::int64_t real) {
+  detail::next_token_scores(out, L, mx, lse, seen, seen_start, penalty, rows, cols, row0, real);
+}
+
+template <std::integral Id>
+void Ops<Cuda>::next_token_top_k(float* score, Id* token, const float* S, const float* base,
+                                 std::int64_t rows, std::int64_t cols, std::int64_t row0,
+                                 std::int64_t real, std::int64_t k) {
+  detail::next_token_top_k(score, token, S, base, rows, cols, row0, real, k);
 }
 
 template <CudaScalar T, std::integral Id>
