@@ -144,3 +144,16 @@ TEST_CASE(
   CHECK(token[0] >= row0);
   CHECK(token[0] < row0 + 3);
 }
+
+TEST_CASE("next_token_top_k ranks a NaN first, so that decoding sees and refuses it") {
+  const std::vector<float> S = {1.0f, nan_value, 3.0f, nan_value, -inf};
+  std::vector<float> score(3);
+  std::vector<std::int64_t> token(3);
+  O::next_token_top_k(score.data(), token.data(), S.data(), nullptr, 1, 5, 10, 5, 3);
+  CHECK(std::isnan(score[0]));
+  CHECK(token[0] == 11);  // of two NaNs the first
+  CHECK(std::isnan(score[1]));
+  CHECK(token[1] == 13);
+  CHECK(score[2] == 3.0f);
+  CHECK(token[2] == 12);
+}

@@ -282,6 +282,18 @@ TEST_CASE_TEMPLATE(
   O::download(d_token_host.data(), d_token.data(), rows * k);
   CHECK(d_token_host == token);
   CHECK(token[k - 1] == -1);
+  // NaNs rank first, the first of them first, as on the CPU (decoding then refuses the row).
+  const std::vector<float> with_nan{1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f,
+                                    std::numeric_limits<float>::quiet_NaN(), -INFINITY};
+  std::vector<float> nan_score(3);
+  std::vector<std::int64_t> nan_token(3), d_nan_token_host(3);
+  CpuRef::next_token_top_k(nan_score.data(), nan_token.data(), with_nan.data(), nullptr, 1, 5, 10,
+                           5, 3);
+  auto d_with_nan = to_device_raw(arena, with_nan);
+  O::next_token_top_k(d_score.data(), d_token.data(), d_with_nan.data(), nullptr, 1, 5, 10, 5, 3);
+  O::download(d_nan_token_host.data(), d_token.data(), 3);
+  CHECK(d_nan_token_host == nan_token);
+  CHECK(nan_token == std::vector<std::int64_t>{11, 13, 12});
 }
 
 TEST_CASE("beam search on the GPU chooses the CPU's tokens (fp32), with and without the penalty") {

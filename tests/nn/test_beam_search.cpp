@@ -2,12 +2,15 @@
 // returned hypothesis' score against full re-forwards of its tokens (which it only matches
 // if every step's cache rows followed the chosen beams); one beam against greedy; a prompt's
 // result independent of the batch and its padding; TensorSplit<2> against one rank; the
-// repetition penalty's rule on greedy logits; and the options a user can get wrong.
+// repetition penalty's rule on greedy logits; the options a user can get wrong; NaN logits
+// refused on every rank.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "nn_test_util.hpp"
@@ -64,6 +67,16 @@ double reforward_score(Trainer<Tiny, Replicated<1>>& t, const std::vector<std::i
     seq.push_back(tok);
   }
   return sum / static_cast<double>(gen.size());
+}
+// Element 0 of token id's row of the (tied) word embeddings set to NaN, on the rank that
+// holds the row: its logit is NaN for every row on that rank only.
+template <class Stack>
+void poison_token(Stack& s, std::int32_t id) {
+  for (std::size_t u = 0; u < s.units().size(); ++u)
+    for (const auto& p : s.units()[u].params)
+      if (p.name == "word_embeddings.weight" && id >= p.row0 && id < p.row0 + p.local_rows)
+        s.params(u)[p.offset + (id - p.row0) * p.local_cols] =
+            std::numeric_limits<float>::quiet_NaN();
 }
 }  // namespace
 
@@ -274,4 +287,32 @@ TEST_CASE("decoding refuses options it cannot honour, naming them") {
   const Generated none = generate(t.model(), p.view(), o);
   CHECK(none.steps == 0);
   CHECK(none.tokens[0].empty());
+}
+
+TEST_CASE("decoding refuses NaN logits on every rank instead of choosing from them") {
+  const Batch p = left_padded(kPrompts);  // token 3 is in no prompt: only its logit is NaN
+  for (const std::int64_t beams : {1, 4}) {
+    CAPTURE(beams);
+    GenerateOptions o;
+    o.max_new_tokens = 4;
+    o.num_beams = beams;
+    Trainer<Tiny, Replicated<1>> t(random_model());
+    poison_token(t.model(), 3);
+    CHECK_THROWS_WITH_AS(
+        generate(t.model(), p.view(), o),
+        doctest::Contains("decoding: the next-token scores of row 0 are not finite"), Error);
+    // Under TensorSplit<2> only rank 0 holds token 3 (rank 1 holds no real column): both ranks
+    // refuse, neither waits for the other.
+    std::vector<std::string> what(2);
+    run_ranks(2, [&](ThreadComm& comm) {
+      Trainer<Tiny, TP2> tp(comm, random_model());
+      poison_token(tp.model(), 3);
+      try {
+        generate(tp.model(), p.view(), o);
+      } catch (const Error& e) {
+        what[static_cast<std::size_t>(comm.rank())] = e.what();
+      }
+    });
+    for (const auto& w : what) CHECK(w.find("are not finite") != std::string::npos);
+  }
 }

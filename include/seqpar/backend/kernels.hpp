@@ -105,9 +105,12 @@ SEQPAR_HOST_DEVICE T repetition_penalised(T s, T p) {
 }
 // The order of decoding's candidates: (score a, index a) ranks before (score b, index b) when
 // its score is larger, or equal with the smaller index (the first of equal ones, as an
-// argmax or a stable sort has it).
+// argmax or a stable sort has it). A NaN score ranks before every number, so that a row
+// holding one shows it as its best candidate, where decoding refuses it.
 template <class T, class I>
 SEQPAR_HOST_DEVICE bool ranks_before(T score_a, I index_a, T score_b, I index_b) {
+  const bool nan_a = score_a != score_a, nan_b = score_b != score_b;
+  if (nan_a || nan_b) return nan_a && (!nan_b || index_a < index_b);
   return score_a > score_b || (score_a == score_b && index_a < index_b);
 }
 

@@ -206,13 +206,25 @@ struct NextTokens {
   }
 
   /// score, token = each row's k best scores on this rank, plus base[r] (the host's; null:
-  /// none).
-  void top(const float* base) {
+  /// none). A row whose scores hold a NaN or +inf (a NaN ranks first) is refused on every
+  /// rank of the tensor axis: nothing is generated from weights or activations that are
+  /// not finite.
+  void top(Stack& s, const float* base) {
     if (base != nullptr) O::upload(dev_base.data(), base, rows);
     O::next_token_top_k(dev_score.data(), dev_token.data(), scores(),
                         base != nullptr ? dev_base.data() : nullptr, rows, cols, row0, real, k);
     O::download(score.data(), dev_score.data(), rows * k);
     O::download(token.data(), dev_token.data(), rows * k);
+    std::int64_t bad = -1;  // the first such row
+    for (std::int64_t r = rows - 1; r >= 0; --r) {
+      const float best = score[static_cast<std::size_t>(r * k)];
+      if (std::isnan(best) || best == std::numeric_limits<float>::infinity()) bad = r;
+    }
+    bad = bad < 0 ? std::numeric_limits<std::int64_t>::min() : -bad;  // lowest row: max of -r
+    s.axis().max(&bad, 1);
+    SEQPAR_CHECK(bad == std::numeric_limits<std::int64_t>::min(), "decoding: the next-token ",
+                 "scores of row ", -bad, " are not finite (NaN or +inf logits: the model's ",
+                 "weights or activations are not finite); nothing is generated from them");
   }
 
   /// Each row's best token over every rank of the tensor axis, from top() with k = 1: the
@@ -319,7 +331,7 @@ Generated greedy_generate(BloomStack<M, D, T, Axis>& model, const BatchView& pro
       o.on_step(step, next_tokens.full, active);
     }
     next_tokens.score_rows(model, false, penalise ? &seen : nullptr, penalty);
-    next_tokens.top(nullptr);
+    next_tokens.top(model, nullptr);
     const std::vector<std::int64_t> chosen = next_tokens.argmax(model);
     bool any = false;
     for (std::int64_t b = 0; b < B; ++b) {
@@ -452,7 +464,7 @@ Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts
     next_tokens.score_rows(model, true, penalise ? &seen : nullptr, penalty);
     for (std::int64_t r = 0; r < rows; ++r)
       base[static_cast<std::size_t>(r)] = running[static_cast<std::size_t>(r)].score;
-    next_tokens.top(base.data());
+    next_tokens.top(model, base.data());
     // The 2K best of each prompt on this rank (among its beams' 2K best, which hold them),
     // then over the ranks: each rank's in its slot of zeros, summed (exactly: every other
     // rank adds 0). A rank with fewer real columns than candidates fills its list with
