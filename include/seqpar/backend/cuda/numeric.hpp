@@ -83,32 +83,29 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Sum over the block (blockDim.x a multiple of 32, at most 1024), the same order every
-// run; every thread gets the result. `shared` holds 32 values.
-template <class A>
-__device__ __forceinline__ A block_sum(A v, A* shared) {
+// A reduction over the block (blockDim.x a multiple of 32, at most 1024): each warp's by
+// warp_op, then the warps' results by warp_op again, the same order every run; every thread
+// gets the result. `shared` holds 32 values; `none` is the reduction's identity.
+template <class A, class WarpOp>
+__device__ __forceinline__ A block_reduce(A v, A* shared, A none, WarpOp warp_op) {
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   const int warp = static_cast<int>(threadIdx.x) / warp_size;
   const int warps = static_cast<int>(blockDim.x) / warp_size;
-  v = warp_sum(v);
+  v = warp_op(v);
   __syncthreads();  // `shared` may still be read by a previous call
   if (lane == 0) shared[warp] = v;
   __syncthreads();
-  v = lane < warps ? shared[lane] : A(0);
-  return warp_sum(v);
+  v = lane < warps ? shared[lane] : none;
+  return warp_op(v);
 }
 
-// Maximum over the block, as block_sum.
+template <class A>
+__device__ __forceinline__ A block_sum(A v, A* shared) {
+  return block_reduce(v, shared, A(0), [](A x) { return warp_sum(x); });
+}
+
 __device__ __forceinline__ float block_max(float v, float* shared) {
-  const int lane = static_cast<int>(threadIdx.x) % warp_size;
-  const int warp = static_cast<int>(threadIdx.x) / warp_size;
-  const int warps = static_cast<int>(blockDim.x) / warp_size;
-  v = warp_max(v);
-  __syncthreads();  // `shared` may still be read by a previous call
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < warps ? shared[lane] : -INFINITY;
-  return warp_max(v);
+  return block_reduce(v, shared, -INFINITY, [](float x) { return warp_max(x); });
 }
 #endif  // __CUDACC__
 
