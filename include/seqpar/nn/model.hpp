@@ -231,32 +231,34 @@ class BloomStack {
     a.blocks.resize(static_cast<std::size_t>(stage_.count()));
   }
 
-  /// Last stage: the summed token loss of `a`, and with grad_scale != 0 its gradients
-  /// (grad_scale = 1 / targets in the global batch, so the loss is a global token mean).
-  /// d_out receives d loss / d (stage output) [N, H].
-  LossSum loss(Acts& a, T grad_scale, T* d_out) {
-    const std::int64_t N = a.tokens();
+  /// Last stage: the summed token loss of `a` (evaluation: no gradients).
+  LossSum loss(Acts& a) {
+    hooks_->acquire(0, UnitUse::head);
+    const LossSum s = head_loss(a, Stat(0));
+    hooks_->release(0);
+    return s;
+  }
+
+  /// Last stage: the head's backward. The summed token loss of `a` and its gradients
+  /// through the tied LM head (into the table's) and ln_f: d_out[N, H] = d loss / d (stage
+  /// output). grad_scale is each token's loss gradient (the loss scale over the global
+  /// batch's targets); 0 or no d_out: the loss only, as loss().
+  LossSum head_backward(Acts& a, T grad_scale, T* d_out) {
     const auto gs = static_cast<Stat>(grad_scale);
-    const bool backward = gs != Stat(0) && d_out;
-    grow(*arena_, head_dh_, N * H);
-    hooks_->acquire(0, backward ? UnitUse::head_backward : UnitUse::head);
-    LossSum s = lm_head_loss<D>(
-        head_dh_.data(), backward ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
-        vocab_, backward ? gs : Stat(0), head_scratch_, *arena_, axis_,
-        options_.logits_bytes > 0 ? options_.logits_bytes : Ops<D>::logits_chunk_bytes);
-    if (backward) {
-      hooks_->acquire(last_unit(), UnitUse::backward);
-      const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
-      const auto g = FinalTensors<T>::bind(grads(last_unit()), units_.back());
-      Ops<D>::fill(d_out, T(0.0f), N * H);
-      Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(),
-                                 a.hf_mean.data(), a.hf_rstd.data(), f.ln_w, N, H);
-      hooks_->grads_ready(last_unit());
-      hooks_->release(last_unit());
-    }
-    // The table stays for the embedding's backward when this stage has it.
-    if (!backward || !stage_.embedding) {
-      if (backward) hooks_->grads_ready(0);
+    if (gs == Stat(0) || !d_out) return loss(a);
+    const std::int64_t N = a.tokens();
+    hooks_->acquire(0, UnitUse::head_backward);
+    const LossSum s = head_loss(a, gs);  // d ln_f output in head_dh_
+    hooks_->acquire(last_unit(), UnitUse::backward);
+    const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
+    const auto g = FinalTensors<T>::bind(grads(last_unit()), units_.back());
+    Ops<D>::fill(d_out, T(0.0f), N * H);
+    Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(),
+                               a.hf_mean.data(), a.hf_rstd.data(), f.ln_w, N, H);
+    hooks_->grads_ready(last_unit());
+    hooks_->release(last_unit());
+    if (!stage_.embedding) {  // else the table stays for the embedding's backward
+      hooks_->grads_ready(0);
       hooks_->release(0);
     }
     return s;
@@ -496,6 +498,16 @@ class BloomStack {
 
  private:
   std::size_t last_unit() const { return units_.size() - 1; }
+
+  // The loss of `a` over the tied table (acquired); with gs != 0 also head_dh_[N, H] = d
+  // loss / d hf and the table's gradient.
+  LossSum head_loss(Acts& a, Stat gs) {
+    grow(*arena_, head_dh_, a.tokens() * H);
+    return lm_head_loss<D>(
+        head_dh_.data(), gs != Stat(0) ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
+        vocab_, gs, head_scratch_, *arena_, axis_,
+        options_.logits_bytes > 0 ? options_.logits_bytes : Ops<D>::logits_chunk_bytes);
+  }
 
   // out[N, H] = word_embeddings_layernorm(emb), emb[N, H] = the table's rows of ids[N]
   void embed(T* out, T* emb, Stat* mean, Stat* rstd, const std::int32_t* ids, std::int64_t N) {
