@@ -72,10 +72,10 @@ inline Batch batch(int step) {
 /// Two micro-batches a data rank, clipping that acts, a warmup and a linear decay.
 inline TrainOptions options() {
   TrainOptions o;
-  o.lr = 3e-3;
+  o.schedule.peak = 3e-3;
   o.weight_decay = 0.1;
-  o.warmup_steps = 2;
-  o.total_steps = 6;
+  o.schedule.warmup = 2;
+  o.schedule.total = 6;
   o.max_grad_norm = 0.5;
   o.micro_batch_rows = 2;
   o.seed = 5;

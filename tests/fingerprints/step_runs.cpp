@@ -36,14 +36,14 @@ void step_runs(Record& rec) {
   run<Small, Replicated<1>>(rec, "Replicated<1> no clip", unclipped);
 
   TrainOptions cosine = o;
-  cosine.decay = LrDecay::cosine;
-  cosine.warmup_shape = LrWarmup::log;
-  cosine.warmup_steps = 3;
-  cosine.total_steps = 5;
-  cosine.min_lr = 1e-4;
+  cosine.schedule.decay = LrDecay::cosine;
+  cosine.schedule.warmup_shape = LrWarmup::log;
+  cosine.schedule.warmup = 3;
+  cosine.schedule.total = 5;
+  cosine.schedule.min_ratio = 1e-4 / cosine.schedule.peak;
   run<Small, Replicated<1>>(rec, "Replicated<1> cosine log warmup", cosine, six);
   TrainOptions constant = o;
-  constant.decay = LrDecay::constant;
+  constant.schedule.decay = LrDecay::constant;
   run<Small, Replicated<1>>(rec, "Replicated<1> constant rate", constant, six);
 
   // Saved under ZeRO-3 over 2 ranks (run_rank saves every run), resumed elsewhere.

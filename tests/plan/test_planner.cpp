@@ -105,7 +105,7 @@ void check_plan(Mode mode) {
   std::mutex m;
   run_ranks(n, [&](ThreadComm& world) {
     TrainOptions o;
-    o.lr = 1e-3;
+    o.schedule.peak = 1e-3;
     o.micro_batch_rows = kMicroRows;
     o.recompute = mode.recompute;
     o.recompute_every = mode.recompute_every;

@@ -40,10 +40,10 @@ inline Batch plan_batch(int step) {
 
 inline TrainOptions plan_options() {
   TrainOptions o;
-  o.lr = 3e-3;
+  o.schedule.peak = 3e-3;
   o.weight_decay = 0.1;
-  o.warmup_steps = 2;
-  o.total_steps = 10;
+  o.schedule.warmup = 2;
+  o.schedule.total = 10;
   o.max_grad_norm = 0.5;  // active: the norm starts near 2
   o.micro_batch_rows = 2;
   o.seed = 5;

@@ -38,16 +38,10 @@ namespace seqpar::inline v0 {
 
 /// What a training run is asked to do (Hugging Face Trainer names in comments).
 struct TrainOptions {
-  double lr = 2e-5;  // learning_rate (the peak)
+  // The rate of each step: peak (learning_rate), warmup (warmup_steps), total, decay, ...
+  LrSchedule schedule{.peak = 2e-5};
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0.0;  // on matrices only
-  std::int64_t warmup_steps = 0;
-  std::int64_t total_steps = 0;  // for the decay; 0 keeps the lr constant after warmup
-  LrDecay decay = LrDecay::linear;
-  // DeepSpeed's WarmupLR and WarmupDecayLR: a logarithmic warmup (their default shape), and
-  // min_lr, where warmup starts and the decay ends (their warmup_min_lr).
-  LrWarmup warmup_shape = LrWarmup::linear;
-  double min_lr = 0.0;
+  double weight_decay = 0.0;          // on matrices only
   double max_grad_norm = 1.0;         // <= 0: no clipping
   std::int64_t micro_batch_rows = 0;  // rows per micro-batch; 0: the whole local batch at once
   std::uint64_t seed = 42;            // initialisation and data order
@@ -142,12 +136,6 @@ class Trainer {
         mesh_(Mesh::make<Plan>(std::move(world))),
         pipe_(Model::layers, mesh_.pipeline),
         model_(arena_, make_axis(mesh_), pipe_.layers(), mesh_.data_degree),
-        schedule_{opts.lr,
-                  opts.warmup_steps,
-                  opts.total_steps,
-                  opts.decay,
-                  opts.lr > 0 ? opts.min_lr / opts.lr : 0.0,
-                  opts.warmup_shape},
         runner_(model_, mesh_.pipeline),
         guard_(opts.loss_scale) {
     SEQPAR_CHECK(opts_.max_nonfinite_steps > 0, "TrainOptions::max_nonfinite_steps is ",
@@ -175,7 +163,7 @@ class Trainer {
     reduce_gradients();
     const double loss = token_mean(global_sum(loss_sum), targets);
     const double norm = grad_norm() * scaling.unscale;
-    const double lr = schedule_.at(step_);
+    const double lr = opts_.schedule.at(step_);
     const auto update = guard_.judge(loss, norm, scaling, opts_.max_grad_norm, step_ + 1,
                                      opts_.max_nonfinite_steps);
     if (update.take())
@@ -481,7 +469,6 @@ class Trainer {
   Mesh mesh_;
   PipelineAxis pipe_;
   Stack model_;
-  LrSchedule schedule_;
   StageRunner<Stack> runner_;
   std::optional<Data> data_;
   std::int64_t step_ = 0;
