@@ -31,12 +31,6 @@ struct LossSum {
   std::int64_t tokens = 0;
 };
 
-/// The vocab rows a rank holds: [row0, row0 + rows) of the padded table, of which the
-/// first `real` rows are real tokens (the rest is padding that never enters the softmax).
-struct VocabShard {
-  std::int64_t row0 = 0, rows = 0, real = 0;
-};
-
 /// Scratch of the head, sized for the largest micro-batch seen; device memory but for
 /// the host lists the row compaction starts from.
 template <class T, class ArenaT>

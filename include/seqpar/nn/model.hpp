@@ -120,9 +120,7 @@ class BloomStack {
       slopes[static_cast<std::size_t>(h)] = static_cast<Stat>(kernels::alibi_slope(h, M::heads));
     slopes_ = Buffer<Stat, Arena>(arena, slopes.size(), Memory::buffers);
     Ops<D>::upload(slopes_.data(), slopes.data(), M::heads);
-    const auto& table = units_[0].params[0];
-    vocab_ = VocabShard{table.row0, table.local_rows,
-                        std::clamp<std::int64_t>(M::vocab_size - table.row0, 0, table.local_rows)};
+    vocab_ = seqpar::vocab_shard(units_[0].params[0]);
     params_.resize(units_.size());
     grads_.resize(units_.size());
     for (std::size_t u = 0; u < units_.size(); ++u) {

@@ -27,6 +27,7 @@
 #include "seqpar/config/units.hpp"
 #include "seqpar/core/arena.hpp"
 #include "seqpar/optim/offload.hpp"
+#include "seqpar/parallel/pipeline_axis.hpp"
 #include "seqpar/plan/plan_desc.hpp"
 
 namespace seqpar::inline v0 {
@@ -112,17 +113,11 @@ struct PlanPrediction {
 
 namespace detail {
 
-// Element counts of the units a tensor rank holds (config/units.hpp's table, as numbers):
-// 0 the embedding (vocab rows padded to 128 t, split over t) and its layernorm, 1..L the
-// blocks, L + 1 ln_f.
+// Element counts of the units a tensor rank of t holds (every rank's are as large): 0 the
+// embedding, 1..L the blocks, L + 1 ln_f, as config/units.hpp's table has them.
 inline std::vector<std::int64_t> unit_numels(const BloomConfig& m, int t) {
-  const std::int64_t H = m.hidden, F = 4 * m.hidden;
-  std::vector<std::int64_t> n(static_cast<std::size_t>(m.layers + 2));
-  n[0] = padded_vocab(m.vocab_size, t) / t * H + 2 * H;
-  const std::int64_t block = 2 * H + (3 * H / t) * H + 3 * H / t + H * (H / t) + H + 2 * H +
-                             (F / t) * H + F / t + H * (F / t) + H;
-  for (std::int64_t l = 1; l <= m.layers; ++l) n[static_cast<std::size_t>(l)] = block;
-  n.back() = 2 * H;
+  std::vector<std::int64_t> n;
+  for (const auto& u : bloom_units(m, t, 0)) n.push_back(u.numel);
   return n;
 }
 
@@ -149,10 +144,11 @@ inline std::int64_t recomputed_blocks(const PlanQuery& q, std::int64_t first, st
 /// the recomputation's extra forward work included; matrix products only).
 inline double step_flops(const PlanQuery& q, int stage) {
   const auto& m = q.model;
+  const StageLayers layers = StageLayers::of(m.layers, q.plan.pipeline, stage);
   const double t = q.plan.tensor, H = static_cast<double>(m.hidden), F = 4.0 * H,
-               S = static_cast<double>(q.seq), L = static_cast<double>(m.layers / q.plan.pipeline);
-  const auto per = static_cast<std::int64_t>(L);
-  const double recomputed = static_cast<double>(detail::recomputed_blocks(q, stage * per, per));
+               S = static_cast<double>(q.seq), L = static_cast<double>(layers.count());
+  const double recomputed =
+      static_cast<double>(detail::recomputed_blocks(q, layers.first, layers.count()));
   const double tokens = static_cast<double>(q.micro_batch_rows * q.seq * q.micro_batches);
   const double dense = 2.0 * (3 * H * H + H * H + 2 * F * H) / t;  // per token per block
   const double attn = 2.0 * 2.0 * S * H / t;                       // q k^T and P v, per token
@@ -162,7 +158,7 @@ inline double step_flops(const PlanQuery& q, int stage) {
   extra += recomputed * (dense + attn);          // Recompute::full: those blocks' forward again
   if (q.fused_attention) extra += L * attn / 2;  // each tile's scores again
   double head = 0;
-  if (stage == q.plan.pipeline - 1)
+  if (layers.head)
     head = 2.0 * static_cast<double>(padded_vocab(m.vocab_size, q.plan.tensor)) / t * H;
   // backward: twice the forward (input and weight gradients)
   return tokens * (3 * fwd + extra) + static_cast<double>(q.targets() * q.micro_batches) * 3 * head;
@@ -175,7 +171,7 @@ inline PlanPrediction predict(const PlanQuery& q) {
   const auto& m = q.model;
   const PlanDesc& p = q.plan;
   const int D = p.data, T = p.tensor, S = p.pipeline, Z = p.zero_stage;
-  const std::int64_t H = m.hidden, F = 4 * m.hidden, L = m.layers, per = L / S;
+  const std::int64_t H = m.hidden, F = 4 * m.hidden, L = m.layers;
   const std::int64_t t = q.storage_bytes(), st = 4, master = 4;  // T, StatScalar<T>, Master
   const std::int64_t B = q.micro_batch_rows, Sq = q.seq, N = B * Sq, Nv = q.targets();
   const std::int64_t mb = q.micro_batches;
@@ -196,13 +192,12 @@ inline PlanPrediction predict(const PlanQuery& q) {
       RankPrediction r;
       r.stage = stage;
       r.tensor_rank = tr;
-      const bool emb = stage == 0, head = stage == S - 1;
-      const std::int64_t first = stage * per;
+      const StageLayers layers = StageLayers::of(L, S, stage);
+      const bool emb = layers.embedding, head = layers.head;
+      const std::int64_t first = layers.first, per = layers.count();
       std::vector<std::size_t> held;
-      if (emb || head) held.push_back(0);
-      for (std::int64_t l = first; l < first + per; ++l)
-        held.push_back(static_cast<std::size_t>(l + 1));
-      if (head) held.push_back(static_cast<std::size_t>(L + 1));
+      for (std::size_t u = 0; u < numel.size(); ++u)
+        if (layers.holds(u, L)) held.push_back(u);
       const std::size_t u_final = static_cast<std::size_t>(L + 1), u_block = 1;
 
       // --- model state (parallel/data_axis.hpp) ----------------------------------------
@@ -323,10 +318,9 @@ inline PlanPrediction predict(const PlanQuery& q) {
       if (emb) buffers += N * H * t;               // the embedding's d
       if (head) buffers += N * H * t;              // d ln_f output
       if (head && Nv > 0) {
-        const std::int64_t rows = padded_vocab(m.vocab_size, T) / T, row0 = rows * tr;
-        const std::int64_t real = std::clamp<std::int64_t>(m.vocab_size - row0, 0, rows);
+        const VocabShard vocab = vocab_shard(bloom_units(m, T, tr)[0].params[0]);
         const std::int64_t chunk =
-            vocab_chunk(Nv, real, static_cast<std::size_t>(t), q.logits_bytes);
+            vocab_chunk(Nv, vocab.real, static_cast<std::size_t>(t), q.logits_bytes);
         buffers += 2 * Nv * H * t + Nv * chunk * t;  // kept rows, their d, a logits chunk
         if (q.mixed()) buffers += Nv * H * st;       // d rows summed in fp32
         buffers += 5 * Nv * st + 2 * Nv * 4;         // softmax statistics, row lists

@@ -74,11 +74,10 @@ class StateAssembler {
   explicit StateAssembler(StateKinds kinds) : kinds_(state_kinds(kinds)) {
     for (const auto& u : bloom_units<M>(1, 0))
       for (const auto& p : u.params) {
-        const std::int64_t rows = p.real_rows;
         for (const StateKind k : kinds_)
-          full_[static_cast<int>(k)][p.name].assign(static_cast<std::size_t>(rows * p.cols), 0.0f);
-        shapes_[p.name] =
-            p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols};
+          full_[static_cast<int>(k)][p.name].assign(static_cast<std::size_t>(p.real_rows * p.cols),
+                                                    0.0f);
+        shapes_[p.name] = p.file_shape();
       }
   }
 
@@ -87,8 +86,7 @@ class StateAssembler {
   void place(StateKind k, const UnitTable& unit, const float* values) {
     for (const auto& p : unit.params) {
       auto& dst = full_[static_cast<int>(k)].at(p.name);
-      const std::int64_t rows = std::min(p.local_rows, p.real_rows - p.row0);
-      for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t r = 0; r < p.local_real_rows(); ++r)
         std::memcpy(dst.data() + (p.row0 + r) * p.cols + p.col0,
                     values + p.offset + r * p.local_cols,
                     static_cast<std::size_t>(p.local_cols) * sizeof(float));

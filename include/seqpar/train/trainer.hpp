@@ -227,10 +227,8 @@ class Trainer {
   /// Loads weights from a safetensors file or a pytorch_model.bin (Hugging Face names);
   /// a file with tensors this model does not have is refused, listing them.
   void load_weights(const std::filesystem::path& path) {
-    const TensorFile f(path);
-    const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
-    check_bloom_weights<Model>(f.names(), lookup, path.string());
-    load_weights(lookup, path.string());
+    const BloomWeightsFile<Model> f(path);
+    load_weights(f.lookup(), f.name());
   }
 
   /// Collective. Writes every parameter, full-size, with its Hugging Face name
