@@ -181,15 +181,8 @@ class BloomStack {
   /// Recompute::full recomputes keeps nothing in `a` but its input a.x[l]: its forward
   /// runs in the stack's one transient record.
   void forward(const BatchView& b, Acts& a, bool for_backward = true) {
-    Arena& ar = *arena_;
     prepare(b, a);
-    const std::int64_t N = b.tokens();
-    if (stage_.embedding) {
-      fit(a.emb, ar, N * H, Memory::activations);
-      fit(a.emb_mean, ar, N, Memory::activations);
-      fit(a.emb_rstd, ar, N, Memory::activations);
-      embed(a.x[0].data(), a.emb.data(), a.emb_mean.data(), a.emb_rstd.data(), a.ids.data(), N);
-    }
+    if (stage_.embedding) embed(a);
     // Where the attention probabilities go when the records do not keep them: without a
     // backward, a scratch freed on return (an evaluation leaves nothing behind); under
     // Recompute::selective, the one the backward recomputes them in.
@@ -198,22 +191,13 @@ class BloomStack {
                                             : options_.recompute == Recompute::selective
                                                 ? &block_scratch_
                                                 : nullptr;
-    for (std::int64_t l = 0; l < stage_.count(); ++l) {
-      const auto u = static_cast<std::size_t>(stage_.first + l + 1);
+    forward_blocks([&](std::int64_t l, const BlockTensors<const T>& w) {
       const bool full = for_backward && recomputed(l);
-      hooks_->acquire(u, UnitUse::forward);
-      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       if (full) a.blocks[l] = {};  // a record of an earlier mode or micro-batch shape
       block_forward<D>(a.x[l + 1].data(), a.x[l].data(), full ? full_record_ : a.blocks[l], w, a,
-                       slopes_.data(), shape_, probs_scratch, options_.attention, ar, axis_);
-      hooks_->release(u);
-    }
-    if (stage_.head) {
-      fit(a.hf, ar, N * H, Memory::activations);
-      fit(a.hf_mean, ar, N, Memory::activations);
-      fit(a.hf_rstd, ar, N, Memory::activations);
-      final_norm(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x.back().data(), N);
-    }
+                       slopes_.data(), shape_, probs_scratch, options_.attention, *arena_, axis_);
+    });
+    if (stage_.head) final_norm(a, a.x.back().data());
   }
 
   /// Reads batch b into record a and allocates its residual stream, keeping a.x[0]
@@ -353,24 +337,14 @@ class BloomStack {
     for (int i = 0; i < 2; ++i)
       a.x.emplace_back(ar, static_cast<std::size_t>(N * H), Memory::activations);
     a.blocks.resize(1);
-    fit(a.emb, ar, N * H, Memory::activations);
-    fit(a.emb_mean, ar, N, Memory::activations);
-    fit(a.emb_rstd, ar, N, Memory::activations);
-    embed(a.x[0].data(), a.emb.data(), a.emb_mean.data(), a.emb_rstd.data(), a.ids.data(), N);
+    embed(a);
     BlockScratch<T, Arena> probs;  // the attention probabilities, which no backward needs
-    for (std::int64_t l = 0; l < L; ++l) {
-      const auto u = static_cast<std::size_t>(l + 1);
-      hooks_->acquire(u, UnitUse::forward);
-      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
+    forward_blocks([&](std::int64_t l, const BlockTensors<const T>& w) {
       block_prefill<D>(a.x[(l + 1) % 2].data(), a.x[l % 2].data(),
                        c.blocks[static_cast<std::size_t>(l)], c.capacity, a.blocks[0], w, a,
                        slopes_.data(), shape_, &probs, options_.attention, ar, axis_);
-      hooks_->release(u);
-    }
-    fit(a.hf, ar, N * H, Memory::activations);
-    fit(a.hf_mean, ar, N, Memory::activations);
-    fit(a.hf_rstd, ar, N, Memory::activations);
-    final_norm(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x[L % 2].data(), N);
+    });
+    final_norm(a, a.x[L % 2].data());
     std::vector<std::int32_t> last(static_cast<std::size_t>(B));
     for (std::int64_t r = 0; r < B; ++r)
       last[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r * P + P - 1);
@@ -421,14 +395,10 @@ class BloomStack {
     O::upload(sc.ids.data(), ids.data(), B);
     embed(sc.x[0].data(), sc.emb.data(), sc.mean.data(), sc.rstd.data(), sc.ids.data(),
           B);  // [B, H]
-    for (std::int64_t l = 0; l < L; ++l) {
-      const auto u = static_cast<std::size_t>(l + 1);
-      hooks_->acquire(u, UnitUse::forward);
-      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
+    forward_blocks([&](std::int64_t l, const BlockTensors<const T>& w) {
       block_decode<D>(sc.x[(l + 1) % 2].data(), sc.x[l % 2].data(),
                       c.blocks[static_cast<std::size_t>(l)], c, w, slopes_.data(), shape_, axis_);
-      hooks_->release(u);
-    }
+    });
     final_norm(c.hidden.data(), sc.mean.data(), sc.rstd.data(), sc.x[L % 2].data(), B);
     c.length = t + 1;
   }
@@ -505,6 +475,35 @@ class BloomStack {
         head_dh_.data(), gs != Stat(0) ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
         vocab_, gs, head_scratch_, *arena_, axis_,
         options_.logits_bytes > 0 ? options_.logits_bytes : Ops<D>::logits_chunk_bytes);
+  }
+
+  // run(l, w) for each block l of this stage in order, its parameters acquired for a
+  // forward and bound as w: the one loop of the forward, prefill and a decoding step.
+  template <class Run>
+  void forward_blocks(Run&& run) {
+    for (std::int64_t l = 0; l < stage_.count(); ++l) {
+      const auto u = static_cast<std::size_t>(stage_.first + l + 1);
+      hooks_->acquire(u, UnitUse::forward);
+      run(l, BlockTensors<const T>::bind(params(u), units_[u]));
+      hooks_->release(u);
+    }
+  }
+
+  // a.x[0] = the embedding of a's ids, its raw rows and statistics kept in `a`.
+  void embed(Acts& a) {
+    const std::int64_t N = a.tokens();
+    fit(a.emb, *arena_, N * H, Memory::activations);
+    fit(a.emb_mean, *arena_, N, Memory::activations);
+    fit(a.emb_rstd, *arena_, N, Memory::activations);
+    embed(a.x[0].data(), a.emb.data(), a.emb_mean.data(), a.emb_rstd.data(), a.ids.data(), N);
+  }
+  // a.hf = ln_f(x), x[a.tokens(), H], its statistics kept in `a`.
+  void final_norm(Acts& a, const T* x) {
+    const std::int64_t N = a.tokens();
+    fit(a.hf, *arena_, N * H, Memory::activations);
+    fit(a.hf_mean, *arena_, N, Memory::activations);
+    fit(a.hf_rstd, *arena_, N, Memory::activations);
+    final_norm(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), x, N);
   }
 
   // out[N, H] = word_embeddings_layernorm(emb), emb[N, H] = the table's rows of ids[N]
