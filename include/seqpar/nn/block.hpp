@@ -8,6 +8,7 @@
 // prompts that also stores their keys and values in the block's cache; a decoding step
 // runs the same calls on one new token per row, its attention against the cache.
 
+#include <concepts>
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "seqpar/nn/activations.hpp"
 #include "seqpar/nn/kv_cache.hpp"
 #include "seqpar/nn/params.hpp"
+#include "seqpar/parallel/tensor_axis.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -131,7 +133,7 @@ struct CachedAttention {
 /// A block's forward on n rows, x[n, H] -> out[n, H], its tensors written to `a` and its
 /// attention computed by `attend(ctx, qkv)`: one list of calls for training, prefill and
 /// decoding.
-template <Device D, class T, class Attend, class Axis>
+template <Device D, class T, std::invocable<T*, const T*> Attend, TensorAxis Axis>
 void block_calls(T* out, const T* x, const BlockOutputs<T>& a, const BlockTensors<const T>& w,
                  const BlockShape& s, std::int64_t n, const Attend& attend, Axis& axis) {
   using O = Ops<D>;
@@ -157,7 +159,7 @@ void block_calls(T* out, const T* x, const BlockOutputs<T>& a, const BlockTensor
 /// GEMM and softmax per block for [rows, nh, seq, seq] less per record, as Megatron's
 /// selective recomputation. Without it the record keeps them. With AttentionKind::fused
 /// the record keeps neither, only the log-sum-exp of each query (`recompute` is unused).
-template <Device D, class T, class ArenaT, class Axis>
+template <Device D, class T, class ArenaT, TensorAxis Axis>
 void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a,
                    const BlockTensors<const T>& w, const Activations<T, ArenaT>& mb,
                    const StatScalar<T>* slopes, const BlockShape& s,
@@ -198,7 +200,7 @@ void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a,
 
 /// block_forward over left-padded prompts [rows, seq] that also fills the block's cache:
 /// kv's keys and values of positions [0, seq) (a record's qkv holds them per head).
-template <Device D, class T, class ArenaT, class Axis>
+template <Device D, class T, class ArenaT, TensorAxis Axis>
 void block_prefill(T* out, const T* x, BlockKv<T, ArenaT>& kv, std::int64_t capacity,
                    BlockActivations<T, ArenaT>& a, const BlockTensors<const T>& w,
                    const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes,
@@ -212,7 +214,7 @@ void block_prefill(T* out, const T* x, BlockKv<T, ArenaT>& kv, std::int64_t capa
 /// One new token per row: x[B, H] -> out[B, H] (B = c.rows), the calls of block_forward
 /// with the attention against the cache (CachedAttention). The step's scratch serves both
 /// layernorms.
-template <Device D, class T, class ArenaT, class Axis>
+template <Device D, class T, class ArenaT, TensorAxis Axis>
 void block_decode(T* out, const T* x, BlockKv<T, ArenaT>& kv, KvCache<T, ArenaT>& c,
                   const BlockTensors<const T>& w, const StatScalar<T>* slopes, const BlockShape& s,
                   Axis& axis) {
@@ -226,7 +228,7 @@ void block_decode(T* out, const T* x, BlockKv<T, ArenaT>& kv, KvCache<T, ArenaT>
 /// In place on the residual gradient: d[N, H] holds d out on entry and d x on exit.
 /// A record without probabilities has them recomputed in sc (see block_forward); one with a
 /// log-sum-exp takes the fused backward.
-template <Device D, class T, class ArenaT, class Axis>
+template <Device D, class T, class ArenaT, TensorAxis Axis>
 void block_backward(T* d, const T* x, const BlockActivations<T, ArenaT>& a,
                     const BlockTensors<const T>& w, const BlockTensors<T>& g,
                     const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes,

@@ -99,7 +99,7 @@ struct SeenTokens {
 /// tensor axis combining the ranks' maxima and sums of exps), the repetition penalty on each
 /// row's seen tokens, and each row's k best candidates; only those (and a few values a row)
 /// cross to the host. The full logits come to the host only for GenerateOptions::on_step.
-template <class Stack>
+template <ModelStack Stack>
 struct NextTokens {
   using T = typename Stack::Scalar;
   using Arena = typename Stack::Arena;
@@ -245,7 +245,7 @@ struct NextTokens {
 
 /// Checks what every decoding entry point needs: the whole model, left-padded prompts of
 /// vocabulary ids, sane options. `who` names the caller in the message.
-template <class Stack>
+template <ModelStack Stack>
 void check_generation(const Stack& model, std::int64_t V, std::int64_t layers,
                       const BatchView& prompts, const GenerateOptions& o, const char* who) {
   SEQPAR_CHECK(model.whole(), who, ": the model holds layers [", model.stage().first, ", ",
@@ -282,7 +282,7 @@ void check_generation(const Stack& model, std::int64_t V, std::int64_t layers,
 }
 
 /// The prompts (without labels) through the stack once, into a cache of `capacity` positions.
-template <class Stack>
+template <ModelStack Stack>
 auto prefilled_cache(Stack& model, const BatchView& prompts, std::int64_t capacity) {
   auto cache = model.kv_cache(prompts.rows, capacity);
   Batch pb(prompts.rows, prompts.seq);
@@ -301,7 +301,7 @@ auto prefilled_cache(Stack& model, const BatchView& prompts, std::int64_t capaci
 /// options). Stops when every row has produced eos or after max_new_tokens. num_beams is
 /// not read (generate() picks beam search for more than one); the repetition penalty
 /// applies to the logits, as in transformers' greedy search.
-template <BloomModel M, Device D, class T, class Axis>
+template <BloomModel M, Device D, class T, TensorAxis Axis>
 Generated greedy_generate(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
                           const GenerateOptions& o = {}) {
   constexpr std::int64_t V = M::vocab_size;
@@ -397,7 +397,7 @@ struct Hypothesis {
 /// current length, cannot beat its worst finished hypothesis; decoding stops when every
 /// prompt is done or after max_new_tokens. Each prompt's best finished hypothesis is the
 /// result. The prompts are prefilled once; their cache rows are repeated for the beams.
-template <BloomModel M, Device D, class T, class Axis>
+template <BloomModel M, Device D, class T, TensorAxis Axis>
 Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
                       const GenerateOptions& o) {
   using detail::Candidate;
@@ -586,7 +586,7 @@ Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts
 }
 
 /// Decoding as o asks: greedy_generate for one beam, beam_search for more.
-template <BloomModel M, Device D, class T, class Axis>
+template <BloomModel M, Device D, class T, TensorAxis Axis>
 Generated generate(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
                    const GenerateOptions& o = {}) {
   return o.num_beams > 1 ? beam_search(model, prompts, o) : greedy_generate(model, prompts, o);

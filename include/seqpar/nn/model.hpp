@@ -84,7 +84,10 @@ void fill_initial_values(T* dst, const ParamSpec& p, std::uint64_t seed, double 
 }
 }  // namespace detail
 
-template <BloomModel M, Device D, class T = float, class Axis = NoTensorAxis>
+/// The layers a rank holds of model M (all, or a pipeline stage's share, each split over
+/// the tensor axis) on device D in storage type T: their parameters and gradients, the
+/// forward and backward of a micro-batch, and decoding.
+template <BloomModel M, Device D, class T = float, TensorAxis Axis = NoTensorAxis>
 class BloomStack {
  public:
   using Arena = DeviceArena<D>;
@@ -542,5 +545,17 @@ class BloomStack {
   UnitHooks no_hooks_;
   UnitHooks* hooks_ = &no_hooks_;
 };
+
+namespace detail {
+template <class S>
+inline constexpr bool is_bloom_stack = false;
+template <BloomModel M, Device D, class T, TensorAxis Axis>
+inline constexpr bool is_bloom_stack<BloomStack<M, D, T, Axis>> = true;
+}  // namespace detail
+
+/// A BloomStack of any model, device, storage type and tensor axis: what the pipeline
+/// schedule, checkpoints and decoding run.
+template <class S>
+concept ModelStack = detail::is_bloom_stack<S>;
 
 }  // namespace seqpar::inline v0

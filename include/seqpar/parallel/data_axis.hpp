@@ -14,13 +14,14 @@
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/parallel/policies.hpp"
+#include "seqpar/parallel/unit_hooks.hpp"
 
 namespace seqpar::inline v0 {
 
 /// The data axis of a plan whose data policy is `Policy` (PlanTraits<Plan>::data), for a
 /// stack of type Stack on device D with storage type T. Only the specialisations included
 /// below exist; the primary template is what any other policy gets.
-template <class Policy, class Stack, Device D, class T>
+template <class Policy, UnitStore Stack, Device D, class T>
 class DataAxis {
   static_assert(
       sizeof(Policy) == 0,

@@ -31,6 +31,7 @@
 #include "seqpar/core/parse.hpp"
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/safetensors.hpp"
+#include "seqpar/nn/model.hpp"
 #include "seqpar/optim/offload.hpp"
 #include "seqpar/parallel/mesh.hpp"
 #include "seqpar/parallel/pipeline_axis.hpp"
@@ -236,7 +237,7 @@ TrainingPosition read_training_position(const std::map<std::string, std::string>
 /// One rank's side of the whole-model state: the units its pipeline stage holds, split as
 /// its tensor rank holds them, with `Data` (the rank's DataAxis) holding its range of each
 /// unit's optimizer state. A view of the trainer's parts, made for each call.
-template <BloomModel M, class Stack, class Data>
+template <BloomModel M, ModelStack Stack, class Data>
 class RankState {
  public:
   using T = typename Stack::Scalar;

@@ -21,7 +21,8 @@
 
 namespace seqpar::inline v0 {
 
-template <class Stack>
+/// The micro-batch schedule of one stage over its stack.
+template <ModelStack Stack>
 class StageRunner {
  public:
   using T = typename Stack::Scalar;

@@ -28,7 +28,7 @@ namespace seqpar::inline v0::detail {
 /// This rank's range of each unit of a `Stack` on device D with storage type T, the AdamW
 /// state over it, the reduced gradients it updates, the norm, the checkpoint I/O, and the
 /// registration as the stack's hooks. `Sharded`: the range is shard r of N.
-template <class Stack, Device D, class T, bool Sharded>
+template <UnitStore Stack, Device D, class T, bool Sharded>
 class DataAxisBase : public UnitHooks {
  public:
   using Arena = typename Stack::Arena;

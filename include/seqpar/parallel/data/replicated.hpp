@@ -15,7 +15,7 @@
 
 namespace seqpar::inline v0 {
 
-template <int N, class Stack, Device D, class T>
+template <int N, UnitStore Stack, Device D, class T>
 class DataAxis<Replicated<N>, Stack, D, T> final
     : public detail::WholeParamsAxis<Stack, D, T, false> {
   using Base = detail::WholeParamsAxis<Stack, D, T, false>;

@@ -37,7 +37,7 @@ class MicroBatchCount {
 /// frees) reduce-scattered and added into this rank's shard. On an asynchronous
 /// communicator the reduction stays in flight until the next unit's (or finish), so two
 /// units' full gradients exist at once; elsewhere it is finished at once.
-template <class Stack, Device D, class T>
+template <UnitStore Stack, Device D, class T>
 class ShardReduction {
  public:
   using Arena = typename Stack::Arena;

@@ -12,7 +12,7 @@
 
 namespace seqpar::inline v0::detail {
 
-template <class Stack, Device D, class T, bool Sharded>
+template <UnitStore Stack, Device D, class T, bool Sharded>
 class WholeParamsAxis : public DataAxisBase<Stack, D, T, Sharded> {
   using Base = DataAxisBase<Stack, D, T, Sharded>;
 

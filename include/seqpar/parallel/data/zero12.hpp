@@ -17,7 +17,7 @@
 
 namespace seqpar::inline v0 {
 
-template <class Z, int N, class Stack, Device D, class T>
+template <class Z, int N, UnitStore Stack, Device D, class T>
 requires(Z::stage == 1 || Z::stage == 2) class DataAxis<Sharded<Z, N>, Stack, D, T> final
     : public detail::WholeParamsAxis<Stack, D, T, true> {
   using Base = detail::WholeParamsAxis<Stack, D, T, true>;

@@ -21,7 +21,7 @@
 
 namespace seqpar::inline v0 {
 
-template <int N, class Stack, Device D, class T>
+template <int N, UnitStore Stack, Device D, class T>
 class DataAxis<Sharded<Zero3, N>, Stack, D, T> final
     : public detail::DataAxisBase<Stack, D, T, true> {
   using Base = detail::DataAxisBase<Stack, D, T, true>;
