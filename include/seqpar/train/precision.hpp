@@ -145,24 +145,11 @@ struct LossScaleState {
   std::int64_t faults_in_a_row = 0;
 };
 
-/// The one place that decides whether a step's update is made, for every precision
-/// policy: a step whose loss or gradient norm is not finite is skipped. It also keeps the
-/// run's loss scale and counts the skipped steps.
-///
-/// The dynamic scale follows DeepSpeed's DynamicLossScaler.update_scale step for step:
-/// - an overflow while hysteresis > 1 takes one from the hysteresis and keeps the scale;
-///   with the hysteresis at 1 the scale halves, never below min_loss_scale;
-/// - every overflow restarts the window: a clean step that follows loss_scale_window clean
-///   steps since the last overflow (or 2 windows, 3, ...) doubles the scale, and refills the
-///   hysteresis (which consecutive_hysteresis refills on every clean step). So with a window
-///   of 2 the scales of clean steps from the start are s, s, s, 2s, 2s, 4s (DeepSpeed 0.19;
-///   releases before its "stable interval" doubled one step earlier).
-/// Where seqpar differs, on purpose: DeepSpeed raises at once on an overflow at
-/// min_loss_scale with no hysteresis left; here that step is a fault, skipped, and the run
-/// stops after TrainOptions::max_nonfinite_steps faults in a row. A non-finite loss is a
-/// fault that leaves the scaler as it was (DeepSpeed, which looks only at the gradients,
-/// would count it an overflow). Under a static scale an overflow is a fault too (DeepSpeed
-/// skips it without a count): nothing will change the scale.
+/// The one home of a step's loss-scale decisions, for every precision policy: the loss
+/// gradient and its unscaling (scaling), whether the update is made (update: a step whose
+/// loss or gradient norm is not finite is skipped), the fault stop and the clipping
+/// (judge). Its dynamic scale follows DeepSpeed's DynamicLossScaler.update_scale step for
+/// step; where it differs, and why, is docs/reliability.md's "Loss scaling".
 template <Precision P>
 class StepGuard {
  public:

@@ -36,44 +36,30 @@
 
 namespace seqpar::inline v0 {
 
-/// What a training run is asked to do (Hugging Face Trainer names in comments).
+/// What a training run is asked to do (Hugging Face Trainer names in comments; the memory
+/// trades are docs/architecture.md's, the faults and loss scale docs/reliability.md's).
 struct TrainOptions {
-  // The rate of each step: peak (learning_rate), warmup (warmup_steps), total, decay, ...
-  LrSchedule schedule{.peak = 2e-5};
+  LrSchedule schedule{.peak = 2e-5};  // learning_rate, warmup_steps, the decay
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0.0;          // on matrices only
   double max_grad_norm = 1.0;         // <= 0: no clipping
   std::int64_t micro_batch_rows = 0;  // rows per micro-batch; 0: the whole local batch at once
   std::uint64_t seed = 42;            // initialisation and data order
   double init_std = 0.02;
-  // The most bytes of logits the LM head holds at once; 0: the device's default
-  // (Ops<D>::logits_chunk_bytes: 32 MiB on Cpu, 256 MiB on Cuda). When the logits of a
-  // micro-batch over the rank's vocabulary rows fit, the gradient pass reuses them; when
-  // they do not, it computes them again, chunk by chunk.
+  // Logits the LM head holds at once; 0: Ops<D>::logits_chunk_bytes (32 MiB Cpu, 256 MiB Cuda).
   std::int64_t logits_bytes = 0;
-  // What a block keeps for its backward and what the backward makes again, bit for bit
-  // (Recompute, nn/block.hpp): `none` keeps everything; `selective` recomputes the
-  // attention probabilities ([rows, heads, seq, seq] per block and micro-batch; one more
-  // q k^T GEMM and softmax per block, Megatron's selective recomputation); `full` keeps
-  // only the input of every recompute_every-th block (1: every block, Hugging Face's
-  // gradient_checkpointing) and runs its forward again in the backward.
+  // What a block keeps for its backward (Recompute: none, selective, full); full recomputes
+  // every recompute_every-th block (gradient_checkpointing). The same bits in every mode.
   Recompute recompute = Recompute::none;
   std::int64_t recompute_every = 1;
-  // AttentionKind::fused: flash-style attention that never holds the probabilities; a block
-  // keeps a log-sum-exp per query ([rows, heads, seq]) and its backward recomputes them per
-  // tile (Recompute::selective is then moot). The same function within rounding.
+  // fused: flash-style attention, a log-sum-exp per query kept instead of the probabilities.
   AttentionKind attention = AttentionKind::standard;
-  // The loss scale, as DeepSpeed's fp16 block sets it (dynamic by default under
-  // Fp16Mixed; off under the other policies unless loss_scale.enabled asks for it).
+  // DeepSpeed's fp16 block (dynamic under Fp16Mixed; off elsewhere unless enabled).
   LossScaleOptions loss_scale;
-  // A step whose loss or gradient norm is not finite makes no update (StepGuard); after
-  // this many such faults in a row step() throws, naming the step (a loss-scale overflow
-  // that the scaler answers is not a fault).
+  // Non-finite steps in a row after which step() throws (each one makes no update).
   std::int64_t max_nonfinite_steps = 10;
-  // Which state lives in host memory (DeepSpeed's offload_optimizer / offload_param): the
-  // fp32 master weights and AdamW moments (Offload::optimizer, any data-axis policy: the
-  // update runs on the host, host_adamw) and, for ZeRO-3, also the parameter shards
-  // (Offload::optimizer_and_params). The same losses and weights as without.
+  // Master weights and moments in host memory (optimizer), and ZeRO-3's parameter shards
+  // too (optimizer_and_params): DeepSpeed's offload_optimizer / offload_param.
   Offload offload = Offload::none;
 };
 
@@ -89,12 +75,10 @@ struct StepStats {
   double tokens_per_s = 0;
   MemoryStats memory;              // this rank's arena
   bool skipped = false;            // no update was made: the loss or gradient norm was not finite
-  bool overflow = false;           // skipped because the scaled gradients overflowed (the
-                                   // scaler lowered the scale or its hysteresis)
+  bool overflow = false;           // skipped: the scaled gradients overflowed, the scaler adapts
   double loss_scale = 1;           // the loss scale this step used (1 without loss scaling)
   std::int64_t skipped_steps = 0;  // steps skipped so far by this trainer, this one included
-  std::int64_t nonfinite_in_a_row =
-      0;  // faults in a row (non-finite values no loss scale explains)
+  std::int64_t nonfinite_in_a_row = 0;  // faults in a row (no loss scale explains them)
 };
 
 /// The training stack of one rank for model `Model` under plan `Plan` (Replicated<N>,
