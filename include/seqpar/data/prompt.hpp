@@ -43,9 +43,8 @@ inline std::string seqgpt_prompt(std::string_view text, Task task,
   s.append(text).append("\n").append(task_word(task)).append(": ");
   for (std::size_t i = 0; i < labels.size(); ++i) {
     const std::string& l = labels[i];
-    SEQPAR_CHECK(!l.empty() && l.find(list_separator) == std::string::npos &&
-                     l.find('\n') == std::string::npos && l.find(": ") == std::string::npos,
-                 "seqgpt_prompt: label '", l, "' is empty or holds '，', ': ' or a newline");
+    const std::string problem = detail::label_problem(l);
+    SEQPAR_CHECK(problem.empty(), "seqgpt_prompt: label '", l, "' ", problem);
     if (i) s.append(list_separator);
     s.append(l);
   }

@@ -92,6 +92,7 @@ SEQPAR_DECL NerDataset read_conll(const std::filesystem::path& path, const ReadO
       bad.add(cur.reason, where + ": " + cur.problem);
     } else {
       NerRecord r{std::move(cur.text), std::move(cur.spans), true, cur.line};
+      r.id.number = cur.line;  // a sentence is known by the line where it starts
       std::string problem;
       if (std::string reason = detail::check_record(r, options, problem); !reason.empty()) {
         bad.add(reason, where + ": " + problem);
