@@ -153,6 +153,10 @@ TEST_CASE("the prompts that train a record, for each task") {
   unlabelled.labelled = false;
   CHECK_THROWS_WITH_AS(training_prompts(ns, unlabelled), doctest::Contains("has no annotation"),
                        Error);
+  // NER and relations may train a subset of their labels; a class must be one of the set.
+  TaskSpec some = task_spec(c, {"体育", "财经"});
+  CHECK_THROWS_WITH_AS(training_prompts(some, c.records[2]),
+                       doctest::Contains("class '科技' is not one of the task's labels"), Error);
 }
 
 TEST_CASE("examples of every task: one per prompt, tagged with record and part; cached by task") {

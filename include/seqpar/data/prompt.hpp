@@ -110,7 +110,7 @@ inline std::string ner_answer(const NerRecord& r, std::span<const std::string> c
 }
 
 /// What the model garbled in its answers, by kind: counted, never fatal, and never passed
-/// over silently (docs/tasks.md, "Garbled answers").
+/// over silently (docs/tasks.md, "Scores").
 struct AnswerErrors {
   std::int64_t empty = 0;             // an answer of nothing but white space
   std::int64_t malformed = 0;         // a line that is not "label: ...", a class over lines

@@ -125,7 +125,7 @@ struct ReadReport {
   std::string summary() const {
     std::ostringstream os;
     os << file << ": " << records << " records, ";
-    if (!task || *task == NluTask::ner) os << mentions << " mentions, ";
+    if (task == NluTask::ner) os << mentions << " mentions, ";
     if (task == NluTask::relation) os << mentions << " relations, ";
     os << skipped << " skipped";
     if (!skipped_by_reason.empty()) {

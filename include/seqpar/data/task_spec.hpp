@@ -80,8 +80,9 @@ inline std::vector<TaskPrompt> training_prompts(const TaskSpec& spec, const Text
       break;
     }
     case NluTask::classification:
-      SEQPAR_CHECK(!r.label.empty(), "record ", r.id.text(), " (line ", r.line,
-                   ") has no class label");
+      SEQPAR_CHECK(std::find(spec.labels.begin(), spec.labels.end(), r.label) != spec.labels.end(),
+                   "record ", r.id.text(), " (line ", r.line, "): class '", r.label,
+                   "' is not one of the task's labels; a class answer names one of them");
       out.push_back({classification_prompt(r.text, spec.labels), r.label, 0});
       break;
     case NluTask::relation: {

@@ -80,6 +80,7 @@ SEQPAR_DECL NerDataset read_conll(const std::filesystem::path& path, const ReadO
                " (read CLUENER JSON with read_cluener)");
   NerDataset d;
   d.report.file = file;
+  d.report.task = NluTask::ner;
   detail::BadRecords bad(options, d.report);
   detail::ConllSentence cur;
   std::int64_t record = 0;
