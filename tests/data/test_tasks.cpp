@@ -315,9 +315,9 @@ TEST_CASE("prediction records: id, task, answer, labels or spans with offsets") 
   CHECK(
       prediction_json(ns, np[1]) ==
       R"({"id":2,"task":"ner","text":"李娜和李娜的教练都来自武汉。","answer":"name: 李娜，李娜，王五",)"
-      R"("entities":[{"end":1,"label":"name","start":0,"text":"李娜"},)"
-      R"({"end":4,"label":"name","start":3,"text":"李娜"},)"
-      R"({"end":null,"label":"name","start":null,"text":"王五"}],)"
+      R"("entities":[{"label":"name","text":"李娜","start":0,"end":1},)"
+      R"({"label":"name","text":"李娜","start":3,"end":4},)"
+      R"({"label":"name","text":"王五","start":null,"end":null}],)"
       R"("errors":{"span_not_in_text":1}})");
 
   // Relation predictions list triples as the data does: a relation file reads them back.

@@ -3,6 +3,7 @@
 // failing on the first one; and the same input read back as a model's answer to each step of
 // relation extraction, its pairs placed in a text. Every kept record must satisfy what the
 // reader promises; answers give only relations of the schema and spans inside the text.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,11 +34,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     seqpar::fuzz::require(r == "收购" || r == "合作", "a relation outside the schema");
   static const std::string sentence = "腾讯收购搜狗，腾讯与阿里合作";
   static const auto starts = seqpar::fuzz::code_point_starts(sentence);
-  std::vector<std::string> entities;
-  for (const auto& [h, t] : seqpar::parse_relation_answer(text, "收购").pairs) {
-    entities.push_back(h);
-    entities.push_back(t);
-  }
+  std::vector<std::string> entities;  // each distinct head and tail once, as predict places them
+  for (const auto& [h, t] : seqpar::parse_relation_answer(text, "收购").pairs)
+    for (const std::string* e : {&h, &t})
+      if (std::find(entities.begin(), entities.end(), *e) == entities.end()) entities.push_back(*e);
   const auto spans = seqpar::place_spans(sentence, entities);
   for (std::size_t i = 0; i < spans.size(); ++i)
     if (spans[i])

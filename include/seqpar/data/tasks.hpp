@@ -18,8 +18,10 @@
 #include <cstdint>
 #include <functional>
 #include <iomanip>
+#include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <span>
 #include <sstream>
 #include <string>
@@ -103,28 +105,25 @@ inline void read_relation_pairs(const RelationSchema& s, const std::string& rela
                                 const std::string& answer, Prediction& p) {
   const RelationPairs a = parse_relation_answer(answer, relation);
   p.errors += a.errors;
+  std::set<Triple> seen;
+  for (const auto& t : p.relations) seen.insert(triple_of(t));
   for (const auto& [h, t] : a.pairs) {
     RelationTriple c = s.canonical(p.text, {h, relation, t, std::nullopt, std::nullopt});
-    if (std::none_of(p.relations.begin(), p.relations.end(),
-                     [&](const RelationTriple& x) { return triple_of(x) == triple_of(c); }))
-      p.relations.push_back(std::move(c));
+    if (seen.insert(triple_of(c)).second) p.relations.push_back(std::move(c));
   }
 }
 
 inline void place_relation_entities(Prediction& p) {
   std::vector<std::string> entities;
+  std::map<std::string, std::size_t> index;  // entity -> its place in `entities`
   for (const auto& t : p.relations)
     for (const std::string* e : {&t.head, &t.tail})
-      if (std::find(entities.begin(), entities.end(), *e) == entities.end()) entities.push_back(*e);
+      if (index.try_emplace(*e, entities.size()).second) entities.push_back(*e);
   const auto spans = place_spans(p.text, entities);
   for (const auto& s : spans) p.errors.span_not_in_text += !s;
-  const auto span_of = [&](const std::string& e) {
-    return spans[static_cast<std::size_t>(std::find(entities.begin(), entities.end(), e) -
-                                          entities.begin())];
-  };
   for (auto& t : p.relations) {
-    t.head_span = span_of(t.head);
-    t.tail_span = span_of(t.tail);
+    t.head_span = spans[index.at(t.head)];
+    t.tail_span = spans[index.at(t.tail)];
   }
 }
 }  // namespace detail

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "seqpar/core/error.hpp"
@@ -66,12 +67,15 @@ SEQPAR_DECL std::string prediction_json(const TaskSpec& spec, const Prediction& 
   j["text"] = p.text;
   j["answer"] = detail::joined_answers(p.answers);
   if (spec.task == NluTask::ner) {
-    nlohmann::json entities = nlohmann::json::array();
-    for (const auto& m : p.entities)
-      entities.push_back({{"label", m.label},
-                          {"text", m.text},
-                          {"start", m.span ? nlohmann::json(m.span->start) : nlohmann::json()},
-                          {"end", m.span ? nlohmann::json(m.span->end) : nlohmann::json()}});
+    nlohmann::ordered_json entities = nlohmann::ordered_json::array();
+    for (const auto& m : p.entities) {
+      nlohmann::ordered_json e;
+      e["label"] = m.label;
+      e["text"] = m.text;
+      e["start"] = m.span ? nlohmann::ordered_json(m.span->start) : nlohmann::ordered_json();
+      e["end"] = m.span ? nlohmann::ordered_json(m.span->end) : nlohmann::ordered_json();
+      entities.push_back(std::move(e));
+    }
     j["entities"] = std::move(entities);
   } else if (spec.task == NluTask::classification) {
     j["label"] = p.label.empty() ? nlohmann::json() : nlohmann::json(p.label);
