@@ -6,7 +6,9 @@
 //
 // File layout: "transformer.<name>" (the weights; the file loads in transformers as it is),
 // "optimizer.m.transformer.<name>" and "optimizer.v.transformer.<name>" (AdamW moments,
-// checkpoints only), metadata "seqpar.*" (step, seed, model shape) plus the caller's own.
+// checkpoints only), metadata "seqpar.*" (step, seed, model shape) plus the caller's own,
+// and the CRC-32C of every tensor and of the metadata ("seqpar.crc32c.*", added by
+// write_safetensors), which every load verifies when it opens the file.
 //
 // RankState<Model, Stack, Data> is one rank's side of it: what the rank sends towards a
 // saved file (its units, whole along the data axis) and reads back from one.
