@@ -182,7 +182,7 @@ class StageRunner {
   std::vector<Acts> records_;
   std::vector<Buffer<T, Arena>> grads_;
   double loss_ = 0;
-  T scale_ = 0;
+  T scale_{};
 };
 
 }  // namespace seqpar::inline v0
