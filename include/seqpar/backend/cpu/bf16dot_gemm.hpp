@@ -17,7 +17,8 @@
 // header is plain C++ so that the driver runs with any lane type: the instruction's, or the
 // scalar model of it the tests run on every machine (tests/support/dot_bf16_model.hpp). A
 // tile's sums over one K block are scaled by alpha and added to beta C (one fma), in float;
-// a bf16 C is rounded once, after the last block (the sums before kept in a float panel).
+// a bf16 C is rounded once, after the last block (the sums before kept in a float panel,
+// MB rows at a time).
 
 #include <algorithm>
 #include <cmath>
@@ -41,6 +42,10 @@ inline constexpr std::int64_t NR = 32;    // columns: two vectors of 16 sums
 inline constexpr std::int64_t KC = 256;   // depth of a packed block (128 pairs): slivers in L1
 inline constexpr std::int64_t MC = 96;    // rows of a packed A block, the unit threads take
 inline constexpr std::int64_t NC = 4096;  // columns of a packed B panel
+/// A 16-bit C summed over more than one K block is computed in bands of this many rows,
+/// so that the float panel of its partial sums ([MB, NC], 9 MiB) is reused, not faulted in
+/// anew, from one call to the next (a larger allocation goes back to the system each time).
+inline constexpr std::int64_t MB = 576;
 /// Below this many multiply-adds a call runs on one thread.
 inline constexpr std::int64_t parallel_min_flops = std::int64_t{1} << 21;
 
@@ -153,11 +158,17 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, floa
           Out* C, std::int64_t ldc) {
   static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, Bf16Bits>,
                 "bf16dot: C holds floats or bf16");
+  constexpr bool rounded_c = !std::is_same_v<Out, float>;
+  if (rounded_c && K > KC && M > MB) {
+    for (std::int64_t i0 = 0; i0 < M; i0 += MB)
+      gemm<L>(ta, tb, std::min(MB, M - i0), N, K, alpha, ta ? A + i0 : A + i0 * lda, lda, B, ldb,
+              beta, C + i0 * ldc, ldc);
+    return;
+  }
   const View a{A, lda, ta}, b{B, ldb, tb};
   const std::int64_t kc_max = std::min(KC, K), pairs_max = (kc_max + 1) / 2,
                      nc_max = std::min(NC, (N + NR - 1) / NR * NR);
   auto bpack = scratch<std::uint32_t>(pairs_max * nc_max);
-  constexpr bool rounded_c = !std::is_same_v<Out, float>;
   auto part = rounded_c && K > KC ? scratch<float>(M * nc_max) : Scratch<float>();
   [[maybe_unused]] bool parallel = M * N * K >= parallel_min_flops;
 #ifdef _OPENMP

@@ -50,6 +50,10 @@ inline constexpr std::int64_t NR = 16;    // columns: two 8-float vectors
 inline constexpr std::int64_t KC = 256;   // depth of a packed block: an A and a B sliver fit in L1
 inline constexpr std::int64_t MC = 72;    // rows of a packed A block (in L2), the unit threads take
 inline constexpr std::int64_t NC = 4096;  // columns of a packed B panel: stays in L3
+/// A 16-bit C summed over more than one K block is computed in bands of this many rows,
+/// so that the float panel of its partial sums ([MB, NC], 9 MiB) is reused, not faulted in
+/// anew, from one call to the next (a larger allocation goes back to the system each time).
+inline constexpr std::int64_t MB = 576;
 /// Below this many multiply-adds a call runs on one thread.
 inline constexpr std::int64_t parallel_min_flops = std::int64_t{1} << 21;
 
@@ -263,17 +267,23 @@ inline Scratch scratch(std::int64_t n) {
 
 /// C[M, N] = alpha op(A) op(B) + beta C for M, N, K > 0; see Ops<Cpu>::gemm for the layout.
 /// A and B hold floats or 16-bit values of one type, C floats or that type. With a 16-bit C
-/// and K over one block, the sums of K's blocks go to a float panel [M, NC] first and C
-/// is written once, at the last block.
+/// and K over one block, the sums of K's blocks go to a float panel [MB, NC] first (MB rows
+/// at a time) and C is written once, at the last block.
 template <class E, class Out>
 void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const E* A,
           std::int64_t lda, const E* B, std::int64_t ldb, float beta, Out* C, std::int64_t ldc) {
   static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, E>,
                 "sgemm: C holds floats or the operands' type");
+  constexpr bool rounded_c = !std::is_same_v<Out, float>;
+  if (rounded_c && K > KC && M > MB) {
+    for (std::int64_t i0 = 0; i0 < M; i0 += MB)
+      gemm(ta, tb, std::min(MB, M - i0), N, K, alpha, ta ? A + i0 : A + i0 * lda, lda, B, ldb, beta,
+           C + i0 * ldc, ldc);
+    return;
+  }
   const View<E> a{A, lda, ta}, b{B, ldb, tb};
   const std::int64_t kc_max = std::min(KC, K), nc_max = std::min(NC, (N + NR - 1) / NR * NR);
   Scratch bpack = scratch(kc_max * nc_max);
-  constexpr bool rounded_c = !std::is_same_v<Out, float>;
   Scratch part = rounded_c && K > KC ? scratch(M * nc_max) : Scratch();
   [[maybe_unused]] bool parallel = M * N * K >= parallel_min_flops;
 #ifdef _OPENMP
