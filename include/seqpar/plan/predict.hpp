@@ -104,6 +104,12 @@ struct PlanPrediction {
     for (const auto& r : ranks) w = std::max(w, r.device_peak);
     return w;
   }
+  /// The largest joint peak of device and host bytes (what a CPU rank's one arena holds).
+  std::int64_t worst_joint_peak() const {
+    std::int64_t w = 0;
+    for (const auto& r : ranks) w = std::max(w, r.joint_peak);
+    return w;
+  }
   std::int64_t worst_host_bytes() const {
     std::int64_t w = 0;
     for (const auto& r : ranks) w = std::max(w, r.host_bytes);

@@ -203,7 +203,7 @@ class StageRunner {
   std::vector<Acts> records_;
   std::vector<Buffer<T, Arena>> grads_;
   double loss_ = 0;
-  T loss_gradient_ = 0;
+  T loss_gradient_{};
 };
 
 }  // namespace seqpar::inline v0

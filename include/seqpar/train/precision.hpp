@@ -3,7 +3,7 @@
 // type of the optimizer's master weights and moments, and whether the loss is scaled by
 // default; LossScaleOptions and StepGuard: the loss scale at run time and the step verdicts.
 // The storage type of a dtype belongs to the device (StorageOf<Device, DType>): bf16 and
-// fp16 exist on Cuda; asking for them on the CPU stops the build with a message.
+// fp16 exist on Cpu (the host bit types, fp32 arithmetic) and on Cuda.
 
 #include <algorithm>
 #include <cmath>

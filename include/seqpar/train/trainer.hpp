@@ -91,7 +91,7 @@ class Trainer {
   using Traits = PlanTraits<Plan>;
 
  public:
-  /// The storage type of weights, activations and gradients (float, double; bf16 or fp16 on Cuda).
+  /// The storage type of weights, activations and gradients (float, double; bf16 or fp16).
   using T = ComputeType<Prec, Dev>;
   /// The type of the optimizer's master weights and moments, and of host-side weights
   /// given to write_params: float for 16-bit T, T otherwise.
