@@ -35,8 +35,11 @@
 #include "seqpar/parallel/policies.hpp"  // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
 #include "seqpar/plan/plan_desc.hpp"     // PlanDesc: plan types as numbers, enumerate_plans
 #include "seqpar/plan/predict.hpp"       // predict: bytes per rank by category, bytes moved
+#include "seqpar/plan/registry.hpp"      // PlanFamily, StandardPlans, plan names, resolve_plan
 #include "seqpar/plan/step_time.hpp"     // Hardware presets, step_time, max_micro_batch
-#include "seqpar/train/trainer.hpp"      // Trainer<Model, Plan, Device, Precision>
+#include "seqpar/train/any_trainer.hpp"    // AnyTrainer, make_trainer: a plan chosen at launch
+#include "seqpar/train/plan_trainers.hpp"  // make_family_trainer: a family's trainers compiled
+#include "seqpar/train/trainer.hpp"        // Trainer<Model, Plan, Device, Precision>
 
 #if defined(SEQPAR_WITH_MPI)
 #include "seqpar/comm/mpi_comm.hpp"  // MpiComm, MpiSession, mpi_main
