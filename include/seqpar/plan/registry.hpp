@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -103,6 +104,10 @@ struct PlanFamily<Degrees<T...>, Degrees<S...>> {
 /// The families a program compiles, in the order they are tried.
 template <class... Families>
 struct PlanSet {
+  static constexpr std::size_t size = sizeof...(Families);
+  /// Family I of the set (a program's units name each family this way).
+  template <std::size_t I>
+  using family = std::tuple_element_t<I, std::tuple<Families...>>;
   /// Every layout of every family, the data degree left open (0).
   static std::vector<PlanDesc> layouts() {
     std::vector<PlanDesc> out;

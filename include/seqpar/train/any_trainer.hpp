@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/comm/any_comm.hpp"
@@ -161,6 +162,12 @@ class AnyTrainer {
 /// Precision policies a program compiles for a device, in the order make_trainer tries them.
 template <Precision... P>
 struct Precisions {};
+
+/// The names of a list's precisions (precision_name), in its order.
+template <Precision... P>
+std::vector<std::string_view> precision_names(Precisions<P...>) {
+  return {precision_name<P>()...};
+}
 
 /// This rank's trainer of model M on Dev in precision Prec for `layout` (resolved: its data
 /// degree is world.size() / (tensor x pipeline)), when Family has it; nullopt otherwise.
