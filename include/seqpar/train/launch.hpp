@@ -29,6 +29,13 @@
 
 namespace seqpar::inline v0 {
 
+/// This machine's host name ("localhost" when it has none).
+inline std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
 /// This process as one rank of several, read from what the launcher sets before MPI starts:
 /// Open MPI's mpirun (OMPI_COMM_WORLD_*), a PMI launcher (MPICH's mpiexec: PMI_*), Slurm's
 /// srun (SLURM_PROCID with SLURM_STEP_NUM_TASKS: an sbatch script's one process has

@@ -31,15 +31,9 @@
 #include "seqpar/core/error.hpp"
 #include "seqpar/core/parse.hpp"
 #include "seqpar/io/safetensors.hpp"
+#include "seqpar/train/launch.hpp"  // host_name
 
 namespace seqpar::inline v0 {
-
-/// This machine's host name ("localhost" when it has none).
-inline std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
-  return buf;
-}
 
 /// A lock file held while a run owns its folder: created exclusively, holding "<pid> <host>".
 /// Another run is refused while the holder lives; a lock of a process of this host that is
