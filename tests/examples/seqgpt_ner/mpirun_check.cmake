@@ -2,6 +2,13 @@
 #   CHECK=plans     dp2, zero3x2 (2 processes) and tp2dp2 (4 processes) take the same steps
 #                   as their thread ranks: the losses of metrics.jsonl agree; every rank's
 #                   memory is reported, one line per process; only rank 0 prints
+#   CHECK=layouts   8 processes under the layout flags: --tensor-parallel 2 (TP2 x DP4) and
+#                   --tensor-parallel 2 --pipeline-parallel 2 (TP2 x PP2 x DP2) take the
+#                   losses and end with the weights of one rank (the plan tests' tolerances:
+#                   1e-5 and 1e-4 relative)
+#   CHECK=zero      --zero-stage 1, 2 and 3 over 3, 5 and 6 processes: the losses and weights
+#                   of one rank, and the bytes each rank sends in a step equal docs/plans.md's
+#                   formulas
 #   CHECK=resume    a checkpoint written by thread ranks resumes under mpirun and one written
 #                   under mpirun resumes on thread ranks: the losses are an uninterrupted run's
 #   CHECK=refusals  a job whose size the layout cannot take is refused, said once, before any
@@ -9,7 +16,7 @@
 #                   (WITH_CUDA: 1 when built with them) and a folder another run holds; a
 #                   failure on rank 0 while the others wait ends the whole job with its message
 #   cmake -DEXE=<seqgpt_ner> -DMPIEXEC="mpirun;--oversubscribe" -DNP_FLAG=-n -DCHECK=plans
-#         -DOUT=<scratch dir> [-DLAUNCHER=srun]
+#         -DCOMPARE=<seqgpt_ner_compare_weights> -DOUT=<scratch dir> [-DLAUNCHER=srun]
 #         -P mpirun_check.cmake
 # LAUNCHER (default mpirun) is the launcher's name as seqgpt_ner says it; with srun the check
 # first asks Slurm for a one-task step and reports itself skipped when no controller answers
@@ -100,6 +107,17 @@ function(same_losses what a b steps tolerance)
   message(STATUS "${what}: ${steps} losses within ${tolerance}e-6:\n  ${a}\n  ${b}")
 endfunction()
 
+# same_weights(<what> <a dir> <b dir>): model.safetensors of both within 1e-4 (relative L2 of
+# every tensor, as the plan tests compare weights).
+function(same_weights what a b)
+  execute_process(COMMAND "${COMPARE}" "${a}/model.safetensors" "${b}/model.safetensors" 1e-4
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what}: the weights differ: ${out}${err}")
+  endif()
+  message(STATUS "${what}: ${out}")
+endfunction()
+
 # The ranks event of a metrics.jsonl (each rank's pid, memory and bytes), as JSON.
 function(ranks_event dir var)
   file(STRINGS "${dir}/metrics.jsonl" lines REGEX "\"event\":\"ranks\"")
@@ -147,6 +165,65 @@ if(CHECK STREQUAL "plans")
         message(FATAL_ERROR "${LAUNCHER}, ${np} processes, --plan ${plan} left no ${f}")
       endif()
     endforeach()
+  endforeach()
+elseif(CHECK STREQUAL "layouts")
+  # One rank, then 8 processes as TP2 x DP4 (the brief's plan) and TP2 x PP2 x DP2 (an 8-GPU
+  # server's tensor x pipeline x data layout).
+  set(steps --batch 8 --max-steps 3)
+  run(0 ok out train --out "${OUT}/single" ${common} ${steps} --plan single)
+  losses("${OUT}/single" ref)
+  foreach(case IN ITEMS "tp2dp4;--tensor-parallel;2" "tp2pp2dp2;--tensor-parallel;2;--pipeline-parallel;2")
+    list(POP_FRONT case name)
+    run(8 ok out train --out "${OUT}/${name}" ${common} ${steps} ${case})
+    expect("${out}" "plan ${name} (")
+    expect("${out}" "8 rank(s) as processes under ${LAUNCHER} (MpiComm)")
+    expect_processes("${out}" "${OUT}/${name}" 8)
+    losses("${OUT}/${name}" got)
+    same_losses("${name} over 8 processes vs one rank" "${ref}" "${got}" 3 80)
+    same_weights("${name} over 8 processes vs one rank" "${OUT}/single" "${OUT}/${name}")
+  endforeach()
+elseif(CHECK STREQUAL "zero")
+  # ZeRO-1, -2 and -3 over 3, 5 and 6 processes, a batch of 30 rows (a micro-batch a rank:
+  # m = 1), against one rank.
+  set(steps --batch 30 --max-steps 3)
+  run(0 ok out train --out "${OUT}/single" ${common} ${steps} --plan single)
+  losses("${OUT}/single" ref)
+  # TinyNer's units at tensor degree 1 (config/units.hpp): the embedding with its layernorm
+  # (4608 x 128 + 2 x 128), two blocks (12 x 128^2 + 13 x 128 each), ln_f (2 x 128).
+  set(units 590080 198272 198272 256)
+  foreach(case IN ITEMS "1;3;2" "2;5;2" "3;6;3")
+    list(GET case 0 stage)
+    list(GET case 1 np)
+    list(GET case 2 passes)
+    run(${np} ok out train --out "${OUT}/zero${stage}" ${common} ${steps} --zero-stage ${stage})
+    expect("${out}" "plan zero${stage}x${np} (Sharded<Zero${stage},${np}>; --zero-stage ${stage}): ${np} rank(s)")
+    losses("${OUT}/zero${stage}" got)
+    same_losses("ZeRO-${stage} over ${np} processes vs one rank" "${ref}" "${got}" 3 80)
+    same_weights("ZeRO-${stage} over ${np} processes vs one rank" "${OUT}/single" "${OUT}/zero${stage}")
+    # docs/plans.md: each unit's buffer padded to a multiple of D is cut into D shards of
+    # ceil(n / D) elements; a reduce-scatter or an all-gather of it sends (D - 1) shards of
+    # 4 bytes per rank: 2 passes a step for ZeRO-1, m + 1 for ZeRO-2, 3m for ZeRO-3 (m = 1
+    # micro-batch). Besides, the loss sum and the gradient norm's sum (one double each)
+    # are all-reduced: 2 (D - 1) x 8 bytes each.
+    set(shards 0)
+    foreach(n IN LISTS units)
+      math(EXPR shards "${shards} + (${n} + ${np} - 1) / ${np}")
+    endforeach()
+    math(EXPR want "${passes} * (${np} - 1) * ${shards} * 4 + 2 * 2 * (${np} - 1) * 8")
+    ranks_event("${OUT}/zero${stage}" event)
+    math(EXPR top "${np} - 1")
+    math(EXPR want3 "3 * ${want}")
+    foreach(r RANGE ${top})
+      string(JSON sent GET "${event}" ranks ${r} bytes_sent data)
+      string(JSON taken GET "${event}" ranks ${r} steps)
+      if(NOT taken EQUAL 3 OR NOT sent EQUAL want3)
+        message(FATAL_ERROR "ZeRO-${stage} over ${np} processes: rank ${r} sent ${sent} bytes on "
+                            "the data axis in ${taken} steps; docs/plans.md's formula gives "
+                            "${want} a step")
+      endif()
+    endforeach()
+    message(STATUS "ZeRO-${stage} over ${np} processes: every rank sent ${want} bytes a step "
+                   "(${passes} passes of ${shards} elements x ${np}-1 ranks)")
   endforeach()
 elseif(CHECK STREQUAL "resume")
   # threads -> the launcher (dp2), and the launcher -> threads under another plan (zero3x2 ->
@@ -220,6 +297,6 @@ elseif(CHECK STREQUAL "refusals")
     message(FATAL_ERROR "the failed job took ${waited} s to end")
   endif()
 else()
-  message(FATAL_ERROR "CHECK is '${CHECK}'; expected plans, resume or refusals")
+  message(FATAL_ERROR "CHECK is '${CHECK}'; expected plans, layouts, zero, resume or refusals")
 endif()
 message(STATUS "seqgpt_ner under ${LAUNCHER} (${CHECK}): all cases behave")
