@@ -28,13 +28,9 @@ struct GenerationModel {
 
   /// Loads weights by Hugging Face names (a model, checkpoint or pytorch_model.bin).
   void load(const std::filesystem::path& path) {
-    const seqpar::TensorFile f(path);
-    const seqpar::TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
-    seqpar::check_bloom_weights<M>(f.names(), lookup, path.string());  // the file opened once
+    const seqpar::BloomWeightsFile<M> f(path);
     for (std::size_t u = 0; u < stack.units().size(); ++u)
-      for (const auto& p : stack.units()[u].params)
-        seqpar::load_param_block(seqpar::find_bloom_tensor(lookup, p.name, path.string()), p,
-                                 stack.params(u) + p.offset);
+      for (const auto& p : stack.units()[u].params) f.read(p, stack.params(u) + p.offset);
   }
 };
 
@@ -56,9 +52,7 @@ class ServicesOf final : public ModelServices {
     return s;
   }
   void check_weights(const std::filesystem::path& path) const override {
-    const seqpar::TensorFile f(path);
-    seqpar::check_bloom_weights<M>(
-        f.names(), [&f](std::string_view n) { return f.find(n); }, path.string());
+    const seqpar::BloomWeightsFile<M> f(path);
   }
   GenerateFn load(const std::filesystem::path& weights) override {
     if (!gen_) gen_ = std::make_unique<GenerationModel<M, Dev>>();

@@ -229,7 +229,7 @@ std::unique_ptr<Training> prepare_training(const Options& options, const seqpar:
                            : (launch.under_launcher() ? "MpiComm" : "ThreadComm"),
         o.device.c_str(), o.train.precision.c_str(), t.threads, static_cast<long long>(t.total),
         static_cast<long long>(run.batch.rows), static_cast<long long>(t.per_epoch),
-        o.train.learning_rate, static_cast<long long>(t.options.warmup_steps));
+        o.train.learning_rate, static_cast<long long>(t.options.schedule.warmup));
     std::printf(
         "  batch %lld rows = micro-batch %lld x accumulation %lld x %d data rank(s); lr %s, %s "
         "warmup from %g; AdamW betas %g, %g, eps %g; offload %s\n",

@@ -52,10 +52,10 @@ void train(int steps, const std::string& plan, const std::filesystem::path& out,
   folder.take();
   const seqpar::MetricsLog log(out / "metrics.jsonl");
   seqpar::TrainOptions o;
-  o.lr = 3e-3;
-  o.warmup_steps = 10;
-  o.total_steps = steps;
-  o.decay = seqpar::LrDecay::cosine;
+  o.schedule.peak = 3e-3;
+  o.schedule.warmup = 10;
+  o.schedule.total = steps;
+  o.schedule.decay = seqpar::LrDecay::cosine;
   o.weight_decay = 0.01;
   o.micro_batch_rows = 4;
   seqpar::run_ranks(ranks, [&](seqpar::ThreadComm& comm) {

@@ -345,8 +345,8 @@ TEST_CASE("DeepSpeed's schedules through the arguments: the rates of their formu
     CHECK(s.at(step) == doctest::Approx(1e-5 + (1e-3 - 1e-5) * gamma));
   }
   const TrainOptions to = train_options(a, 40, {16, 8, 1});
-  CHECK(to.lr == 1e-3);
-  CHECK(to.total_steps == 50);
+  CHECK(to.schedule.peak == 1e-3);
+  CHECK(to.schedule.total == 50);
   CHECK(to.micro_batch_rows == 8);
   TrainingArguments w;
   apply_deepspeed_config(

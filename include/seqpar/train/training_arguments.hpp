@@ -130,14 +130,8 @@ inline LrSchedule lr_schedule(const TrainingArguments& a, std::int64_t total) {
 /// The TrainOptions of a run of `total` steps whose steps have the batch `batch`.
 inline TrainOptions train_options(const TrainingArguments& a, std::int64_t total,
                                   const BatchShape& batch) {
-  const LrSchedule s = lr_schedule(a, total);
   TrainOptions to;
-  to.lr = s.peak;
-  to.warmup_steps = s.warmup;
-  to.total_steps = s.total;
-  to.decay = s.decay;
-  to.warmup_shape = s.warmup_shape;
-  to.min_lr = a.warmup_min_lr;
+  to.schedule = lr_schedule(a, total);
   to.beta1 = a.adam_beta1;
   to.beta2 = a.adam_beta2;
   to.eps = a.adam_epsilon;

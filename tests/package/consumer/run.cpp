@@ -50,7 +50,7 @@ std::vector<double> train(const std::filesystem::path& out, std::int64_t stop_af
   seqpar::run_ranks(3, [&](seqpar::ThreadComm& comm) {
     const seqpar::AnyComm world(comm);
     seqpar::TrainOptions o;
-    o.lr = 1e-3;
+    o.schedule.peak = 1e-3;
     seqpar::AnyTrainer t =
         seqpar::make_trainer<Model, seqpar::Cpu, seqpar::Precisions<seqpar::Fp32>, Plans>(
             layout, "fp32", world, o);
