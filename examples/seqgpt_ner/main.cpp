@@ -27,6 +27,7 @@
 #include "seqpar/core/error.hpp"
 #include "seqpar/train/deepspeed_config.hpp"
 #include "seqpar/train/launch.hpp"
+#include "seqpar/train/stop.hpp"
 #include "train.hpp"
 #if defined(SEQPAR_WITH_MPI)
 #include "seqpar/comm/mpi_comm.hpp"
@@ -104,6 +105,9 @@ int run_command(ner::Options o, const seqpar::RankLaunch& launch) {
     say(writer, e.what());
     return 1;
   }
+  // SIGTERM (what Slurm and mpirun send first) and SIGINT stop every rank at the next step
+  // boundary with a checkpoint; a second signal ends the process at once.
+  const seqpar::StopSignals signals;
   try {
     seqpar::run_world(launch, o.device, ner::TrainRank{*t});
   } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "devices.hpp"
+#include "seqpar/comm/agreement.hpp"
 #include "seqpar/data/prompt.hpp"
 #include "seqpar/data/token_cache.hpp"
 #include "seqpar/plan/registry.hpp"
@@ -56,6 +57,27 @@ std::vector<seqpar::RunKey> input_keys(const Options& o, const NerData& d,
           {"ner.weight_decay", real_text(a.weight_decay), false},
           {"ner.max_grad_norm", real_text(a.max_grad_norm), false},
           {"ner.optimizer", seqpar::optimizer_key(a), false}};
+}
+
+// What every process of a job must have been given alike (each parses its own command line:
+// mpirun -np 4 A : -np 4 B): the layout, model, device and precision, the run's length and
+// output, the checkpoint asked for, and every input key (data and tokenizer digests, batch,
+// seed, ...). Refused before the folder is looked at and before any trainer is made.
+seqpar::AgreedValues launch_values(const Options& o, const Launched& run,
+                                   const std::vector<seqpar::RunKey>& keys) {
+  seqpar::AgreedValues v{
+      {"plan", seqpar::plan_name(run.layout)},
+      {"model", o.model},
+      {"device", o.device},
+      {"precision", o.train.precision},
+      {"max_steps", std::to_string(o.train.max_steps)},
+      {"num_train_epochs", real_text(o.train.num_train_epochs)},
+      {"output_dir", o.out_dir.string()},
+      {"resume_from_checkpoint",
+       o.resume ? (o.resume_from.empty() ? "newest" : o.resume_from.string()) : "(none)"},
+      {"weights", o.weights.string()}};
+  for (const auto& k : keys) v.emplace_back(k.key, k.value);
+  return v;
 }
 
 void print_reports(const std::vector<seqpar::RankReport>& ranks) {
@@ -133,10 +155,19 @@ std::unique_ptr<Training> prepare_training(const Options& options, const seqpar:
   if (o.train.max_steps > 0 || counted)
     for (auto& k : length_keys(counted.value_or(run.batch.rows))) early.push_back(k);
 
+  // Processes started with their own command lines must agree before anything is decided.
+  seqpar::AnyComm processes = launch.processes;
+  if (launch.under_launcher() && processes.size() > 1) {
+    try {
+      seqpar::require_agreement(processes, launch_values(o, run, early));
+    } catch (const seqpar::Error& e) {
+      throw seqpar::Refusal(e.what());  // every process alike: rank 0 says it
+    }
+  }
+
   // The writer decides: the folder looked at, a resume's checkpoint compared with this run,
   // and only then the folder taken and written (tokenizer, caches). The other processes
   // follow with the checkpoint it chose, reading what it wrote.
-  seqpar::AnyComm processes = launch.processes;
   const std::string resume = seqpar::decide_on_writer(processes, [&]() -> std::string {
     seqpar::RunFolderOptions fo;
     fo.lock_name = "seqgpt_ner.lock";
@@ -376,7 +407,10 @@ void TrainRank::operator()(seqpar::AnyComm& world) const {
                           {t.total, o.train.save_steps, o.train.save_total_limit, o.stop_after},
                           hooks);
   if (rank0 && t.folder) run.keep_books(*t.folder, *t.log);
-  run.start();
+  // Every rank runs what the others run (the trainer's options, the checkpoint, the inputs).
+  seqpar::AgreedValues values;
+  for (const auto& k : t.keys) values.emplace_back(k.key, k.value);
+  run.start(values, t.resume_from);
   begin(t, run, trainer, stream, rank0);
   Progress progress(t, run.step());
   while (run.running()) {
@@ -390,9 +424,16 @@ void TrainRank::operator()(seqpar::AnyComm& world) const {
     if (rank0) progress.step(st, trainer.loss_scale());
     if (eval) progress.paused(evaluate(t, world, run, st.step));
   }
-  if (run.stopped() && rank0)
-    std::printf("stopped after step %lld; continue with --resume_from_checkpoint\n",
-                static_cast<long long>(run.step()));
+  if (run.stopped() && rank0) {
+    const seqpar::StopDecision& why = run.stop_decision();
+    std::printf(
+        "stopped after step %lld%s; checkpoint %s; continue with the same command and "
+        "--resume_from_checkpoint (the newest checkpoint) or --resume_from_checkpoint "
+        "%s\n",
+        static_cast<long long>(run.step()), why ? (" by " + why.describe()).c_str() : "",
+        run.last_checkpoint().c_str(), run.last_checkpoint().c_str());
+    t.stop_signal = why.signal;
+  }
   const bool completed = run.finish(o.out_dir / "model.safetensors");
   seqpar::RankReport mine = run.report();
   mine.device = device_label(o.device);
@@ -429,7 +470,9 @@ int finish_training(Training& t) {
                 t.final_eval.score.micro().recall(), duration_text(since(t.started)).c_str(),
                 (o.out_dir / "model.safetensors").string().c_str());
   t.log->append({{"event", "end"}, {"seconds", since(t.started)}});
-  return 0;
+  // Stopped by a signal (with its checkpoint): the exit code a shell gives a process the
+  // signal ended, so that a job script sees the run did not finish.
+  return t.stop_signal ? 128 + t.stop_signal : 0;
 }
 
 }  // namespace ner

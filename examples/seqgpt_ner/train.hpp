@@ -56,6 +56,7 @@ struct Training {
   // What rank 0 found, for finish_training.
   EvalResult final_eval;
   bool completed = false;
+  int stop_signal = 0;  // the signal that stopped the run at a step boundary, or 0
   std::vector<seqpar::RankReport> reports;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };

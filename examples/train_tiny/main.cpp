@@ -58,6 +58,7 @@ void train(int steps, const std::string& plan, const std::filesystem::path& out,
   o.schedule.decay = seqpar::LrDecay::cosine;
   o.weight_decay = 0.01;
   o.micro_batch_rows = 4;
+  const seqpar::StopSignals signals;  // Ctrl-C: a checkpoint at the next step, then a stop
   seqpar::run_ranks(ranks, [&](seqpar::ThreadComm& comm) {
     const seqpar::AnyComm world(comm);
     seqpar::AnyTrainer t =
@@ -65,6 +66,7 @@ void train(int steps, const std::string& plan, const std::filesystem::path& out,
             layout, "fp32", world, o);
     seqpar::TrainingRun run(t, world, out, {.total_steps = steps, .save_steps = 20});
     if (comm.rank() == 0) run.keep_books(folder, log);
+    run.start({}, folder.resume_from());  // every rank runs the same, or all refuse
     if (folder.resume_from()) run.resume(*folder.resume_from());
     if (comm.rank() == 0)
       std::printf("train_tiny: %lld parameters, plan %s on %d rank(s), from step %lld\n",
@@ -79,6 +81,9 @@ void train(int steps, const std::string& plan, const std::filesystem::path& out,
             static_cast<long long>(st.step), st.loss, st.grad_norm, st.lr, st.tokens_per_s,
             static_cast<double>(st.memory.total_peak) / (1 << 20));
     }
+    if (run.stopped() && comm.rank() == 0)
+      std::printf("stopped after step %lld by %s; continue with --resume\n",
+                  static_cast<long long>(run.step()), run.stop_decision().describe().c_str());
     run.finish(out / "model.safetensors");
   });
 }

@@ -198,8 +198,6 @@ Trained train(const fs::path& out, RunSchedule schedule, bool resume, std::int64
         {2, 1, 1, 0, false}, "fp32", AnyComm(comm), test::plan_options());
     RunHooks hooks;
     hooks.checkpoint_metadata = [] { return std::map<std::string, std::string>{{"my", "entry"}}; };
-    if (stop_at > 0)
-      hooks.stop_requested = [&] { return comm.rank() == 1 && trainer.steps_taken() == stop_at; };
     TrainingRun run(trainer, AnyComm(comm), out, schedule, hooks);
     if (comm.rank() == 0) run.keep_books(*folder, log);
     run.start();
@@ -208,6 +206,7 @@ Trained train(const fs::path& out, RunSchedule schedule, bool resume, std::int64
     while (run.running()) {
       const StepStats st = trainer.step(test::plan_batch(static_cast<int>(run.step())));
       losses.push_back(st.loss);
+      if (comm.rank() == 1 && st.step == stop_at) run.request_stop(SIGINT);
       run.after_step(st);
     }
     const bool finished = run.finish(out / "model.safetensors");
@@ -248,6 +247,13 @@ TEST_CASE("a run: rotated checkpoints, a resume that continues it, a stop, the w
   const Trained stopped = train(dir / "stop", {.total_steps = 6, .save_steps = 5}, false, 2);
   CHECK(stopped.losses.size() == 2);
   CHECK(CheckpointDir{dir / "stop"}.steps() == std::vector<std::int64_t>{2});
+  const auto interrupted = events(dir / "stop" / "metrics.jsonl", "interrupted");
+  REQUIRE(interrupted.size() == 1);
+  CHECK(interrupted[0]["step"] == 2);
+  CHECK(interrupted[0]["signal"] == "SIGINT");
+  CHECK(interrupted[0]["rank"] == 1);
+  CHECK(interrupted[0]["checkpoint"] == (dir / "stop" / "step-2.safetensors").string());
+  CHECK(events(out / "metrics.jsonl", "interrupted").empty());  // stop_after is no signal
   // Each rank's report: two ranks of this process, the bytes of the steps alone.
   REQUIRE(straight.reports.size() == 2);
   CHECK(straight.reports[1].rank == 1);
@@ -362,6 +368,54 @@ TEST_CASE("a Hugging Face model directory: written from a checkpoint, read and c
         std::string::npos);
   CHECK(error_of([&] { HfModelDir::open(dir / "none"); }).find("not a folder") !=
         std::string::npos);
+}
+
+// start(): every rank checks that the others run what it runs; a difference in the program's
+// values, in the trainer's options or in the checkpoint resumed is refused on every rank,
+// naming the ranks and the values.
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("a run's ranks agree on what they run, or every rank refuses") {
+  test::TempDir dir;
+  const auto refusals = [&](auto differ) {
+    std::vector<std::string> messages(2);
+    run_ranks(2, [&](ThreadComm& comm) {
+      TrainOptions o = test::plan_options();
+      AgreedValues values{{"data.sha256", "ab12"}};
+      std::optional<fs::path> resume;
+      differ(comm.rank(), o, values, resume);
+      AnyTrainer trainer = make_trainer<Small, Cpu, Precisions<Fp32>, Plans>(
+          {2, 1, 1, 0, false}, "fp32", AnyComm(comm), o);
+      TrainingRun run(trainer, AnyComm(comm), dir.path, {.total_steps = 1});
+      try {
+        run.start(values, resume);
+      } catch (const Error& e) {
+        messages[static_cast<std::size_t>(comm.rank())] = e.what();
+      }
+    });
+    CHECK(messages[0] == messages[1]);
+    return messages[0];
+  };
+  CHECK(refusals([](int, TrainOptions&, AgreedValues&, std::optional<fs::path>&) {}).empty());
+  const std::string data =
+      refusals([](int r, TrainOptions&, AgreedValues& v, std::optional<fs::path>&) {
+        if (r == 1) v[0].second = "cd34";
+      });
+  CHECK(contains(data, "ranks disagree on what must be equal on all 2 of them"));
+  CHECK(contains(data, "data.sha256: rank 0 'ab12'; rank 1 'cd34'"));
+  const std::string seed =
+      refusals([](int r, TrainOptions& o, AgreedValues&, std::optional<fs::path>&) {
+        o.seed = 7 + static_cast<std::uint64_t>(r);
+      });
+  CHECK(contains(seed, "options.seed: rank 0 '7'; rank 1 '8'"));
+  CHECK(!contains(seed, "data.sha256"));
+  const std::string resumed =
+      refusals([](int r, TrainOptions&, AgreedValues&, std::optional<fs::path>& resume) {
+        if (r == 0) resume = "out/step-4.safetensors";
+      });
+  CHECK(contains(resumed, "checkpoint resumed: rank 0 'out/step-4.safetensors'; rank 1 '(none)'"));
 }
 
 }  // namespace run_test

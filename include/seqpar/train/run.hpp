@@ -4,8 +4,10 @@
 // (atomically written, then rotated), the stop at a step boundary, the final weights, and
 // each rank's memory and bytes moved gathered at the end. The loop stays the program's:
 //
+//   seqpar::StopSignals signals;  // once per process: SIGTERM, SIGINT stop at a step boundary
 //   TrainingRun run(trainer, world, out_dir, {.total_steps = n, .save_steps = 100});
 //   if (world.rank() == 0) run.keep_books(folder, log);
+//   run.start({{"data.sha256", digest}}, checkpoint);  // every rank agrees, or all refuse
 //   if (resuming) run.resume(checkpoint);
 //   while (run.running()) run.after_step(trainer.step(next_batch()));
 //   run.finish(out_dir / "model.safetensors");
@@ -14,10 +16,13 @@
 // MetricsLog. RunKey and changed_keys compare a checkpoint's metadata with the run that resumes
 // it, before anything is written (train/run_folder.hpp says in which order).
 //
-// Hooks (RunHooks) where a program adds to the loop: a start-up check that every rank
-// agrees (plan, model, options, data digests), a stop asked for at a step boundary (a
-// signal: every rank then saves a checkpoint and stops at the same step), and the metadata a
-// checkpoint records besides the trainer's (the data position).
+// Where a program adds to the loop: start() checks that every rank runs the same (the
+// trainer's model, plan, device, precision and options, the checkpoint resumed, and what the
+// program adds: data and tokenizer digests), refusing on every rank naming the ranks and
+// values that differ (comm/agreement.hpp); a stop asked for by any rank at a step boundary
+// (a SIGTERM or SIGINT that StopSignals caught, or request_stop) makes every rank save a
+// checkpoint of that step and stop, the writer logging an "interrupted" event; RunHooks gives
+// the metadata a checkpoint records besides the trainer's (the data position).
 
 #include <unistd.h>
 
@@ -30,10 +35,13 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "seqpar/comm/agreement.hpp"
 #include "seqpar/comm/any_comm.hpp"
 #include "seqpar/core/arena.hpp"
 #include "seqpar/core/error.hpp"
@@ -41,6 +49,7 @@
 #include "seqpar/train/launch.hpp"
 #include "seqpar/train/metrics_log.hpp"
 #include "seqpar/train/run_folder.hpp"
+#include "seqpar/train/stop.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -93,14 +102,8 @@ struct RunSchedule {
   std::int64_t stop_after = 0;        // > 0: a checkpoint and a stop after this step
 };
 
-/// Where a program adds to the loop; every hook may be left empty.
+/// What a program adds to the run; may be left empty.
 struct RunHooks {
-  /// Collective, before the first step (TrainingRun::start): every rank checks that it runs
-  /// what the others run (plan, model, options, data digests), throwing when it does not.
-  std::function<void(AnyComm& world)> agree;
-  /// Asked on every rank at each step boundary; when any rank says yes, every rank saves a
-  /// checkpoint of that step and the run stops (a SIGTERM or SIGINT the program caught).
-  std::function<bool()> stop_requested;
   /// The entries a checkpoint records besides the trainer's (the data position, the run's
   /// keys); asked on every rank at each save.
   std::function<std::map<std::string, std::string>()> checkpoint_metadata;
@@ -187,6 +190,48 @@ inline nlohmann::json rank_reports_json(const std::vector<RankReport>& ranks) {
   return {{"event", "ranks"}, {"ranks", list}};
 }
 
+/// What the ranks of a run must have alike, as require_agreement takes them: the trainer's
+/// model, plan, device and precision and every TrainOptions field.
+inline AgreedValues agreed_values(const TrainerFacts& f, const TrainOptions& o) {
+  const auto num = [](auto v) {
+    std::ostringstream s;
+    s.precision(17);
+    s << v;
+    return s.str();
+  };
+  const LossScaleOptions& l = o.loss_scale;
+  return {{"model", num(f.parameter_count) + " parameters, hidden " + num(f.model.hidden) +
+                        ", layers " + num(f.model.layers) + ", heads " + num(f.model.heads) +
+                        ", vocabulary " + num(f.model.vocab_size)},
+          {"plan", f.plan.name()},
+          {"device", std::string(f.device)},
+          {"precision", std::string(f.precision)},
+          {"options.schedule", "peak " + num(o.schedule.peak) + ", warmup " +
+                                   num(o.schedule.warmup) + ", total " + num(o.schedule.total) +
+                                   ", decay " + num(static_cast<int>(o.schedule.decay)) +
+                                   ", min_ratio " + num(o.schedule.min_ratio) + ", warmup_shape " +
+                                   num(static_cast<int>(o.schedule.warmup_shape))},
+          {"options.adamw", "betas " + num(o.beta1) + ", " + num(o.beta2) + ", eps " + num(o.eps) +
+                                ", weight_decay " + num(o.weight_decay)},
+          {"options.max_grad_norm", num(o.max_grad_norm)},
+          {"options.micro_batch_rows", num(o.micro_batch_rows)},
+          {"options.seed", num(o.seed)},
+          {"options.init_std", num(o.init_std)},
+          {"options.logits_bytes", num(o.logits_bytes)},
+          {"options.recompute",
+           num(static_cast<int>(o.recompute)) + " every " + num(o.recompute_every)},
+          {"options.attention", num(static_cast<int>(o.attention))},
+          {"options.loss_scale",
+           std::string(!l.enabled   ? "default"
+                       : *l.enabled ? "on"
+                                    : "off") +
+               ", scale " + num(l.loss_scale) + ", power " + num(l.initial_scale_power) +
+               ", window " + num(l.loss_scale_window) + ", hysteresis " + num(l.hysteresis) +
+               (l.consecutive_hysteresis ? " consecutive" : "") + ", min " + num(l.min_loss_scale)},
+          {"options.max_nonfinite_steps", num(o.max_nonfinite_steps)},
+          {"options.offload", num(static_cast<int>(o.offload))}};
+}
+
 /// The run around a trainer's steps, on one rank (see the top of this file).
 class TrainingRun {
  public:
@@ -213,10 +258,27 @@ class TrainingRun {
     log_ = &log;
   }
 
-  /// Collective, before the first step: the agreement hook (RunHooks::agree).
-  void start() {
-    if (hooks_.agree) hooks_.agree(world_);
+  /// Collective, before the first step: every rank checks that it runs what the others
+  /// run: agreed_values(trainer) (model, plan, device, precision, options), the checkpoint it
+  /// resumes (`resume_from`, or none) and the program's `values` (data and tokenizer
+  /// digests, its own options). When any differs, every rank throws the same Error naming
+  /// the ranks and the values (require_agreement). Where the plan itself may differ between
+  /// ranks (processes started with their own command lines), a program calls
+  /// require_agreement before it makes the trainer too: making one is collective.
+  void start(AgreedValues values = {},
+             const std::optional<std::filesystem::path>& resume_from = std::nullopt) {
+    for (auto& v : agreed_values(trainer_.facts(), trainer_.options()))
+      values.push_back(std::move(v));
+    values.emplace_back("checkpoint resumed", resume_from ? resume_from->string() : "(none)");
+    require_agreement(world_, values);
   }
+
+  /// Asks the run to stop after this step, as a caught SIGTERM or SIGINT does (`sig` names
+  /// the reason); every rank stops at the next step boundary.
+  void request_stop(int sig = SIGTERM) { stop_.request(sig); }
+  /// Why the run stopped at a step boundary (a signal or request_stop, and the rank), or
+  /// none (stop_after, or not stopped).
+  const StopDecision& stop_decision() const { return stop_decision_; }
 
   /// Collective: loads `checkpoint` on every rank (a checkpoint of any plan); the writer
   /// supersedes in the metrics the rows after its step (logged before, done again now) and
@@ -256,20 +318,24 @@ class TrainingRun {
     report_.add(st.memory);
     if (log_) log_->append(train_row(st, now, std::move(extra)));
     Outcome out;
-    if (hooks_.stop_requested) {
-      std::int64_t asked = hooks_.stop_requested() ? 1 : 0;
-      world_.all_reduce(&asked, 1, ReduceOp::max);
-      out.stopped = asked != 0;
-    }
     const std::int64_t s = st.step;
     const bool last = s >= schedule_.total_steps;
-    out.stopped = out.stopped || (schedule_.stop_after > 0 && s == schedule_.stop_after && !last);
+    // One all-reduce of one integer: every rank stops after the same step.
+    if (!last) stop_decision_ = stop_.agreed(world_);
+    out.stopped = static_cast<bool>(stop_decision_) ||
+                  (schedule_.stop_after > 0 && s == schedule_.stop_after && !last);
     const bool due = save_here || last || out.stopped ||
                      (schedule_.save_steps > 0 && s % schedule_.save_steps == 0);
     if (due && (!st.skipped || out.stopped)) {
       save();
       out.saved = true;
     }
+    if (stop_decision_ && log_)
+      log_->append({{"event", "interrupted"},
+                    {"step", s},
+                    {"signal", signal_name(stop_decision_.signal)},
+                    {"rank", stop_decision_.rank},
+                    {"checkpoint", last_checkpoint_.string()}});
     stopped_ = out.stopped;
     counted_ = sent();
     return out;
@@ -342,6 +408,8 @@ class TrainingRun {
   CheckpointDir checkpoints_;
   std::filesystem::path last_checkpoint_;
   bool stopped_ = false;
+  StopRequest stop_;
+  StopDecision stop_decision_;
   RankReport report_;
   std::array<std::uint64_t, 3> counted_{};
 };

@@ -255,6 +255,28 @@ elseif(CHECK STREQUAL "refusals")
   if(EXISTS "${OUT}/np")
     message(FATAL_ERROR "a refused job made ${OUT}/np")
   endif()
+  # Processes started with their own command lines (MPMD) that differ in what must be
+  # equal: refused before the folder is looked at, naming each value and its ranks, once.
+  if(LAUNCHER STREQUAL "mpirun")
+    set(mpmd ${MPIEXEC} ${NP_FLAG} 1 "${EXE}" train --out "${OUT}/mpmd" ${common} --plan dp2
+             --batch 8 --max-steps 2 : ${NP_FLAG} 1 "${EXE}" train --out "${OUT}/mpmd" ${common}
+             --plan tp2 --batch 16 --seed 6 --max-steps 3)
+    execute_process(COMMAND ${mpmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                    TIMEOUT 300)
+    set(out "${out}${err}")
+    if(rc EQUAL 0)
+      message(FATAL_ERROR "${mpmd}: ranks that disagree were not refused:\n${out}")
+    endif()
+    foreach(what IN ITEMS "ranks disagree on what must be equal on all 2 of them"
+                          "plan: rank 0 'dp2'; rank 1 'tp2'" "max_steps: rank 0 '2'; rank 1 '3'"
+                          "ner.batch: rank 0 '8'; rank 1 '16'" "ner.seed: rank 0 '5'; rank 1 '6'")
+      expect("${out}" "${what}")
+    endforeach()
+    count("${out}" "ranks disagree" said)
+    if(NOT said EQUAL 1 OR EXISTS "${OUT}/mpmd")
+      message(FATAL_ERROR "a disagreement said ${said} times (expected once), or ${OUT}/mpmd made:\n${out}")
+    endif()
+  endif()
   # --device cuda: without the CUDA units refused before MPI starts; with them (on a machine
   # without GPUs) after every rank saw its node's GPUs. Either is said once.
   run(2 fail out train --out "${OUT}/gpu" ${common} --plan dp2 --max-steps 2 --device cuda)
