@@ -59,7 +59,7 @@ Block run_block(AnyComm world, const Batch& batch, int steps) {
   omp_set_num_threads(1);  // the ranks share the cores, one thread each
 #endif
   TrainOptions o;
-  o.lr = 1e-4;
+  o.schedule.peak = 1e-4;
   Trainer<M, Plan> t(world, o);
   t.step(batch);
   const auto calls = [&] {
