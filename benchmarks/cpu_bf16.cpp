@@ -73,7 +73,7 @@ template <class Prec>
 int step(std::int64_t rows, std::int64_t seq, int steps) {
   using M = SeqGPT560M;
   TrainOptions o;  // as tools/bench_torch_step.py's AdamW: lr 1e-4, betas 0.9 / 0.95, decay 0.1
-  o.lr = 1e-4;
+  o.schedule.peak = 1e-4;
   o.beta2 = 0.95;
   o.weight_decay = 0.1;
   Trainer<M, Replicated<1>, Cpu, Prec> t(o);
@@ -111,9 +111,9 @@ int step(std::int64_t rows, std::int64_t seq, int steps) {
 template <class Prec>
 std::vector<double> curve(int steps) {
   TrainOptions o;
-  o.lr = 3e-3;
-  o.warmup_steps = 5;
-  o.total_steps = steps;
+  o.schedule.peak = 3e-3;
+  o.schedule.warmup = 5;
+  o.schedule.total = steps;
   o.weight_decay = 0.01;
   Trainer<Tiny, Replicated<1>, Cpu, Prec> t(o);
   std::vector<double> losses;
