@@ -9,10 +9,14 @@
 
 #include "devices.hpp"
 #include "seqpar/data/batching.hpp"
+#include "seqpar/data/decoding.hpp"
+#include "seqpar/data/json_records.hpp"
+#include "seqpar/data/predictions.hpp"
 #include "seqpar/data/prompt.hpp"
 #include "seqpar/data/token_cache.hpp"
 #include "seqpar/train/metrics_log.hpp"
 #include "seqpar/train/run_folder.hpp"
+#include "task_eval.hpp"
 
 namespace ner {
 
@@ -23,8 +27,9 @@ seqpar::GenerateOptions decoding(const Options& o, const seqpar::Tokenizer& tok,
   seqpar::GenerateOptions go;
   go.max_new_tokens = max_new;
   go.eos_id = tok.eos_id();
-  go.num_beams = o.num_beams > 0 ? o.num_beams : seqgpt ? 4 : 1;
-  go.repetition_penalty = o.repetition_penalty > 0 ? o.repetition_penalty : seqgpt ? 2.0 : 1.0;
+  const seqpar::DecodingDefaults d = seqgpt ? seqpar::seqgpt_decoding : seqpar::DecodingDefaults{};
+  go.num_beams = o.num_beams > 0 ? o.num_beams : d.num_beams;
+  go.repetition_penalty = o.repetition_penalty > 0 ? o.repetition_penalty : d.repetition_penalty;
   return go;
 }
 
@@ -78,6 +83,14 @@ EvalResult evaluate_ner(const GenerateFn& generate, const seqpar::Tokenizer& tok
 }
 
 nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::string& split) {
+  if (r.task) {  // the task's scores (score_json), as an eval event
+    nlohmann::json j = nlohmann::json::parse(seqpar::score_json(*r.task));
+    j["event"] = "eval";
+    j["split"] = split;
+    j["step"] = step;
+    j["seconds"] = r.seconds;
+    return j;
+  }
   const seqpar::PrfCounts& c = r.score.micro();
   nlohmann::json by = nlohmann::json::object();
   for (const auto& [label, l] : r.score.by_label())
@@ -100,6 +113,19 @@ nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::stri
 }
 
 void print_eval(const EvalResult& r, const std::string& what, bool details) {
+  if (r.task) {
+    std::printf("%s: %s (%.1f s)\n", what.c_str(), r.task->summary().c_str(), r.seconds);
+    if (details && r.task->task == seqpar::NluTask::classification)
+      std::printf("%s", r.task->classes.table().c_str());
+    if (details && r.task->task == seqpar::NluTask::relation)
+      for (const auto& [rel, c] : r.task->relations.by_relation())
+        std::printf("  %-14s F1 %.4f  P %.4f  R %.4f  gold %lld\n", rel.c_str(), c.f1(),
+                    c.precision(), c.recall(), static_cast<long long>(c.gold));
+    if (details)
+      for (const auto& s : r.samples) std::printf("  e.g. %s\n", s.c_str());
+    std::fflush(stdout);
+    return;
+  }
   std::printf("%s: F1 %.4f  P %.4f  R %.4f  (%lld records, %lld prompts, %.1f s)\n", what.c_str(),
               r.score.micro().f1(), r.score.micro().precision(), r.score.micro().recall(),
               static_cast<long long>(r.records), static_cast<long long>(r.prompts), r.seconds);
@@ -120,6 +146,7 @@ struct Trained {
   std::vector<std::string> labels;
   std::int64_t max_new_tokens = 0;
   std::string model;
+  std::string task = "ner";  // the run's (run.json), else --task
 };
 
 Trained trained(const Options& o) {
@@ -143,6 +170,9 @@ Trained trained(const Options& o) {
                      : info && info->max_new_tokens > 0 ? info->max_new_tokens
                                                         : 128;
   t.data_dir = !o.data_dir.empty() ? o.data_dir : info ? info->data_dir : fs::path();
+  t.task = info ? info->task : !o.task.empty() ? o.task : "ner";
+  SEQPAR_CHECK(o.task.empty() || o.task == t.task, "--task ", o.task, ": ", o.out_dir.string(),
+               "/run.json says the run was trained for ", t.task);
   return t;
 }
 
@@ -157,24 +187,51 @@ int eval_command(const Options& o) {
   auto services = model_services(tr.model, o.device);
   const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
   const fs::path dev_file = find_split(tr.data_dir, "dev");
+  const seqpar::TaskSpec spec = run_spec(tr.task, tr.labels, tr.data_dir, o.max_chars);
   seqpar::ReadOptions ro;
   ro.labels = tr.labels;
   ro.max_chars = o.max_chars;
-  std::printf("data %s\n", tr.data_dir.string().c_str());
-  const seqpar::NerDataset dev = read_split(dev_file, ro);
+  std::printf("data %s (%s)\n", tr.data_dir.string().c_str(), tr.task.c_str());
+  const seqpar::NerDataset dev = spec.task == seqpar::NluTask::ner
+                                     ? read_split(dev_file, ro)
+                                     : seqpar::read_records(dev_file, spec.task, ro);
   std::printf("  %s\n", dev.report.summary().c_str());
-  seqpar::ExampleReport rep;
   fs::create_directories(o.out_dir);
-  const seqpar::ExampleSet ex = cached_examples(o, "dev", dev_file, dev, tr.labels, tok,
-                                                seqpar::file_hash(tr.tokenizer), rep);
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
   const GenerateFn generate = services->load(tr.weights);
   std::printf("weights %s\n", tr.weights.string().c_str());
-  const EvalResult r =
-      evaluate_ner(generate, tok, dev, ex, tr.labels, std::max<std::int64_t>(o.eval_limit, 0),
-                   o.eval_rows, decoding(o, tok, tr.max_new_tokens, info.seqgpt));
+  const std::int64_t limit = std::max<std::int64_t>(o.eval_limit, 0);
+  const std::size_t n = limit > 0 ? std::min(dev.records.size(), static_cast<std::size_t>(limit))
+                                  : dev.records.size();
+  const std::span<const seqpar::TextRecord> records(dev.records.data(), n);
+  const auto t0 = Clock::now();
+  EvalResult r;
+  r.predictions = predict_records(generate, tok, spec, records, o,
+                                  decoding(o, tok, tr.max_new_tokens, info.seqgpt));
+  const seqpar::TaskScore score = seqpar::score_predictions(spec, records, r.predictions);
+  r.records = score.records;
+  r.prompts = score.prompts;
+  r.bad_lines = score.errors.total();
+  if (spec.task == seqpar::NluTask::ner)
+    r.score = score.ner;  // printed and logged as before
+  else
+    r.task = score;
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, n); ++i) {
+    std::string a;
+    for (const auto& s : r.predictions[i].answers) a += (a.empty() ? "" : " | ") + s;
+    std::replace(a.begin(), a.end(), '\n', ';');
+    r.samples.push_back(records[i].text + "  ->  " + a);
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   print_eval(r, "dev", true);
+  if (spec.task == seqpar::NluTask::ner)
+    std::printf("garbled answers %s\n", score.errors.summary().c_str());
   seqpar::MetricsLog(o.out_dir / "metrics.jsonl").append(eval_json(r, 0, "dev"));
+  seqpar::write_predictions(o.out_dir / "dev.predictions.jsonl", spec, r.predictions);
+  seqpar::detail::write_file_atomic(o.out_dir / "dev.scores.json",
+                                    seqpar::score_json(score) + "\n");
+  std::printf("predictions %s, scores %s\n", (o.out_dir / "dev.predictions.jsonl").string().c_str(),
+              (o.out_dir / "dev.scores.json").string().c_str());
   return 0;
 }
 
@@ -183,36 +240,47 @@ int predict_command(const Options& o) {
   const ModelInfo& info = model_info(tr.model);
   auto services = model_services(tr.model, o.device);
   const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
-  const auto texts = predict_texts(o);
-  const auto chunks = seqpar::chunk_labels(tr.labels);
+  const seqpar::TaskSpec spec = run_spec(tr.task, tr.labels, tr.data_dir, o.max_chars);
+  SEQPAR_CHECK(o.submission.empty() || spec.task == seqpar::NluTask::ner,
+               "--submission writes CLUENER's NER submission; this run was trained for ", tr.task);
+  // The records: a JSON --input's (their ids kept: CLUENER's test.json has them), else the
+  // sentences of --text and the lines of --input, numbered from 1.
+  std::vector<seqpar::TextRecord> records;
+  const auto ext = o.input.extension();
+  if (!o.input.empty() && (ext == ".json" || ext == ".jsonl")) {
+    seqpar::ReadOptions ro;
+    ro.max_chars = o.max_chars;
+    records = seqpar::read_texts(o.input, ro).records;
+    Options texts_only = o;
+    texts_only.input.clear();
+    if (!o.texts.empty())
+      for (auto& t : predict_texts(texts_only)) {
+        seqpar::TextRecord r;
+        r.text = std::move(t);
+        r.labelled = false;
+        records.push_back(std::move(r));
+      }
+  } else {
+    for (auto& t : predict_texts(o)) {
+      seqpar::TextRecord r;
+      r.text = std::move(t);
+      r.labelled = false;
+      records.push_back(std::move(r));
+    }
+  }
+  SEQPAR_CHECK(!records.empty(), "predict: no sentences; give --text \"...\" or --input FILE");
+  for (std::size_t i = 0; i < records.size(); ++i)
+    if (records[i].line == 0 && !records[i].id.from_file)
+      records[i].id.number = static_cast<std::int64_t>(i) + 1;
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
   const GenerateFn generate = services->load(tr.weights);
-  std::vector<std::vector<std::int32_t>> prompts;
-  for (const auto& t : texts)
-    for (const auto& c : chunks)
-      prompts.push_back(
-          cut_prompt(o, tok.encode(seqpar::seqgpt_prompt(t, seqpar::Task::extraction, c))));
-  std::vector<std::string> answers(prompts.size());
-  const seqpar::GenerateOptions go = decoding(o, tok, tr.max_new_tokens, info.seqgpt);
-  for (std::size_t b = 0; b < prompts.size(); b += static_cast<std::size_t>(o.eval_rows)) {
-    const std::size_t n = std::min(prompts.size() - b, static_cast<std::size_t>(o.eval_rows));
-    const seqpar::Batch batch = seqpar::left_pad(std::span(prompts).subspan(b, n), tok.pad_id());
-    const seqpar::Generated g = generate(batch.view(), go);
-    for (std::size_t r = 0; r < n; ++r) answers[b + r] = tok.decode(g.tokens[r], true);
-  }
-  for (std::size_t i = 0; i < texts.size(); ++i) {
-    nlohmann::json entities = nlohmann::json::array();
-    std::string answer;
-    for (std::size_t c = 0; c < chunks.size(); ++c) {
-      const std::string& a = answers[i * chunks.size() + c];
-      answer += (c ? "\n" : "") + a;
-      for (const auto& m : seqpar::parse_answer(a, chunks[c]).mentions)
-        entities.push_back({{"label", m.label}, {"text", m.text}});
-    }
-    std::printf("%s\n",
-                nlohmann::json{{"text", texts[i]}, {"entities", entities}, {"answer", answer}}
-                    .dump()
-                    .c_str());
+  const std::vector<seqpar::Prediction> p = predict_records(
+      generate, tok, spec, records, o, decoding(o, tok, tr.max_new_tokens, info.seqgpt));
+  for (const auto& one : p) std::printf("%s\n", seqpar::prediction_json(spec, one).c_str());
+  if (!o.submission.empty()) {
+    seqpar::write_cluener_submission(o.submission, p);
+    std::fprintf(stderr, "seqgpt_ner: CLUENER submission %s (%zu records)\n",
+                 o.submission.string().c_str(), p.size());
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "ner_data.hpp"
 #include "options.hpp"
 #include "seqpar/data/metrics.hpp"
+#include "seqpar/data/tasks.hpp"
 #include "seqpar/nn/generate.hpp"
 
 namespace ner {
@@ -23,7 +25,9 @@ struct EvalResult {
   seqpar::NerScore score;
   std::int64_t records = 0, prompts = 0, generated_tokens = 0, bad_lines = 0;
   double seconds = 0;
-  std::vector<std::string> samples;  // "text -> answer" of the first records
+  std::vector<std::string> samples;             // "text -> answer" of the first records
+  std::optional<seqpar::TaskScore> task;        // by predict and score_predictions (task_eval)
+  std::vector<seqpar::Prediction> predictions;  // of those: what eval writes
 };
 
 /// How eval, predict and the evaluations during training decode: --num_beams and
@@ -45,10 +49,13 @@ nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::stri
 /// One line of F1, precision and recall; with `details`, per label and a few samples.
 void print_eval(const EvalResult& r, const std::string& what, bool details);
 
-/// `seqgpt_ner eval`: dev F1 of the run's weights on the data it was trained on.
+/// `seqgpt_ner eval`: the scores of the run's weights on the dev split of the data it was
+/// trained on, in its task; the predictions in OUT/dev.predictions.jsonl, the scores in
+/// OUT/dev.scores.json.
 int eval_command(const Options& o);
 
-/// `seqgpt_ner predict`: answers and entities of --text / --input, a JSON line each.
+/// `seqgpt_ner predict`: the run's task on --text / --input, a prediction (JSON line) each;
+/// --submission: CLUENER's submission file of them (NER).
 int predict_command(const Options& o);
 
 }  // namespace ner
