@@ -1,7 +1,7 @@
 // The NER side of evaluation and prediction: SeqGPT's answers generated for the dev prompts,
-// read back and scored as entity F1 (during training and by `eval`), and `predict`'s answers
-// and entities as JSON lines. Both run on one rank, from weights loaded into a whole model
-// (ModelServices::load).
+// read back and scored as entity F1 during training; the result every evaluation reports.
+// `eval` and `predict` of every task are task_eval.cpp's. Both run on one rank, from weights loaded
+// into a whole model (ModelServices::load).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -48,14 +48,5 @@ nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::stri
 
 /// One line of F1, precision and recall; with `details`, per label and a few samples.
 void print_eval(const EvalResult& r, const std::string& what, bool details);
-
-/// `seqgpt_ner eval`: the scores of the run's weights on the dev split of the data it was
-/// trained on, in its task; the predictions in OUT/dev.predictions.jsonl, the scores in
-/// OUT/dev.scores.json.
-int eval_command(const Options& o);
-
-/// `seqgpt_ner predict`: the run's task on --text / --input, a prediction (JSON line) each;
-/// --submission: CLUENER's submission file of them (NER).
-int predict_command(const Options& o);
 
 }  // namespace ner

@@ -26,12 +26,27 @@ std::vector<seqpar::Prediction> predict_records(const GenerateFn& generate,
                                                 const Options& o,
                                                 const seqpar::GenerateOptions& go);
 
+/// `records` (annotated) predicted and scored: the result's `task` (the scores) and
+/// `predictions` set, with its counts, a few samples and the seconds taken.
+EvalResult evaluate_records(const GenerateFn& generate, const seqpar::Tokenizer& tok,
+                            const seqpar::TaskSpec& spec,
+                            std::span<const seqpar::TextRecord> records, const Options& o,
+                            const seqpar::GenerateOptions& go);
+
 /// The first `limit` dev records (0: all) predicted and scored: NER's through its cached
-/// examples (evaluate_ner), the other tasks' through predict_records, the result's `task`
-/// and `predictions` then set.
+/// examples (evaluate_ner), the other tasks' through evaluate_records.
 EvalResult evaluate_dev(const GenerateFn& generate, const seqpar::Tokenizer& tok,
                         const seqpar::TaskSpec& spec, const seqpar::NerDataset& dev,
                         const seqpar::ExampleSet& ex, std::int64_t limit, const Options& o,
                         const seqpar::GenerateOptions& go);
+
+/// `seqgpt_ner eval`: the scores of the run's weights on the dev split of the data it was
+/// trained on, in its task; the predictions in OUT/dev.predictions.jsonl, the scores in
+/// OUT/dev.scores.json.
+int eval_command(const Options& o);
+
+/// `seqgpt_ner predict`: the run's task on --text / --input, a prediction (JSON line) each;
+/// --submission: CLUENER's submission file of them (NER).
+int predict_command(const Options& o);
 
 }  // namespace ner
