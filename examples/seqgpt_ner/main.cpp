@@ -22,12 +22,12 @@
 
 #include "devices.hpp"
 #include "models.hpp"
-#include "ner_eval.hpp"
 #include "options.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/train/deepspeed_config.hpp"
 #include "seqpar/train/launch.hpp"
 #include "seqpar/train/stop.hpp"
+#include "task_eval.hpp"
 #include "train.hpp"
 #if defined(SEQPAR_WITH_MPI)
 #include "seqpar/comm/mpi_comm.hpp"

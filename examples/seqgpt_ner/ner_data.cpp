@@ -42,6 +42,31 @@ seqpar::NerDataset read_split(const fs::path& file, const seqpar::ReadOptions& r
                                            : seqpar::read_conll(file, ro);
 }
 
+namespace {
+bool json_file(const fs::path& f) { return f.extension() == ".json" || f.extension() == ".jsonl"; }
+
+// Classification and relation splits: the spec from the training records, the dev split
+// held to its task and labels.
+void read_task_data(NerData& d, const Options& o, seqpar::ReadOptions ro) {
+  d.spec = seqpar::task_spec(d.train, o.labels);
+  d.labels = d.spec.labels;
+  ro.labels = d.labels;
+  d.dev = seqpar::read_records(d.dev_file, d.spec.task, ro);
+  print_report(d.train.report);
+  print_report(d.dev.report);
+  const bool rel = d.spec.task == seqpar::NluTask::relation;
+  std::printf("  task %s, %s (%zu): %s\n", seqpar::nlu_task_name(d.spec.task).data(),
+              rel ? "relations" : "classes", d.labels.size(), joined(d.labels).c_str());
+  if (rel)
+    std::printf(
+        "  prompts per sentence: 1 (分类 over %zu relations and %s) + 1 per relation "
+        "it names (抽取 of heads and tails)\n",
+        d.spec.relations.relations.size(), seqpar::no_relation.data());
+  else
+    std::printf("  majority class (the baseline): %s\n", d.spec.majority_label.c_str());
+}
+}  // namespace
+
 NerData read_ner_data(const Options& o) {
   NerData d;
   d.train_file = find_split(o.data_dir, "train");
@@ -50,10 +75,27 @@ NerData read_ner_data(const Options& o) {
   seqpar::ReadOptions ro;
   ro.labels = o.labels;
   ro.max_chars = o.max_chars;
+  // The task: --task, else the shape of the training records (a JSON file of any task; CoNLL
+  // BIO is NER's). A record of another shape than the named task's is refused by its line.
+  std::optional<seqpar::NluTask> task;
+  if (!o.task.empty()) task = seqpar::parse_nlu_task(o.task, "--task");
+  if (json_file(d.train_file) && task != seqpar::NluTask::ner) {
+    d.train = seqpar::read_records(d.train_file, task, ro);
+    if (d.train.task() && *d.train.task() != seqpar::NluTask::ner) {
+      read_task_data(d, o, ro);
+      d.train_hash = seqpar::file_hash(d.train_file);
+      return d;
+    }
+  }
+  SEQPAR_CHECK(!task || *task == seqpar::NluTask::ner, d.train_file.string(),
+               ": CoNLL BIO holds entity mentions; --task ", o.task,
+               " reads JSON records (docs/tasks.md)");
+  d.spec.task = seqpar::NluTask::ner;
   d.train = read_split(d.train_file, ro);
   d.labels = o.labels.empty() ? d.train.labels() : o.labels;
   SEQPAR_CHECK(!d.labels.empty(), d.train_file.string(),
                ": no labelled mention; cannot choose a label set");
+  d.spec.labels = d.labels;
   ro.labels = d.labels;
   d.dev = read_split(d.dev_file, ro);
   print_report(d.train.report);
@@ -70,6 +112,12 @@ TokenizerChoice choose_tokenizer(const Options& o, const NerData& d, std::int64_
   co.max_vocab = model_vocab;
   co.words = seqpar::seqgpt_prompt_words();
   co.words.insert(co.words.end(), d.labels.begin(), d.labels.end());
+  if (d.spec.task == seqpar::NluTask::relation)  // the words of its prompts and answers
+    for (const auto& r : d.spec.relations.type_labels()) {
+      co.words.push_back(r);
+      co.words.push_back(seqpar::head_role(r));
+      co.words.push_back(seqpar::tail_role(r));
+    }
   std::vector<std::string> texts;
   for (const auto& r : d.train.records) texts.push_back(r.text);
   // What write_char_tokenizer writes, byte for byte: its hash is the file's.
@@ -100,13 +148,22 @@ seqpar::HfSpecialTokens special_tokens(const seqpar::Tokenizer& tok) {
 }
 
 namespace {
-seqpar::NerExampleOptions example_options(const Options& o,
-                                          const std::vector<std::string>& labels) {
+seqpar::NerExampleOptions example_options(const Options& o, const seqpar::TaskSpec& spec) {
   seqpar::NerExampleOptions eo;
-  eo.labels = labels;
+  eo.labels = spec.labels;
   eo.max_tokens = o.max_length;
   eo.too_long = o.truncation == "skip" ? seqpar::TooLong::skip : seqpar::TooLong::cut_prompt;
   return eo;
+}
+// The cache key of a split's examples: NER's as before, the other tasks' with their spec.
+std::string cache_key(const Options& o, const fs::path& source, const seqpar::TaskSpec& spec,
+                      const std::string& tokenizer_id) {
+  const auto eo = example_options(o, spec);
+  if (spec.task == seqpar::NluTask::ner)
+    return seqpar::example_cache_key(seqpar::file_hash(source), tokenizer_id, eo);
+  auto xo = eo.example_options();
+  xo.task = spec;
+  return seqpar::example_cache_key(seqpar::file_hash(source), tokenizer_id, xo);
 }
 fs::path cache_path(const Options& o, const std::string& split) {
   return o.out_dir / "cache" / (split + ".tokens.safetensors");
@@ -115,7 +172,7 @@ fs::path cache_path(const Options& o, const std::string& split) {
 
 std::optional<std::int64_t> cached_example_count(const Options& o, const std::string& split,
                                                  const fs::path& source,
-                                                 const std::vector<std::string>& labels,
+                                                 const seqpar::TaskSpec& spec,
                                                  const std::string& tokenizer_id) {
   const fs::path path = cache_path(o, split);
   if (!fs::exists(path)) return std::nullopt;
@@ -124,8 +181,7 @@ std::optional<std::int64_t> cached_example_count(const Options& o, const std::st
     const auto& meta = f.metadata();
     const auto key = meta.find("key"), examples = meta.find("examples");
     if (key == meta.end() || examples == meta.end() ||
-        key->second != seqpar::example_cache_key(seqpar::file_hash(source), tokenizer_id,
-                                                 example_options(o, labels)))
+        key->second != cache_key(o, source, spec, tokenizer_id))
       return std::nullopt;
     return seqpar::detail::parse_field<std::int64_t>(examples->second, path.string(),
                                                      "metadata examples");
@@ -136,14 +192,18 @@ std::optional<std::int64_t> cached_example_count(const Options& o, const std::st
 
 seqpar::ExampleSet cached_examples(const Options& o, const std::string& split,
                                    const fs::path& source, const seqpar::NerDataset& d,
-                                   const std::vector<std::string>& labels,
-                                   const seqpar::Tokenizer& tok, const std::string& tokenizer_id,
-                                   seqpar::ExampleReport& report) {
+                                   const seqpar::TaskSpec& spec, const seqpar::Tokenizer& tok,
+                                   const std::string& tokenizer_id, seqpar::ExampleReport& report) {
   seqpar::CacheStatus st;
   const auto t0 = std::chrono::steady_clock::now();
+  auto xo = example_options(o, spec).example_options();
+  xo.task = spec;
   auto ex =
-      seqpar::cached_ner_examples(cache_path(o, split), seqpar::file_hash(source), d.records,
-                                  example_options(o, labels), tok, tokenizer_id, &st, &report);
+      spec.task == seqpar::NluTask::ner
+          ? seqpar::cached_ner_examples(cache_path(o, split), seqpar::file_hash(source), d.records,
+                                        example_options(o, spec), tok, tokenizer_id, &st, &report)
+          : seqpar::cached_examples(cache_path(o, split), seqpar::file_hash(source), d.records, xo,
+                                    tok, tokenizer_id, &st, &report);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "  %s: %lld examples, %lld tokens (prompt <= %lld, answer <= %lld), %lld too long "
@@ -161,6 +221,7 @@ seqpar::ExampleSet cached_examples(const Options& o, const std::string& split,
 void RunInfo::write(const fs::path& path) const {
   const nlohmann::json j{{"model", model},
                          {"plan", plan},
+                         {"task", task},
                          {"labels", labels},
                          {"tokenizer", fs::absolute(tokenizer).string()},
                          {"data_dir", fs::absolute(data_dir).string()},
@@ -177,11 +238,28 @@ std::optional<RunInfo> RunInfo::read(const fs::path& dir) {
   RunInfo r;
   r.model = j.value("model", "");
   r.plan = j.value("plan", "");
+  r.task = j.value("task", "ner");
   r.labels = j.value("labels", std::vector<std::string>{});
   r.tokenizer = j.value("tokenizer", "");
   r.data_dir = j.value("data_dir", "");
   r.max_new_tokens = j.value("max_new_tokens", std::int64_t{0});
   return r;
+}
+
+seqpar::TaskSpec run_spec(const std::string& task, const std::vector<std::string>& labels,
+                          const fs::path& data_dir, std::int64_t max_chars) {
+  seqpar::TaskSpec spec;
+  spec.task = seqpar::parse_nlu_task(task, "run.json's task");
+  spec.labels = labels;
+  if (spec.task == seqpar::NluTask::ner) return spec;
+  SEQPAR_CHECK(!data_dir.empty(), "a ", task,
+               " run needs its training data (its classes' majority, its relations' schema): "
+               "pass --data_dir");
+  seqpar::ReadOptions ro;
+  ro.labels = labels;
+  ro.max_chars = max_chars;
+  const fs::path train = find_split(data_dir, "train");
+  return seqpar::task_spec(seqpar::read_records(train, spec.task, ro), labels);
 }
 
 std::vector<std::string> predict_texts(const Options& o) {

@@ -1,7 +1,9 @@
 // The NER side of seqgpt_ner's data: the splits (CLUENER JSON or CoNLL BIO) and their label
 // set, the tokenizer (the user's, or a character-level one built from the training text),
 // the SeqGPT prompts of each record as examples cached in OUT/cache, run.json, and the
-// sentences of predict. A classification or relation task would add a file like this one.
+// sentences of predict. Classification and relation records are read here too (their task
+// named by --task or recognised from the records); what differs by task after reading is in
+// task_eval.cpp.
 #pragma once
 
 #include <cstdint>
@@ -13,16 +15,18 @@
 #include "options.hpp"
 #include "seqpar/data/examples.hpp"
 #include "seqpar/data/ner_record.hpp"
+#include "seqpar/data/tasks.hpp"
 #include "seqpar/io/tokenizer.hpp"
 #include "seqpar/train/hf_model_dir.hpp"
 
 namespace ner {
 
-/// The splits of a run and their label set.
+/// The splits of a run, their task and label set.
 struct NerData {
   fs::path train_file, dev_file;
   seqpar::NerDataset train, dev;
   std::vector<std::string> labels;
+  seqpar::TaskSpec spec;   // the task and its labels (spec.labels == labels)
   std::string train_hash;  // content_hash of the training file: a resume must find it unchanged
 };
 
@@ -35,8 +39,9 @@ fs::path find_split(const fs::path& dir, const std::string& name);
 /// Reads a split, CLUENER JSON or CoNLL BIO by its extension.
 seqpar::NerDataset read_split(const fs::path& file, const seqpar::ReadOptions& ro);
 
-/// Reads the train and dev splits of o.data_dir with the label set (--labels, else the
-/// training data's), printing what was read and skipped.
+/// Reads the train and dev splits of o.data_dir with the task (--task, else the training
+/// records', refused with the record that contradicts a named one) and the label set
+/// (--labels, else the training data's), printing what was read and skipped.
 NerData read_ner_data(const Options& o);
 
 /// The tokenizer of a run: the user's file, or a character-level one built from the
@@ -62,16 +67,15 @@ seqpar::HfSpecialTokens special_tokens(const seqpar::Tokenizer& tok);
 /// line.
 seqpar::ExampleSet cached_examples(const Options& o, const std::string& split,
                                    const fs::path& source, const seqpar::NerDataset& d,
-                                   const std::vector<std::string>& labels,
-                                   const seqpar::Tokenizer& tok, const std::string& tokenizer_id,
-                                   seqpar::ExampleReport& report);
+                                   const seqpar::TaskSpec& spec, const seqpar::Tokenizer& tok,
+                                   const std::string& tokenizer_id, seqpar::ExampleReport& report);
 
 /// How many examples the cache of split `split` holds when it was made from `source` with
 /// the tokenizer `tokenizer_id` and this run's settings; none when it was not (absent, or
 /// another key). Reads the cache's header alone: nothing is built or written.
 std::optional<std::int64_t> cached_example_count(const Options& o, const std::string& split,
                                                  const fs::path& source,
-                                                 const std::vector<std::string>& labels,
+                                                 const seqpar::TaskSpec& spec,
                                                  const std::string& tokenizer_id);
 
 /// What a training run leaves for eval, predict and export: OUT/run.json.
@@ -80,11 +84,17 @@ struct RunInfo {
   std::vector<std::string> labels;
   fs::path tokenizer, data_dir;  // absolute
   std::int64_t max_new_tokens = 0;
+  std::string task = "ner";  // nlu_task_name of the task trained
 
   void write(const fs::path& path) const;
   /// The run.json of `dir`; none when there is none.
   static std::optional<RunInfo> read(const fs::path& dir);
 };
+
+/// The spec of a trained run's task: its labels, with (classification and relation) what the
+/// training split of `data_dir` says of them (the majority class, the relations' schema).
+seqpar::TaskSpec run_spec(const std::string& task, const std::vector<std::string>& labels,
+                          const fs::path& data_dir, std::int64_t max_chars);
 
 /// The sentences of --text and --input (CLUENER JSON, or one sentence per line).
 std::vector<std::string> predict_texts(const Options& o);

@@ -1,4 +1,4 @@
-// The NER side of evaluation and prediction (ner_eval.hpp).
+// The NER side of evaluation (ner_eval.hpp).
 #include "ner_eval.hpp"
 
 #include <algorithm>
@@ -7,12 +7,10 @@
 #include <map>
 #include <span>
 
-#include "devices.hpp"
 #include "seqpar/data/batching.hpp"
+#include "seqpar/data/decoding.hpp"
+#include "seqpar/data/predictions.hpp"
 #include "seqpar/data/prompt.hpp"
-#include "seqpar/data/token_cache.hpp"
-#include "seqpar/train/metrics_log.hpp"
-#include "seqpar/train/run_folder.hpp"
 
 namespace ner {
 
@@ -23,8 +21,9 @@ seqpar::GenerateOptions decoding(const Options& o, const seqpar::Tokenizer& tok,
   seqpar::GenerateOptions go;
   go.max_new_tokens = max_new;
   go.eos_id = tok.eos_id();
-  go.num_beams = o.num_beams > 0 ? o.num_beams : seqgpt ? 4 : 1;
-  go.repetition_penalty = o.repetition_penalty > 0 ? o.repetition_penalty : seqgpt ? 2.0 : 1.0;
+  const seqpar::DecodingDefaults d = seqgpt ? seqpar::seqgpt_decoding : seqpar::DecodingDefaults{};
+  go.num_beams = o.num_beams > 0 ? o.num_beams : d.num_beams;
+  go.repetition_penalty = o.repetition_penalty > 0 ? o.repetition_penalty : d.repetition_penalty;
   return go;
 }
 
@@ -78,6 +77,14 @@ EvalResult evaluate_ner(const GenerateFn& generate, const seqpar::Tokenizer& tok
 }
 
 nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::string& split) {
+  if (r.task) {  // the task's scores (score_json), as an eval event
+    nlohmann::json j = nlohmann::json::parse(seqpar::score_json(*r.task));
+    j["event"] = "eval";
+    j["split"] = split;
+    j["step"] = step;
+    j["seconds"] = r.seconds;
+    return j;
+  }
   const seqpar::PrfCounts& c = r.score.micro();
   nlohmann::json by = nlohmann::json::object();
   for (const auto& [label, l] : r.score.by_label())
@@ -100,6 +107,19 @@ nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::stri
 }
 
 void print_eval(const EvalResult& r, const std::string& what, bool details) {
+  if (r.task) {
+    std::printf("%s: %s (%.1f s)\n", what.c_str(), r.task->summary().c_str(), r.seconds);
+    if (details && r.task->task == seqpar::NluTask::classification)
+      std::printf("%s", r.task->classes.table().c_str());
+    if (details && r.task->task == seqpar::NluTask::relation)
+      for (const auto& [rel, c] : r.task->relations.by_relation())
+        std::printf("  %-14s F1 %.4f  P %.4f  R %.4f  gold %lld\n", rel.c_str(), c.f1(),
+                    c.precision(), c.recall(), static_cast<long long>(c.gold));
+    if (details)
+      for (const auto& s : r.samples) std::printf("  e.g. %s\n", s.c_str());
+    std::fflush(stdout);
+    return;
+  }
   std::printf("%s: F1 %.4f  P %.4f  R %.4f  (%lld records, %lld prompts, %.1f s)\n", what.c_str(),
               r.score.micro().f1(), r.score.micro().precision(), r.score.micro().recall(),
               static_cast<long long>(r.records), static_cast<long long>(r.prompts), r.seconds);
@@ -109,112 +129,6 @@ void print_eval(const EvalResult& r, const std::string& what, bool details) {
                 c.precision(), c.recall(), static_cast<long long>(c.gold));
   for (const auto& s : r.samples) std::printf("  e.g. %s\n", s.c_str());
   std::fflush(stdout);
-}
-
-namespace {
-
-/// The weights, tokenizer, labels and data eval and predict use: the options', else the
-/// run's (OUT/run.json).
-struct Trained {
-  fs::path weights, tokenizer, data_dir;
-  std::vector<std::string> labels;
-  std::int64_t max_new_tokens = 0;
-  std::string model;
-};
-
-Trained trained(const Options& o) {
-  const auto info = RunInfo::read(o.out_dir);
-  Trained t;
-  t.model = !o.model.empty() ? o.model : info && !info->model.empty() ? info->model : "tiny";
-  t.weights = !o.weights.empty() ? o.weights : o.out_dir / "model.safetensors";
-  if (!o.weights.empty() && fs::is_directory(o.weights))
-    t.weights = seqpar::HfModelDir::open(o.weights).weights;
-  if (o.weights.empty() && !fs::exists(t.weights))
-    if (const auto newest = seqpar::CheckpointDir{o.out_dir}.newest_complete()) t.weights = *newest;
-  SEQPAR_CHECK(fs::exists(t.weights), t.weights.string(),
-               ": no weights; train into --output_dir first, or pass --weights");
-  t.tokenizer = !o.tokenizer.empty() ? o.tokenizer
-                : info               ? info->tokenizer
-                                     : o.out_dir / "tokenizer.json";
-  t.labels = !o.labels.empty() ? o.labels : info ? info->labels : std::vector<std::string>{};
-  SEQPAR_CHECK(!t.labels.empty(),
-               "no label set: pass --labels a,b,c (or train into --output_dir first)");
-  t.max_new_tokens = o.max_new_tokens > 0               ? o.max_new_tokens
-                     : info && info->max_new_tokens > 0 ? info->max_new_tokens
-                                                        : 128;
-  t.data_dir = !o.data_dir.empty() ? o.data_dir : info ? info->data_dir : fs::path();
-  return t;
-}
-
-}  // namespace
-
-int eval_command(const Options& o) {
-  const Trained tr = trained(o);
-  // Never the bundled corpus silently: the data named, or the data the run was trained on.
-  SEQPAR_CHECK(!tr.data_dir.empty(), o.out_dir.string(),
-               ": no run.json names the data this run was trained on; pass --data_dir");
-  const ModelInfo& info = model_info(tr.model);
-  auto services = model_services(tr.model, o.device);
-  const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
-  const fs::path dev_file = find_split(tr.data_dir, "dev");
-  seqpar::ReadOptions ro;
-  ro.labels = tr.labels;
-  ro.max_chars = o.max_chars;
-  std::printf("data %s\n", tr.data_dir.string().c_str());
-  const seqpar::NerDataset dev = read_split(dev_file, ro);
-  std::printf("  %s\n", dev.report.summary().c_str());
-  seqpar::ExampleReport rep;
-  fs::create_directories(o.out_dir);
-  const seqpar::ExampleSet ex = cached_examples(o, "dev", dev_file, dev, tr.labels, tok,
-                                                seqpar::file_hash(tr.tokenizer), rep);
-  set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
-  const GenerateFn generate = services->load(tr.weights);
-  std::printf("weights %s\n", tr.weights.string().c_str());
-  const EvalResult r =
-      evaluate_ner(generate, tok, dev, ex, tr.labels, std::max<std::int64_t>(o.eval_limit, 0),
-                   o.eval_rows, decoding(o, tok, tr.max_new_tokens, info.seqgpt));
-  print_eval(r, "dev", true);
-  seqpar::MetricsLog(o.out_dir / "metrics.jsonl").append(eval_json(r, 0, "dev"));
-  return 0;
-}
-
-int predict_command(const Options& o) {
-  const Trained tr = trained(o);
-  const ModelInfo& info = model_info(tr.model);
-  auto services = model_services(tr.model, o.device);
-  const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
-  const auto texts = predict_texts(o);
-  const auto chunks = seqpar::chunk_labels(tr.labels);
-  set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
-  const GenerateFn generate = services->load(tr.weights);
-  std::vector<std::vector<std::int32_t>> prompts;
-  for (const auto& t : texts)
-    for (const auto& c : chunks)
-      prompts.push_back(
-          cut_prompt(o, tok.encode(seqpar::seqgpt_prompt(t, seqpar::Task::extraction, c))));
-  std::vector<std::string> answers(prompts.size());
-  const seqpar::GenerateOptions go = decoding(o, tok, tr.max_new_tokens, info.seqgpt);
-  for (std::size_t b = 0; b < prompts.size(); b += static_cast<std::size_t>(o.eval_rows)) {
-    const std::size_t n = std::min(prompts.size() - b, static_cast<std::size_t>(o.eval_rows));
-    const seqpar::Batch batch = seqpar::left_pad(std::span(prompts).subspan(b, n), tok.pad_id());
-    const seqpar::Generated g = generate(batch.view(), go);
-    for (std::size_t r = 0; r < n; ++r) answers[b + r] = tok.decode(g.tokens[r], true);
-  }
-  for (std::size_t i = 0; i < texts.size(); ++i) {
-    nlohmann::json entities = nlohmann::json::array();
-    std::string answer;
-    for (std::size_t c = 0; c < chunks.size(); ++c) {
-      const std::string& a = answers[i * chunks.size() + c];
-      answer += (c ? "\n" : "") + a;
-      for (const auto& m : seqpar::parse_answer(a, chunks[c]).mentions)
-        entities.push_back({{"label", m.label}, {"text", m.text}});
-    }
-    std::printf("%s\n",
-                nlohmann::json{{"text", texts[i]}, {"entities", entities}, {"answer", answer}}
-                    .dump()
-                    .c_str());
-  }
-  return 0;
 }
 
 }  // namespace ner

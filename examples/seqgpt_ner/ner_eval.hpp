@@ -1,12 +1,13 @@
 // The NER side of evaluation and prediction: SeqGPT's answers generated for the dev prompts,
-// read back and scored as entity F1 (during training and by `eval`), and `predict`'s answers
-// and entities as JSON lines. Both run on one rank, from weights loaded into a whole model
-// (ModelServices::load).
+// read back and scored as entity F1 during training; the result every evaluation reports.
+// `eval` and `predict` of every task are task_eval.cpp's. Both run on one rank, from weights loaded
+// into a whole model (ModelServices::load).
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "ner_data.hpp"
 #include "options.hpp"
 #include "seqpar/data/metrics.hpp"
+#include "seqpar/data/tasks.hpp"
 #include "seqpar/nn/generate.hpp"
 
 namespace ner {
@@ -23,7 +25,9 @@ struct EvalResult {
   seqpar::NerScore score;
   std::int64_t records = 0, prompts = 0, generated_tokens = 0, bad_lines = 0;
   double seconds = 0;
-  std::vector<std::string> samples;  // "text -> answer" of the first records
+  std::vector<std::string> samples;             // "text -> answer" of the first records
+  std::optional<seqpar::TaskScore> task;        // by predict and score_predictions (task_eval)
+  std::vector<seqpar::Prediction> predictions;  // of those: what eval writes
 };
 
 /// How eval, predict and the evaluations during training decode: --num_beams and
@@ -44,11 +48,5 @@ nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::stri
 
 /// One line of F1, precision and recall; with `details`, per label and a few samples.
 void print_eval(const EvalResult& r, const std::string& what, bool details);
-
-/// `seqgpt_ner eval`: dev F1 of the run's weights on the data it was trained on.
-int eval_command(const Options& o);
-
-/// `seqgpt_ner predict`: answers and entities of --text / --input, a JSON line each.
-int predict_command(const Options& o);
 
 }  // namespace ner

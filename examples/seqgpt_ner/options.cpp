@@ -105,6 +105,7 @@ std::vector<Flag> flags() {
       {{"labels"},
        Flag::value,
        [](O& o, const std::string& v, const std::string&) { o.labels = split(v); }},
+      {{"task"}, Flag::value, field(&O::task, text)},
       {{"checkpoint"}, Flag::value, path(&O::checkpoint)},
       {{"to"}, Flag::value, path(&O::export_to)},
       // The layout and the launch
@@ -273,6 +274,7 @@ std::vector<Flag> flags() {
        Flag::value,
        [](O& o, const std::string& v, const std::string&) { o.texts.push_back(v); }},
       {{"input"}, Flag::value, path(&O::input)},
+      {{"submission"}, Flag::value, path(&O::submission)},
   };
 }
 
@@ -330,6 +332,8 @@ void check(const Options& o) {
   if (t.loss_scale.hysteresis == 0)
     usage_error("--hysteresis must be positive (1: the first overflow halves)");
   if (t.loss_scale.min_loss_scale == 0) usage_error("--min_loss_scale must be above 0");
+  if (!o.task.empty() && o.task != "ner" && o.task != "classification" && o.task != "relation")
+    usage_error("--task is '" + o.task + "'; expected ner, classification or relation");
   if (o.truncation != "left" && o.truncation != "skip")
     usage_error("--truncation is '" + o.truncation + "'; expected left or skip");
   if (t.lr_scheduler_type != "linear" && t.lr_scheduler_type != "cosine" &&
@@ -473,6 +477,8 @@ Data and model
   --tokenizer FILE     tokenizer.json (default: the --weights directory's, else a
                        character-level one built from the training text)
   --labels a,b,c       label set in prompt order (default: the training data's, sorted)
+  --task ner|classification|relation  (default: recognised from the training records;
+                       docs/tasks.md)
 Layout (the data-parallel degree is what the launch leaves: ranks / (tensor x pipeline))
   --zero-stage 0|1|2|3        ZeRO stage of the data-parallel ranks (default 0)
   --tensor-parallel 1|2|4     tensor-parallel degree (default 1)
@@ -526,5 +532,6 @@ Evaluation and generation
   --repetition_penalty X  (default: 2.0 for seqgpt560m, 1.0 for tiny)
 Prediction
   --text "..."         a sentence (repeatable)   --input FILE  sentences (CLUENER JSON or lines)
+  --submission FILE    NER: CLUENER's submission file of --input's records (test.json, with ids)
 )";
 }

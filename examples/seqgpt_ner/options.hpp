@@ -53,6 +53,8 @@ struct Options {
   std::string truncation = "left";  // left (cut the prompt) | skip
   std::int64_t threads = 0;         // OpenMP threads per rank; 0: cores / ranks (1: eval, predict)
   fs::path export_hf;               // the model directory written at the end; empty: OUT/hf
+  std::string task;                 // ner | classification | relation; empty: the records'
+  fs::path submission;              // predict: CLUENER's submission file of --input's records
   std::string device = "cpu";       // cpu | cuda
   bool no_eval = false;
   bool quiet = false;

@@ -12,6 +12,7 @@
 #include "seqpar/data/prompt.hpp"
 #include "seqpar/data/token_cache.hpp"
 #include "seqpar/plan/registry.hpp"
+#include "task_eval.hpp"
 
 namespace ner {
 
@@ -134,8 +135,11 @@ std::unique_ptr<Training> prepare_training(const Options& options, const seqpar:
   t.data = read_ner_data(o);
   const std::int64_t vocab = run.model->config.vocab_size;
   t.tokenizer_choice = choose_tokenizer(o, t.data, vocab);
-  // A sentence gives one example per label chunk at most: fewer cannot fill a batch.
-  const auto chunks = static_cast<std::int64_t>(seqpar::chunk_labels(t.data.labels).size());
+  // A sentence gives one example per label chunk at most (NER; 1 + its relations' count for
+  // relations): fewer cannot fill a batch.
+  const auto chunks = t.data.spec.task == seqpar::NluTask::ner
+                          ? static_cast<std::int64_t>(seqpar::chunk_labels(t.data.labels).size())
+                          : static_cast<std::int64_t>(t.data.spec.relations.relations.size()) + 1;
   SEQPAR_CHECK(static_cast<std::int64_t>(t.data.train.records.size()) * chunks >= run.batch.rows,
                t.data.train_file.string(), ": ", t.data.train.records.size(), " sentences (",
                chunks, " prompt(s) each) cannot fill one batch of ", run.batch.rows, " rows");
@@ -151,7 +155,7 @@ std::unique_ptr<Training> prepare_training(const Options& options, const seqpar:
   };
   std::vector<seqpar::RunKey> early = t.keys;
   const auto counted =
-      cached_example_count(o, "train", t.data.train_file, t.data.labels, t.tokenizer_choice.id);
+      cached_example_count(o, "train", t.data.train_file, t.data.spec, t.tokenizer_choice.id);
   if (o.train.max_steps > 0 || counted)
     for (auto& k : length_keys(counted.value_or(run.batch.rows))) early.push_back(k);
 
@@ -192,9 +196,9 @@ std::unique_ptr<Training> prepare_training(const Options& options, const seqpar:
     std::printf("  tokenizer %s: %zu ids\n", t.tokenizer_choice.file.string().c_str(),
                 t.tokenizer->vocab_size());
     seqpar::ExampleReport tr, dr;
-    t.train_ex = cached_examples(o, "train", t.data.train_file, t.data.train, t.data.labels,
+    t.train_ex = cached_examples(o, "train", t.data.train_file, t.data.train, t.data.spec,
                                  *t.tokenizer, t.tokenizer_choice.id, tr);
-    t.dev_ex = cached_examples(o, "dev", t.data.dev_file, t.data.dev, t.data.labels, *t.tokenizer,
+    t.dev_ex = cached_examples(o, "dev", t.data.dev_file, t.data.dev, t.data.spec, *t.tokenizer,
                                t.tokenizer_choice.id, dr);
     t.max_new_tokens = o.max_new_tokens > 0 ? o.max_new_tokens : tr.max_answer_tokens + 16;
   };
@@ -227,9 +231,13 @@ std::unique_ptr<Training> prepare_training(const Options& options, const seqpar:
                   ? static_cast<int>(o.threads)
                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / node_ranks);
   if (writer) {
-    RunInfo{o.model,       seqpar::plan_name(run.layout),
-            t.data.labels, t.tokenizer_choice.file,
-            o.data_dir,    t.max_new_tokens}
+    RunInfo{o.model,
+            seqpar::plan_name(run.layout),
+            t.data.labels,
+            t.tokenizer_choice.file,
+            o.data_dir,
+            t.max_new_tokens,
+            std::string(seqpar::nlu_task_name(t.data.spec.task))}
         .write(o.out_dir / "run.json");
     t.log->append({{"event", "start"},
                    {"command", "train"},
@@ -370,12 +378,12 @@ double evaluate(Training& t, seqpar::AnyComm& world, const seqpar::TrainingRun& 
   const bool last = step == t.total;
   world.barrier();
   if (world.rank() == 0) {
-    const EvalResult r = evaluate_ner(
-        t.services->load(run.last_checkpoint()), *t.tokenizer, t.data.dev, t.dev_ex, t.data.labels,
+    const EvalResult r = evaluate_dev(
+        t.services->load(run.last_checkpoint()), *t.tokenizer, t.data.spec, t.data.dev, t.dev_ex,
         last               ? 0
         : o.eval_limit < 0 ? 100
                            : o.eval_limit,
-        o.eval_rows, decoding(o, *t.tokenizer, t.max_new_tokens, t.run.model->seqgpt));
+        o, decoding(o, *t.tokenizer, t.max_new_tokens, t.run.model->seqgpt));
     t.log->append(eval_json(r, step, "dev"));
     print_eval(r, "step " + std::to_string(step) + " dev", last);
     if (last) t.final_eval = r;
@@ -464,7 +472,11 @@ int finish_training(Training& t) {
     std::printf("model directory %s (transformers: AutoModelForCausalLM.from_pretrained)\n",
                 hf.string().c_str());
   }
-  if (t.final_eval.prompts > 0)
+  if (t.final_eval.prompts > 0 && t.final_eval.task)
+    std::printf("dev %s after %s; weights in %s\n", t.final_eval.task->summary().c_str(),
+                duration_text(since(t.started)).c_str(),
+                (o.out_dir / "model.safetensors").string().c_str());
+  else if (t.final_eval.prompts > 0)
     std::printf("dev F1 %.4f (precision %.4f, recall %.4f) after %s; weights in %s\n",
                 t.final_eval.score.micro().f1(), t.final_eval.score.micro().precision(),
                 t.final_eval.score.micro().recall(), duration_text(since(t.started)).c_str(),

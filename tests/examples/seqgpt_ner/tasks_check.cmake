@@ -1,0 +1,94 @@
+# The three tasks through seqgpt_ner (docs/tasks.md): train a few steps -> eval -> predict
+# on the fixtures of tests/data/fixtures (always), and on smp2017_ecdt, tnews and finre of
+# DATA (the shared data; said skipped when absent). Each eval writes its predictions (one
+# line per dev record, with its id) and its scores; the tiny model's few steps garble most
+# answers, which must be counted, never crash. A named task the records contradict is
+# refused with the record's line.
+include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
+file(REMOVE_RECURSE "${OUT}")
+set(common --quiet --seed 5 --plan single --batch 2 --max-steps 2 --max-new-tokens 6)
+
+# lines(<file> <var>): the file's lines (counted as newlines: a CMake list would split
+# answers at their brackets and semicolons).
+function(lines file var)
+  file(READ "${file}" c)
+  string(REGEX MATCHALL "\n" l "${c}")
+  list(LENGTH l n)
+  set(${var} ${n} PARENT_SCOPE)
+endfunction()
+
+# task_run(<name> <data dir> <task> <dev records> <what the scores hold>): train, eval and
+# predict; eval's files checked.
+function(task_run name dir task records score_field)
+  set(o "${OUT}/${name}")
+  ner_run(0 out --data_dir "${dir}" --out "${o}" ${common} --eval-limit 3 ${ARGN})
+  set(args ${ARGN})
+  list(FIND args "--no-eval" no_eval)
+  if(NOT no_eval EQUAL -1)
+  elseif(task STREQUAL "ner")
+    expect("${out}" "dev F1 ")  # NER's report, as before
+  else()
+    expect("${out}" "dev ${task}: ")
+  endif()
+  ner_run(0 out eval --out "${o}" --max_new_tokens 6 --eval_limit ${records})
+  expect("${out}" "garbled answers")
+  lines("${o}/dev.predictions.jsonl" n)
+  if(NOT n EQUAL records)
+    message(FATAL_ERROR "${name}: ${n} prediction lines, expected ${records}")
+  endif()
+  file(READ "${o}/dev.predictions.jsonl" first LIMIT 200)
+  expect("${first}" "\"task\":\"${task}\"")
+  expect("${first}" "\"id\":")
+  file(READ "${o}/dev.scores.json" scores)
+  expect("${scores}" "\"task\":\"${task}\"")
+  expect("${scores}" "\"${score_field}\"")
+  expect("${scores}" "\"garbled\"")
+  ner_run(0 out predict --out "${o}" --text "一句话" --text "另一句话" --max_new_tokens 6)
+  expect("${out}" "{\"id\":2,\"task\":\"${task}\"")
+endfunction()
+
+set(fx "${CMAKE_CURRENT_LIST_DIR}/../../data/fixtures")
+foreach(t classification relation)
+  file(MAKE_DIRECTORY "${OUT}/data_${t}")
+  configure_file("${fx}/${t}_fixture.jsonl" "${OUT}/data_${t}/train.jsonl" COPYONLY)
+  configure_file("${fx}/${t}_fixture.jsonl" "${OUT}/data_${t}/dev.jsonl" COPYONLY)
+endforeach()
+file(MAKE_DIRECTORY "${OUT}/data_ner")
+configure_file("${fx}/cluener_fixture.jsonl" "${OUT}/data_ner/train.jsonl" COPYONLY)
+configure_file("${fx}/cluener_fixture.jsonl" "${OUT}/data_ner/dev.jsonl" COPYONLY)
+
+task_run(classification "${OUT}/data_classification" classification 6 baseline)
+file(READ "${OUT}/classification/run.json" run)
+expect("${run}" "\"task\": \"classification\"")
+task_run(relation "${OUT}/data_relation" relation 5 by_relation)
+task_run(ner "${OUT}/data_ner" ner 5 by_label --task ner)
+# A text-only CLUENER test file (with ids) turns into CLUENER's submission format.
+ner_run(0 out predict --out "${OUT}/ner" --input "${fx}/texts_fixture.json"
+        --submission "${OUT}/submission.json" --max_new_tokens 6)
+file(READ "${OUT}/submission.json" sub0)
+if(NOT sub0 MATCHES "^{\"id\":0,\"label\":{")
+  message(FATAL_ERROR "submission line '${sub0}', expected {\"id\": 0, \"label\": {...}}")
+endif()
+# A wrong guess is refused with the record that contradicts it.
+ner_run(1 out --data_dir "${OUT}/data_classification" --out "${OUT}/wrong" ${common}
+        --task relation)
+expect("${out}" "train.jsonl:1: record 1 is a classification record")
+ner_run(1 out --data_dir "${OUT}/data_relation" --out "${OUT}/wrong" ${common} --task ner)
+expect("${out}" "is a relation record")
+ner_run(2 out --data_dir "${OUT}/data_relation" --out "${OUT}/wrong" ${common} --task topic)
+expect("${out}" "--task is 'topic'")
+
+# The shared data: a few steps on each data set (without the full dev evaluation at the
+# end of training), eval on its first dev records.
+if(NOT DATA OR NOT EXISTS "${DATA}/finre/train.jsonl")
+  message(STATUS "tasks check: fixtures as expected; shared data skipped (no SEQPAR_DATA_DIR)")
+  return()
+endif()
+foreach(pair IN ITEMS "smp2017_ecdt;classification;baseline" "tnews;classification;baseline"
+                      "finre;relation;by_relation")
+  list(GET pair 0 ds)
+  list(GET pair 1 task)
+  list(GET pair 2 field)
+  task_run(${ds} "${DATA}/${ds}" ${task} 8 ${field} --no-eval)
+endforeach()
+message(STATUS "tasks check: fixtures and shared data (smp2017_ecdt, tnews, finre) as expected")
