@@ -10,6 +10,7 @@
 #include "seqpar/data/char_tokenizer.hpp"
 #include "seqpar/data/cluener.hpp"
 #include "seqpar/data/conll.hpp"
+#include "seqpar/data/json_records.hpp"
 #include "seqpar/data/prompt.hpp"
 #include "seqpar/data/token_cache.hpp"
 #include "seqpar/io/safetensors.hpp"
@@ -262,23 +263,25 @@ seqpar::TaskSpec run_spec(const std::string& task, const std::vector<std::string
   return seqpar::task_spec(seqpar::read_records(train, spec.task, ro), labels);
 }
 
+seqpar::TextDataset read_predict_input(const Options& o) {
+  // A line that cannot be read (not UTF-8, too long) is named by file and line, and
+  // skipped or stops the run (--on_bad_input): the readers' ReadOptions::on_bad.
+  seqpar::ReadOptions ro;
+  ro.max_chars = o.max_chars;
+  ro.on_bad = o.on_bad_input == "stop" ? seqpar::OnBadRecord::fail : seqpar::OnBadRecord::skip;
+  const auto ext = o.input.extension();
+  seqpar::TextDataset d = ext == ".json" || ext == ".jsonl" ? seqpar::read_texts(o.input, ro)
+                                                            : seqpar::read_text_lines(o.input, ro);
+  for (const auto& problem : d.report.problems)
+    std::fprintf(stderr, "seqgpt_ner: skipped %s\n", problem.c_str());
+  if (d.report.skipped > 0) std::fprintf(stderr, "seqgpt_ner: %s\n", d.report.summary().c_str());
+  return d;
+}
+
 std::vector<std::string> predict_texts(const Options& o) {
   std::vector<std::string> texts = o.texts;
-  if (!o.input.empty()) {
-    const auto ext = o.input.extension();
-    if (ext == ".json" || ext == ".jsonl") {
-      seqpar::ReadOptions ro;
-      ro.max_chars = o.max_chars;
-      for (auto& r : seqpar::read_cluener(o.input, ro).records) texts.push_back(std::move(r.text));
-    } else {
-      std::ifstream f(o.input);
-      SEQPAR_CHECK(f.good(), o.input.string(), ": cannot be opened");
-      for (std::string line; std::getline(f, line);) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (!line.empty()) texts.push_back(line);
-      }
-    }
-  }
+  if (!o.input.empty())
+    for (const auto& r : read_predict_input(o).records) texts.push_back(r.text);
   SEQPAR_CHECK(!texts.empty(), "predict: no sentences; give --text \"...\" or --input FILE");
   return texts;
 }

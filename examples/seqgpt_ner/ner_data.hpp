@@ -96,7 +96,10 @@ struct RunInfo {
 seqpar::TaskSpec run_spec(const std::string& task, const std::vector<std::string>& labels,
                           const fs::path& data_dir, std::int64_t max_chars);
 
-/// The sentences of --text and --input (CLUENER JSON, or one sentence per line).
+/// predict's --input (JSON records keeping their ids, or one sentence a line), its unreadable
+/// lines reported and skipped or stopping the run, as --on_bad_input says.
+seqpar::TextDataset read_predict_input(const Options& o);
+/// The sentences of --text and --input.
 std::vector<std::string> predict_texts(const Options& o);
 
 /// A prompt's tokens within --max_length: cut on the left (--truncation left), as SeqGPT's

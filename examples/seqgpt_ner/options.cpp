@@ -9,9 +9,13 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "seqpar/core/parse.hpp"
+#include "seqpar/data/decoding.hpp"
+#include "seqpar/data/record.hpp"
+#include "seqpar/io/detail/utf8.hpp"
 
 namespace ner {
 
@@ -50,15 +54,15 @@ double real(const std::string& v, const std::string& flag) {
     usage_error(flag + " expects a finite non-negative decimal number, got '" + v + "'");
   return *x;
 }
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t b = 0;
-  while (b <= s.size()) {
-    const std::size_t e = std::min(s.find(',', b), s.size());
-    if (e > b) out.push_back(s.substr(b, e - b));
-    b = e + 1;
+// What `read` returns; a seqpar::Error it throws (a library check of the value) is a
+// command-line mistake.
+template <class F>
+auto checked(F read) {
+  try {
+    return read();
+  } catch (const seqpar::Error& e) {
+    usage_error(e.what());
   }
-  return out;
 }
 
 // A TrainingArguments field, marked as given (a DeepSpeed configuration must agree with it).
@@ -104,7 +108,9 @@ std::vector<Flag> flags() {
       {{"tokenizer"}, Flag::value, path(&O::tokenizer)},
       {{"labels"},
        Flag::value,
-       [](O& o, const std::string& v, const std::string&) { o.labels = split(v); }},
+       [](O& o, const std::string& v, const std::string& f) {
+         o.labels = checked([&] { return seqpar::parse_label_list(v, f); });
+       }},
       {{"task"}, Flag::value, field(&O::task, text)},
       {{"checkpoint"}, Flag::value, path(&O::checkpoint)},
       {{"to"}, Flag::value, path(&O::export_to)},
@@ -263,8 +269,21 @@ std::vector<Flag> flags() {
       {{"eval_limit"}, Flag::value, field(&O::eval_limit, as_int)},
       {{"eval_rows"}, Flag::value, field(&O::eval_rows, as_int)},
       {{"max_new_tokens"}, Flag::value, field(&O::max_new_tokens, as_int)},
-      {{"num_beams"}, Flag::value, field(&O::num_beams, as_int)},
-      {{"repetition_penalty"}, Flag::value, field(&O::repetition_penalty, as_double)},
+      // Given, they must decode (check_decoding); not given (0), the model's default does.
+      {{"num_beams"},
+       Flag::value,
+       [](O& o, const std::string& v, const std::string& f) {
+         seqpar::DecodingDefaults d;
+         d.num_beams = o.num_beams = integer(v, f);
+         checked([&] { seqpar::check_decoding(d, f); });
+       }},
+      {{"repetition_penalty"},
+       Flag::value,
+       [](O& o, const std::string& v, const std::string& f) {
+         seqpar::DecodingDefaults d;
+         d.repetition_penalty = o.repetition_penalty = real(v, f);
+         checked([&] { seqpar::check_decoding(d, f); });
+       }},
       {{"max_chars"}, Flag::value, field(&O::max_chars, as_int)},
       {{"max_length", "max-tokens"}, Flag::value, field(&O::max_length, as_int)},
       {{"truncation"}, Flag::value, field(&O::truncation, text)},
@@ -275,6 +294,7 @@ std::vector<Flag> flags() {
        [](O& o, const std::string& v, const std::string&) { o.texts.push_back(v); }},
       {{"input"}, Flag::value, path(&O::input)},
       {{"submission"}, Flag::value, path(&O::submission)},
+      {{"on_bad_input"}, Flag::value, field(&O::on_bad_input, text)},
   };
 }
 
@@ -350,6 +370,21 @@ void check(const Options& o) {
     usage_error("--precision is '" + t.precision + "'; expected fp32, bf16 or fp16");
   if (!o.model.empty() && o.model != "tiny" && o.model != "seqgpt560m")
     usage_error("--model is '" + o.model + "'; expected tiny or seqgpt560m");
+  if (o.max_length < 2)
+    usage_error("--max_length is " + std::to_string(o.max_length) +
+                "; expected at least 2 (a prompt token and the end-of-sequence token)");
+  if (o.on_bad_input != "skip" && o.on_bad_input != "stop")
+    usage_error("--on_bad_input is '" + o.on_bad_input + "'; expected skip or stop");
+  for (std::size_t i = 0; i < o.texts.size(); ++i)
+    if (!seqpar::detail::utf8_valid(o.texts[i]))
+      usage_error("--text number " + std::to_string(i + 1) + " is not UTF-8; expected UTF-8 text");
+  // Folders the run writes into: a file there is refused now, not after the work.
+  std::error_code ec;
+  for (const auto& [flag, dir] :
+       {std::pair{"--output_dir", &o.out_dir}, {"--export_hf", &o.export_hf}})
+    if (!dir->empty() && fs::exists(*dir, ec) && !fs::is_directory(*dir, ec))
+      usage_error(std::string(flag) + " " + dir->string() +
+                  " is a file; expected a folder (or a path where one can be made)");
   if (o.command == "export" && (o.checkpoint.empty() || o.export_to.empty()))
     usage_error("export needs --checkpoint FILE (a checkpoint or weights) and --to DIR");
 }
@@ -533,5 +568,7 @@ Evaluation and generation
 Prediction
   --text "..."         a sentence (repeatable)   --input FILE  sentences (CLUENER JSON or lines)
   --submission FILE    NER: CLUENER's submission file of --input's records (test.json, with ids)
+  --on_bad_input skip|stop (skip)  an input line that cannot be read (not UTF-8, too long):
+                       reported with its file and line and skipped, or the run stops there
 )";
 }

@@ -58,6 +58,9 @@ struct Options {
   std::string device = "cpu";       // cpu | cuda
   bool no_eval = false;
   bool quiet = false;
+
+  // predict's input lines that cannot be read (not UTF-8, too long): skip | stop
+  std::string on_bad_input = "skip";
 };
 
 /// The usage text (--help).

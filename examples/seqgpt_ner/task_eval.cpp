@@ -158,9 +158,7 @@ int predict_command(const Options& o) {
   std::vector<seqpar::TextRecord> records;
   const auto ext = o.input.extension();
   if (!o.input.empty() && (ext == ".json" || ext == ".jsonl")) {
-    seqpar::ReadOptions ro;
-    ro.max_chars = o.max_chars;
-    records = seqpar::read_texts(o.input, ro).records;
+    records = read_predict_input(o).records;
     Options texts_only = o;
     texts_only.input.clear();
     if (!o.texts.empty())

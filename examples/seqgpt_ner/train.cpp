@@ -113,7 +113,7 @@ Launched check_launch(const Options& o, const seqpar::RankLaunch& launch) {
         "precision ", o.train.precision,
         o.deepspeed.empty() ? std::string() : " (from " + o.deepspeed.string() + " or --precision)",
         " is not built for --device ", o.device, " in this seqgpt_ner; it has ", have,
-        o.device == "cpu" ? " (16 bits train with --device cuda)" : "");
+        o.device == "cpu" ? " (fp16 trains with --device cuda)" : "");
   }
   seqpar::check_loss_scale_arguments(o.train);
   r.batch = seqpar::batch_shape(o.train, r.layout.data, r.layout.pipeline);

@@ -272,6 +272,34 @@ TEST_CASE("bytes that are not UTF-8 are named by file, line and byte; skipped or
       doctest::Contains((a.string() + ": line 2, byte 11: 0xc0 is not UTF-8").c_str()), Error);
 }
 
+TEST_CASE("plain text lines: each non-empty line a text; bytes not UTF-8 named, skipped or stop") {
+  TempDir dir;
+  const auto p = dir.write("input.txt", "王芳在北京。\r\n\n李\xE4\xBD 在上海\nok \xFF\nlast\n");
+  const TextDataset d = read_text_lines(p);
+  REQUIRE(d.records.size() == 2);
+  CHECK(d.records[0].text == "王芳在北京。");
+  CHECK(d.records[0].line == 1);
+  CHECK(!d.records[0].labelled);
+  CHECK(d.records[1].text == "last");
+  CHECK(d.records[1].line == 5);
+  CHECK(d.report.records == 2);
+  CHECK(d.report.skipped_by_reason.at("invalid_utf8") == 2);
+  REQUIRE(d.report.problems.size() == 2);
+  CHECK(d.report.problems[0] == p.string() +
+                                    ":3: record 2: line 3, byte 4: 0xe4 0xbd are not UTF-8; "
+                                    "expected UTF-8 text");
+  CHECK(d.report.problems[1].starts_with(p.string() + ":4: record 3: line 4, byte 4: 0xff"));
+  ReadOptions strict;
+  strict.on_bad = OnBadRecord::fail;
+  CHECK_THROWS_WITH_AS(read_text_lines(p, strict),
+                       doctest::Contains((p.string() + ":3: record 2: line 3, byte 4").c_str()),
+                       Error);
+  const auto bad = dir.write("bad.txt", "\xFF\n\n");
+  CHECK_THROWS_WITH_AS(read_text_lines(bad), doctest::Contains("no record could be read"), Error);
+  CHECK_THROWS_WITH_AS(read_text_lines(dir.path / "none.txt"), doctest::Contains("no such file"),
+                       Error);
+}
+
 TEST_CASE("allowed labels that are empty, repeated or unlistable are refused naming the list") {
   TempDir dir;
   const auto p = dir.write("l.jsonl", good_line + "\n");

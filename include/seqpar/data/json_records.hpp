@@ -58,6 +58,14 @@ SEQPAR_DECL TextDataset read_texts(const std::filesystem::path& path,
                                    const ReadOptions& options = {},
                                    JsonLayout layout = JsonLayout::automatic);
 
+/// The texts of a plain text file, one per non-empty line (a '\r' before the '\n' dropped),
+/// for prediction: each record text only, its line its id. A line that is not UTF-8
+/// ("invalid_utf8", naming file, line and byte) or too long is a bad record: skipped and
+/// counted, or with OnBadRecord::fail thrown. Throws for a file that cannot be read, is
+/// binary or holds no readable line.
+SEQPAR_DECL TextDataset read_text_lines(const std::filesystem::path& path,
+                                        const ReadOptions& options = {});
+
 }  // namespace seqpar::inline v0
 
 #if !defined(SEQPAR_SEPARATE_COMPILATION)

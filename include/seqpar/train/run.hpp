@@ -375,8 +375,13 @@ class TrainingRun {
 
   nlohmann::json train_row(const StepStats& st, const std::array<std::uint64_t, 3>& now,
                            nlohmann::json extra) const {
+    // "step": the update's number; a skipped step made none and is logged under the number
+    // of the update it attempted (the last one's + 1), so that a resume from step k drops
+    // the skipped rows after k as it drops the updates. "attempt": the row's own number, one
+    // per step() call, skipped ones included (StepStats::attempt).
     nlohmann::json row = {{"event", "train"},
-                          {"step", st.step},
+                          {"step", st.skipped ? st.step + 1 : st.step},
+                          {"attempt", st.attempt},
                           {"loss", st.loss},
                           {"lr", st.lr},
                           {"grad_norm", st.grad_norm},

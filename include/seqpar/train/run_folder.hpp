@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,11 +36,22 @@
 
 namespace seqpar::inline v0 {
 
-/// A lock file held while a run owns its folder: created exclusively, holding "<pid> <host>".
-/// Another run is refused while the holder lives; a lock of a process of this host that is
-/// gone is taken over (the caller is told); a lock of another host (a run on another node
-/// sharing the file system) is never taken over, since its process cannot be checked from
-/// here: the message says which file to remove once that run has ended.
+/// A lock file held while a run owns its folder, holding "<pid> <host>". Another run is
+/// refused while the holder lives; a lock of a process of this host that is gone is taken
+/// over (the caller is told); a lock of another host (a run on another node sharing the file
+/// system) is never taken over, since its process cannot be checked from here: the message
+/// says which file to remove once that run has ended. Nor is a lock that names no holder (an
+/// empty or unreadable file: this class never leaves one, but a start that could not write
+/// it, on a full disk, in an older version, or a crash before its bytes reached the disk,
+/// can): who made it cannot be known, so it is refused, naming the file to remove.
+///
+/// Taking it is atomic: the text is written whole to a file of this process, then linked
+/// into place (link(2) fails when the lock exists), so no one ever reads a half-written
+/// lock; and the look at a stale lock and its removal happen under an flock(2) of
+/// `<lock>.guard` (released by the kernel when its holder ends, so it never goes stale), so
+/// of several starts racing over one stale lock exactly one takes it. The guard file stays
+/// in the folder (removing it would let two starts hold flocks of two different files); on
+/// a file system without flock the guard is skipped.
 class OutputLock {
  public:
   /// Who holds the lock file at `path`: pid, host (empty in a lock written before hosts were
@@ -47,9 +59,11 @@ class OutputLock {
   struct Holder {
     std::int64_t pid = 0;
     std::string host;
+    bool known = true;  // the file names a pid (not empty, not unreadable)
     bool here = true;   // on this host (its process can be probed)
-    bool alive = true;  // probed alive, or on another host (assumed alive)
+    bool alive = true;  // probed alive, or on another host or unknown (assumed alive)
     std::string text() const {
+      if (!known) return "no one (the lock file names no process)";
       return "pid " + std::to_string(pid) + (host.empty() ? "" : " on " + host);
     }
   };
@@ -62,20 +76,26 @@ class OutputLock {
     f >> pid_text >> host;
     Holder h;
     const auto pid = detail::parse_number<std::int64_t>(pid_text);
+    h.known = pid && *pid > 0 && *pid <= INT32_MAX;
     h.pid = pid.value_or(0);
     h.host = host;
     h.here = host.empty() || host == host_name();
     // kill(pid, 0) probes without a signal: EPERM means the process exists (not ours).
-    h.alive = !h.here || (pid && *pid > 0 && *pid <= INT32_MAX &&
-                          (::kill(static_cast<pid_t>(*pid), 0) == 0 || errno == EPERM));
+    h.alive = !h.known || !h.here || ::kill(static_cast<pid_t>(*pid), 0) == 0 || errno == EPERM;
     return h;
   }
 
-  /// Throws when a run that lives (or may live: on another host) holds `path`.
+  /// Throws when a run that lives (or may live: on another host, or unknown) holds `path`.
   static void check_free(const std::filesystem::path& path) {
     const auto h = holder(path);
     if (!h || !h->alive) return;
     const std::string dir = path.parent_path().string();
+    if (!h->known)
+      detail::fail(dir, ": the lock ", path.string(),
+                   " names no run (it is empty or unreadable: left by a start that could not "
+                   "write it, e.g. on a full disk); whether a run uses the folder cannot be "
+                   "known from it, so it is not taken over: remove it once no run uses this "
+                   "folder, or choose another output folder");
     if (h->here)
       detail::fail(dir, ": another run (", h->text(), ") is using this output folder (",
                    path.string(), "); wait for it to end or choose another output folder");
@@ -90,27 +110,39 @@ class OutputLock {
   /// given) is told so.
   explicit OutputLock(std::filesystem::path path, std::vector<std::string>* notes = nullptr)
       : path_(std::move(path)) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        const std::string text = std::to_string(::getpid()) + " " + host_name() + "\n";
-        const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-        ::close(fd);
-        SEQPAR_CHECK(ok, path_.string(), ": cannot write the lock file: ", std::strerror(errno));
-        return;
-      }
-      SEQPAR_CHECK(errno == EEXIST, path_.string(),
-                   ": cannot create the lock file: ", std::strerror(errno));
+    const Guard guard(path_.string() + ".guard");
+    if (const auto h = holder(path_)) {
       check_free(path_);
-      const auto h = holder(path_);
       if (notes)
-        notes->push_back("taking over the stale lock " + path_.string() + " of " +
-                         (h ? h->text() : std::string("?")) + " (no such process)");
-      std::filesystem::remove(path_);
+        notes->push_back("taking over the stale lock " + path_.string() + " of " + h->text() +
+                         " (no such process)");
+      std::error_code ec;
+      std::filesystem::remove(path_, ec);
+      SEQPAR_CHECK(!ec, path_.string(), ": cannot remove the stale lock: ", ec.message());
     }
-    detail::fail(path_.string(),
-                 ": the lock file came back while it was taken over; another run is starting on "
-                 "this output folder");
+    // The text whole in a file of this process first, then linked into place.
+    const std::string tmp = path_.string() + "." + std::to_string(::getpid()) + ".tmp";
+    const std::string text = std::to_string(::getpid()) + " " + host_name() + "\n";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    SEQPAR_CHECK(fd >= 0, tmp, ": cannot create the lock file: ", std::strerror(errno));
+    const bool written =
+        ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+        ::fsync(fd) == 0;
+    const int write_errno = errno;
+    ::close(fd);
+    if (!written) {
+      ::unlink(tmp.c_str());
+      detail::fail(path_.string(), ": cannot write the lock file: ", std::strerror(write_errno));
+    }
+    const int linked = ::link(tmp.c_str(), path_.c_str());
+    const int link_errno = errno;
+    ::unlink(tmp.c_str());
+    if (linked != 0 && link_errno == EEXIST)
+      detail::fail(path_.string(),
+                   ": the lock file came back while it was taken over; another run is starting "
+                   "on this output folder");
+    SEQPAR_CHECK(linked == 0, path_.string(),
+                 ": cannot create the lock file: ", std::strerror(link_errno));
   }
   ~OutputLock() {
     std::error_code ec;
@@ -122,6 +154,30 @@ class OutputLock {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  // An flock of `path` (created when missing, never removed) held for its lifetime; nothing
+  // where the file system has no flock.
+  class Guard {
+   public:
+    explicit Guard(const std::string& path) {
+      fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      SEQPAR_CHECK(fd_ >= 0, path, ": cannot create the lock's guard file: ", std::strerror(errno));
+      int r;
+      while ((r = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
+      }
+      if (r != 0 && errno != ENOLCK && errno != EOPNOTSUPP && errno != EINVAL) {
+        const int e = errno;
+        ::close(fd_);
+        detail::fail(path, ": cannot lock the lock's guard file: ", std::strerror(e));
+      }
+    }
+    ~Guard() { ::close(fd_); }  // closing releases the flock
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    int fd_ = -1;
+  };
+
   std::filesystem::path path_;
 };
 
@@ -220,6 +276,11 @@ class RunFolder {
   /// checkpoint, or a named one that does not open whole.
   RunFolder(std::filesystem::path dir, RunFolderOptions options)
       : dir_(std::move(dir)), options_(std::move(options)) {
+    std::error_code ec;
+    SEQPAR_CHECK(!std::filesystem::exists(dir_, ec) || std::filesystem::is_directory(dir_, ec),
+                 dir_.string(),
+                 ": is a file, not a folder; the output folder of a run must be "
+                 "a folder (or not exist yet)");
     const std::filesystem::path lock = dir_ / options_.lock_name;
     OutputLock::check_free(lock);
     const CheckpointDir here{dir_};
@@ -232,7 +293,6 @@ class RunFolder {
                      "and starts afresh");
       return;
     }
-    std::error_code ec;
     const bool named = !options_.resume_from.empty();
     const CheckpointDir from{named && std::filesystem::is_directory(options_.resume_from, ec)
                                  ? options_.resume_from

@@ -114,6 +114,14 @@ if(NOT owner STREQUAL "2147483647 some-other-node\n")
   message(FATAL_ERROR "another node's lock was changed to '${owner}'")
 endif()
 file(REMOVE "${rot}/seqgpt_ner.lock")
+# An empty lock (a start that could not write it: a full disk) names no run; who made it
+# cannot be known, so it is not taken over, and the message says which file to remove.
+file(WRITE "${rot}/seqgpt_ner.lock" "")
+ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --resume)
+expect("${out}" "the lock ${rot}/seqgpt_ner.lock names no run")
+expect("${out}" "remove it once no run uses this folder")
+expect_files("${rot}" seqgpt_ner.lock)
+file(REMOVE "${rot}/seqgpt_ner.lock")
 
 # 4b. A resume that is refused writes nothing into the folder: another --data_dir (its own
 # tokenizer, caches and run.json would replace the run's) leaves every file as it was.
@@ -148,13 +156,34 @@ ner_run(1 out train --out "${rot}" ${common} --max-steps 14 --resume --allow_cha
 expect("${out}" "not finite in 2 steps in a row")
 expect("${out}" "skipped: loss")
 file(STRINGS "${rot}/metrics.jsonl" lines)
+# A skipped step is logged under the step it attempted (the last update's + 1), never the
+# previous step's, and each row has its own "attempt", one more than the row before.
 set(skipped 0)
+set(updated 0)
+set(attempt 0)
 foreach(line IN LISTS lines)
   string(JSON event GET "${line}" event)
-  if(event STREQUAL "train")
+  if(event STREQUAL "resume")
+    string(JSON updated GET "${line}" step)
+    set(attempt 0)
+  elseif(event STREQUAL "train")
     string(JSON s GET "${line}" skipped)
+    string(JSON step GET "${line}" step)
+    string(JSON a GET "${line}" attempt)
+    math(EXPR next "${attempt} + 1")
+    if(attempt GREATER 0 AND NOT a EQUAL next)
+      message(FATAL_ERROR "metrics.jsonl: attempt ${a} follows attempt ${attempt}: ${line}")
+    endif()
+    set(attempt ${a})
     if(s STREQUAL "ON" OR s STREQUAL "true")
       math(EXPR skipped "${skipped} + 1")
+      math(EXPR next "${updated} + 1")
+      if(NOT step EQUAL next)
+        message(FATAL_ERROR "metrics.jsonl: a skipped step after update ${updated} is logged as "
+                            "step ${step}; expected ${updated} + 1: ${line}")
+      endif()
+    else()
+      set(updated ${step})
     endif()
   endif()
 endforeach()
@@ -183,4 +212,44 @@ expect_files("${rot}" step-8.safetensors step-9.safetensors)
 ner_run(0 out train --out "${rot}" ${common} --max-steps 2 --save-every 1 --overwrite_output_dir)
 expect("${out}" "removed ${rot}/step-9.safetensors of an earlier run")
 expect_files("${rot}" step-1.safetensors step-2.safetensors "!step-8.safetensors" "!step-9.safetensors")
+
+# 9. Input that cannot be used is refused before any work, naming it: label lists with an
+# empty label, a --max_length that leaves no token, decoding that cannot decode, a file
+# where the output folder or the model directory should be (exit code 2, the folder as it
+# was).
+file(WRITE "${OUT}/a_file" "x")
+foreach(bad IN ITEMS "train;--labels;,;--labels: label 1 of ',' is empty"
+                     "train;--labels;name,,company;--labels: label 2 of 'name,,company' is empty"
+                     "eval;--max-length;1;--max_length is 1"
+                     "predict;--num-beams;0;--num_beams: num_beams is 0"
+                     "predict;--repetition-penalty;0;--repetition_penalty: repetition_penalty is 0"
+                     "train;--out;${OUT}/a_file;--output_dir ${OUT}/a_file is a file"
+                     "predict;--out;${OUT}/a_file;--output_dir ${OUT}/a_file is a file"
+                     "train;--export-hf;${OUT}/a_file;--export_hf ${OUT}/a_file is a file")
+  list(GET bad 0 command)
+  list(GET bad 1 flag)
+  list(GET bad 2 value)
+  list(GET bad 3 message)
+  ner_run(2 out ${command} --out "${rot}" ${common} --text "张伟" ${flag} "${value}")
+  expect("${out}" "${message}")
+endforeach()
+file(READ "${OUT}/a_file" kept)
+if(NOT kept STREQUAL "x")
+  message(FATAL_ERROR "${OUT}/a_file was changed")
+endif()
+# predict --input: a line that is not UTF-8 is named by file and line and skipped (the
+# other lines answered), or with --on_bad_input stop ends the run there.
+string(ASCII 255 ff)
+file(WRITE "${OUT}/input.txt" "张伟在杭州工作。\n李${ff}\n王芳在北京。\n")
+ner_run(0 out predict --out "${rot}" --input "${OUT}/input.txt")
+expect("${out}" "skipped ${OUT}/input.txt:2: record 2: line 2, byte 4:")
+expect("${out}" "not UTF-8")
+expect("${out}" "\"text\":\"张伟在杭州工作。\"")
+expect("${out}" "\"text\":\"王芳在北京。\"")
+ner_run(1 out predict --out "${rot}" --input "${OUT}/input.txt" --on_bad_input stop)
+expect("${out}" "${OUT}/input.txt:2: record 2: line 2, byte 4:")
+string(FIND "${out}" "王芳在北京" answered)
+if(NOT answered EQUAL -1)
+  message(FATAL_ERROR "--on_bad_input stop answered the lines after the bad one:\n${out}")
+endif()
 message(STATUS "faults check: all cases behave")

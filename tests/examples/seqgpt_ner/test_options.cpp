@@ -5,6 +5,8 @@
 // numbers that are not plain finite decimals refused by name.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -214,4 +216,28 @@ TEST_CASE("numbers: plain finite decimals in range, or refused naming the option
   CHECK(ls.train.loss_scale.consecutive_hysteresis);
   CHECK(ls.train.loss_scale.min_loss_scale == 0.5);
   CHECK(ls.train.was_given("hysteresis"));
+}
+
+TEST_CASE("settings that cannot work are refused on the command line, naming them") {
+  CHECK(contains(refusal({"--labels", ","}), "--labels: label 1 of ',' is empty"));
+  CHECK(contains(refusal({"--labels", "name,,company"}),
+                 "--labels: label 2 of 'name,,company' is empty"));
+  CHECK(contains(refusal({"--labels", "name,name"}), "'name' is listed twice"));
+  CHECK(parse({"--labels", "name, company"}).labels == std::vector<std::string>{"name", "company"});
+  CHECK(contains(refusal({"eval", "--max_length", "1"}), "--max_length is 1; expected at least 2"));
+  CHECK(contains(refusal({"predict", "--num_beams", "0"}), "--num_beams: num_beams is 0"));
+  CHECK(contains(refusal({"predict", "--repetition_penalty", "0"}),
+                 "--repetition_penalty: repetition_penalty is 0"));
+  CHECK(parse({"predict"}).num_beams == 0);  // not given: the model's default
+  CHECK(parse({"predict", "--num_beams", "2"}).num_beams == 2);
+  CHECK(contains(refusal({"predict", "--on_bad_input", "ignore"}),
+                 "--on_bad_input is 'ignore'; expected skip or stop"));
+  CHECK(contains(refusal({"predict", "--text", "ok", "--text", "\xff"}),
+                 "--text number 2 is not UTF-8"));
+  // A file where a folder is to be written: refused before any work, naming it.
+  const std::string file = "test_options_a_file";
+  { std::ofstream(file) << "x"; }
+  CHECK(contains(refusal({"--output_dir", file}), "--output_dir " + file + " is a file"));
+  CHECK(contains(refusal({"--export_hf", file}), "--export_hf " + file + " is a file"));
+  std::remove(file.c_str());
 }

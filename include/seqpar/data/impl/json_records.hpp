@@ -534,4 +534,42 @@ SEQPAR_DECL TextDataset read_texts(const std::filesystem::path& path, const Read
                                    "JSON records ({\"id\": ..., \"text\": ...})");
 }
 
+SEQPAR_DECL TextDataset read_text_lines(const std::filesystem::path& path,
+                                        const ReadOptions& options) {
+  const std::string file = path.string();
+  const std::string s = detail::read_text_file(path, "text, one sentence a line");
+  TextDataset d;
+  d.report.file = file;
+  detail::BadRecords bad(options, d.report);
+  std::int64_t line = 0, record = 0;
+  for (std::size_t b = 0; b < s.size();) {
+    const std::size_t e = std::min(s.find('\n', b), s.size());
+    std::string_view text(s.data() + b, e - b);
+    b = e + 1;
+    ++line;
+    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    if (text.empty()) continue;
+    ++record;
+    const std::string where = detail::record_where(file, line, record);
+    if (const std::string why = detail::not_utf8(text, line); !why.empty()) {
+      bad.add("invalid_utf8", where + ": " + why);
+      continue;
+    }
+    TextRecord r;
+    r.text = std::string(text);
+    r.labelled = false;
+    r.line = line;
+    r.id.number = line;
+    std::string problem;
+    if (const std::string reason = detail::check_record(r, options, problem); !reason.empty()) {
+      bad.add(reason, where + ": " + problem);
+      continue;
+    }
+    d.records.push_back(std::move(r));
+    ++d.report.records;
+  }
+  detail::require_records(d, "text, one sentence a line");
+  return d;
+}
+
 }  // namespace seqpar::inline v0
