@@ -6,7 +6,18 @@
 # its output shows step 3 (signal_at.sh); under a launcher the other ranks learn it at the
 # step boundary.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> [-DMPIEXEC="mpirun;..." -DNP_FLAG=-np]
-#         -P stop_check.cmake
+#         [-DLAUNCHER=srun] -P stop_check.cmake
+# With srun the check first asks Slurm for a one-task step and reports itself skipped when
+# no controller answers (tools/start_slurm.sh starts a one-node cluster).
+if(LAUNCHER STREQUAL "srun")
+  execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} 1 true RESULT_VARIABLE rc OUTPUT_QUIET
+                  ERROR_VARIABLE err TIMEOUT 30)
+  if(NOT rc EQUAL 0)
+    message(STATUS "skipped: srun cannot run a one-task step here (no Slurm controller answers?"
+                   " tools/start_slurm.sh starts a one-node cluster): ${rc} ${err}")
+    return()
+  endif()
+endif()
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
