@@ -70,8 +70,12 @@ if(TARGET PkgConfig::SEQPAR_ONIG)
 endif()
 
 # cuda and nccl: only when the build asked for CUDA (SEQPAR_WITH_CUDA), so that a
-# CPU build never looks for the toolkit.
-if(SEQPAR_WITH_CUDA)
+# CPU build never looks for the toolkit. On the emulated device of the tests
+# (SEQPAR_CUDA_EMULATION) they, and the toolkit's targets that tests name, are the emulation.
+if(SEQPAR_CUDA_EMULATION)
+  include(SeqparCudaEmulation)
+  seqpar_emulated_cuda_targets()
+elseif(SEQPAR_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
   add_library(seqpar_cuda INTERFACE)
   add_library(seqpar::cuda ALIAS seqpar_cuda)
