@@ -2,10 +2,9 @@
 # emulation, the library seqpar_cuda_emulation; these functions point the CUDA programs at it.
 #
 # seqpar_emulated_cuda_targets(): seqpar::cuda and seqpar::nccl, and the CUDA toolkit's targets
-# that programs name (CUDA::cudart, CUDA::cudart_static, CUDA::cublas, CUDA::cublasLt,
-# seqpar::nccl_library), all of them the emulation.
+# that programs name (CUDA::cudart, CUDA::cudart_static, CUDA::cublas, seqpar::nccl_library), all of them the emulation.
 function(seqpar_emulated_cuda_targets)
-  foreach(name IN ITEMS cudart cudart_static cublas cublasLt)
+  foreach(name IN ITEMS cudart cudart_static cublas)
     add_library(CUDA::${name} INTERFACE IMPORTED GLOBAL)
     set_target_properties(CUDA::${name} PROPERTIES INTERFACE_LINK_LIBRARIES seqpar_cuda_emulation)
   endforeach()
@@ -26,7 +25,8 @@ endfunction()
 # seqpar_emulate_cuda_sources(): after all subdirectories are added, every .cu source of every
 # target is compiled by the host compiler as a unit that holds kernels
 # (SEQPAR_EMULATED_CUDA_KERNELS), contracting multiplies and adds into fused multiply-adds as
-# nvcc does by default (-ffp-contract=fast on an FMA machine); its programs export their
+# nvcc does by default (-ffp-contract=fast on an FMA machine), nvcc's pragmas (#pragma unroll)
+# ignored; its programs export their
 # symbols, by which the emulation names a kernel launched through a pointer.
 function(_seqpar_emulate_in dir)
   get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
@@ -50,7 +50,7 @@ function(_seqpar_emulate_in dir)
       set_property(SOURCE "${source}" TARGET_DIRECTORY ${target} APPEND PROPERTY
                    COMPILE_DEFINITIONS SEQPAR_EMULATED_CUDA_KERNELS)
       set_property(SOURCE "${source}" TARGET_DIRECTORY ${target} APPEND PROPERTY
-                   COMPILE_OPTIONS -ffp-contract=fast -march=native)
+                   COMPILE_OPTIONS -ffp-contract=fast -march=native -Wno-unknown-pragmas)
     endforeach()
     if(has_kernels AND type STREQUAL "EXECUTABLE")
       set_target_properties(${target} PROPERTIES ENABLE_EXPORTS ON)

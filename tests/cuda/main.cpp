@@ -1,12 +1,18 @@
-// The doctest main of test_cuda and test_nccl (SEQPAR_TEST_PROGRAM names the program):
-// without a CUDA device it says so and exits with 77, which CTest counts as skipped.
-// Queries (--list-test-cases, --help, ...) need no device.
+// The doctest main of the CUDA test programs (SEQPAR_TEST_PROGRAM names the program). Without
+// a usable CUDA device it says why and exits with 77, which CTest counts as skipped, unless a
+// GPU is expected here: SEQPAR_REQUIRE_GPU=1, or, when that is unset, a machine with the
+// NVIDIA driver (/proc/driver/nvidia/version). There a broken setup (no device found, an
+// insufficient driver, any error of the runtime) fails the program (exit 1) instead of
+// passing for a machine without a GPU. Queries (--list-test-cases, --help, ...) need no
+// device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string_view>
 
 #ifndef SEQPAR_TEST_PROGRAM
@@ -25,6 +31,13 @@ bool query_only(int argc, char** argv) {
   }
   return false;
 }
+
+// Whether this machine should have a usable GPU.
+bool gpu_expected() {
+  if (const char* v = std::getenv("SEQPAR_REQUIRE_GPU"); v && *v) return std::string_view(v) != "0";
+  std::error_code ignored;
+  return std::filesystem::exists("/proc/driver/nvidia/version", ignored);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -32,8 +45,16 @@ int main(int argc, char** argv) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
-    std::printf(SEQPAR_TEST_PROGRAM ": no CUDA device (%s): skipped\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    const char* why = e != cudaSuccess ? cudaGetErrorString(e) : "none found";
+    if (gpu_expected()) {
+      std::fprintf(stderr,
+                   SEQPAR_TEST_PROGRAM
+                   ": no usable CUDA device (%s: %s) where one is expected "
+                   "(SEQPAR_REQUIRE_GPU=1, or the NVIDIA driver is installed): failed\n",
+                   e != cudaSuccess ? cudaGetErrorName(e) : "0 devices", why);
+      return 1;
+    }
+    std::printf(SEQPAR_TEST_PROGRAM ": no CUDA device (%s): skipped\n", why);
     return 77;
   }
   cudaDeviceProp prop{};

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda_test_util.hpp"
@@ -43,8 +44,7 @@ TEST_SUITE("multi-rank") {
     constexpr int n_ranks = 3;
     constexpr std::size_t n = 1031;
     std::mutex m;
-    run_ranks(n_ranks, [&](ThreadComm& host) {
-      CudaThreadComm comm(host);
+    run_cuda_ranks(n_ranks, [&](CudaThreadComm& comm) {
       const int r = comm.rank();
       CudaArena arena;
       std::vector<float> mine(n);
@@ -118,12 +118,45 @@ TEST_SUITE("multi-rank") {
     });
   }
 
+  TEST_CASE("run_cuda_ranks' ranks work on the calling thread's GPU, not on device 0") {
+    int devices = 0;
+    REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
+    if (devices < 2) {
+      MESSAGE("one GPU: not run");
+      return;
+    }
+    const int gpu = devices - 1;
+    std::thread([&] {  // a thread of its own, so that this one's context stays on device 0
+      CHECK(cudaSetDevice(gpu) == cudaSuccess);
+      std::mutex m;
+      std::vector<int> used;
+      std::vector<float> sums;
+      run_cuda_ranks(2, [&](CudaThreadComm& comm) {
+        CudaArena arena;
+        const float one = static_cast<float>(comm.rank() + 1);
+        DeviceBuffer<float> x(arena, 1, Memory::buffers);
+        Ops<Cuda>::upload(x.data(), &one, 1);
+        comm.all_reduce(x.data(), 1, ReduceOp::sum);
+        cudaPointerAttributes a{};
+        CHECK(cudaPointerGetAttributes(&a, x.data()) == cudaSuccess);
+        const float sum = download_all(x)[0];
+        std::lock_guard lock(m);
+        used.push_back(CudaContext::current().device());
+        used.push_back(a.device);
+        sums.push_back(sum);
+      });
+      CHECK(used == std::vector<int>(4, gpu));
+      CHECK(sums == std::vector<float>{3.0f, 3.0f});
+    })
+        .join();
+  }
+
   TEST_CASE("AnyComm moves and sums bf16 and fp16 device buffers over CudaThreadComm") {
     constexpr int n_ranks = 3;
     constexpr std::size_t n = 517;
     std::mutex m;
-    run_ranks(n_ranks, [&](ThreadComm& host) {
-      AnyComm comm{CudaThreadComm(host)};
+    run_cuda_ranks(n_ranks, [&](CudaThreadComm& cuda) {
+      AnyComm comm{cuda};
       const int r = comm.rank();
       CudaArena arena;
       // Small integers: exact in bf16, and so are their sums (< 256).
@@ -201,8 +234,7 @@ TEST_SUITE("multi-rank") {
       });
     }
     std::mutex m;
-    run_ranks(PlanTraits<Plan>::world_size, [&](ThreadComm& host) {
-      CudaThreadComm comm(host);
+    run_cuda_ranks(PlanTraits<Plan>::world_size, [&](CudaThreadComm& comm) {
       Trainer<TrainTiny, Plan, Cuda, Fp32> t(comm, trainer_options());
       std::vector<double> losses, norms;
       for (int s = 0; s < steps; ++s) {
@@ -244,8 +276,7 @@ TEST_SUITE("multi-rank") {
     }
     const std::string path =
         "/tmp/seqpar_zero3_ckpt_" + std::to_string(::getpid()) + ".safetensors";
-    run_ranks(2, [&](ThreadComm& host) {
-      CudaThreadComm comm(host);
+    run_cuda_ranks(2, [&](CudaThreadComm& comm) {
       Trainer<TrainTiny, Sharded<Zero3, 2>, Cuda, Fp32> t(comm, trainer_options());
       for (int s = 0; s < 2; ++s) t.step(trainer_batch(s));
       t.save_checkpoint(path);
@@ -283,8 +314,7 @@ TEST_SUITE("multi-rank") {
       flat_weights(t, ref_weights);
     }
     std::mutex m;
-    run_ranks(PlanTraits<Plan>::world_size, [&](ThreadComm& host) {
-      CudaThreadComm comm(host);
+    run_cuda_ranks(PlanTraits<Plan>::world_size, [&](CudaThreadComm& comm) {
       Trainer<TrainTiny, Plan, Cuda, Bf16Mixed> t(comm, trainer_options());
       std::vector<double> losses;
       for (int s = 0; s < steps; ++s) losses.push_back(t.step(trainer_batch(s)).loss);
@@ -305,7 +335,9 @@ TEST_SUITE("multi-rank") {
       flat_weights(loaded, got);
       const double moved = rel_err(ref_weights, start), apart = rel_err(got, ref_weights);
       INFO("the one-rank weights moved ", moved, "; this plan's end ", apart, " from them");
-      CHECK(moved > 0.05);
+      // Three steps at lr 2e-3, the first at lr 0 (the warmup's step 0): 0.037 relative,
+      // measured (the fp32 CPU trainer's weights move as much).
+      CHECK(moved > 0.02);
       CHECK(apart < 0.5 * moved);
     });
   }

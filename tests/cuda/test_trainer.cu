@@ -187,7 +187,9 @@ TEST_CASE_TEMPLATE("Trainer<Cuda, 16-bit mixed> follows the Cpu losses within 2e
                gpu_end = flat(gpu.weights);
     const double moved = rel_err(cpu_end, start), apart = rel_err(gpu_end, cpu_end);
     INFO("the CPU's weights moved ", moved, " (relative); the GPU's end ", apart, " from them");
-    CHECK(moved > 0.05);
+    // Three steps at lr 2e-3, the first at lr 0 (the warmup's step 0): the CPU's weights move
+    // 0.037 relative (measured).
+    CHECK(moved > 0.02);
     CHECK(apart < 0.5 * moved);
   }
 }
@@ -301,13 +303,14 @@ TEST_CASE("Fp16Mixed: an overflowing loss scale skips steps, halving the scale, 
   // The first step taken saw the initial weights: its loss and norm are the CPU's first.
   CHECK(rel(st.loss, cpu_reference().losses[0]) < 2e-2);
   CHECK(rel(st.grad_norm, cpu_reference().norms[0]) < 1e-1);
-  double moved = 0;
-  for (const auto& [name, w] : weights_of(t)) moved = std::max(moved, rel_err(w, start.at(name)));
-  CHECK(moved > 1e-4);
+  // That step was the schedule's step 0, at lr 0 (the warmup): the weights move from the next.
   const auto next = t.step(trainer_batch(1));
   CHECK_FALSE(next.skipped);
   CHECK(next.loss_scale == st.loss_scale);
   CHECK(t.steps_taken() == 2);
+  double moved = 0;
+  for (const auto& [name, w] : weights_of(t)) moved = std::max(moved, rel_err(w, start.at(name)));
+  CHECK(moved > 1e-4);
 }
 
 TEST_CASE("Fp16Mixed doubles the loss scale after a window of clean steps") {

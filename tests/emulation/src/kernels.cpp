@@ -313,7 +313,8 @@ std::string describe_stuck(const BlockRun& b) {
 bool same_wait(const ThreadSlot& a, const ThreadSlot& b) {
   return a.op == b.op && a.mask == b.mask && a.site.line() == b.site.line() &&
          a.site.column() == b.site.column() &&
-         std::strcmp(a.site.file_name(), b.site.file_name()) == 0;
+         (a.site.file_name() == b.site.file_name() ||
+          std::strcmp(a.site.file_name(), b.site.file_name()) == 0);
 }
 
 // Completes the warp ops whose lanes have all arrived; a lane reading one that takes no part
@@ -323,9 +324,14 @@ bool resolve_warps(BlockRun& b) {
   const int n = static_cast<int>(b.slots.size());
   for (int w0 = 0; w0 < n; w0 += 32) {
     const int lanes = std::min(32, n - w0);
+    unsigned tried = 0;  // lanes whose wait was looked at already (by a lane waiting alike)
     for (int l = 0; l < lanes; ++l) {
       ThreadSlot& first = b.slots[static_cast<std::size_t>(w0 + l)];
-      if (first.state != State::warp) continue;
+      if (first.state != State::warp || ((tried >> l) & 1u)) continue;
+      for (int k = l; k < lanes; ++k)
+        if (b.slots[static_cast<std::size_t>(w0 + k)].state == State::warp &&
+            same_wait(b.slots[static_cast<std::size_t>(w0 + k)], first))
+          tried |= 1u << k;
       // The lanes of its mask that have not exited must all wait at the same op.
       unsigned part = 0;
       bool complete = true;

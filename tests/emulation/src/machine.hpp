@@ -41,10 +41,11 @@ struct Config {
   int devices = 8;                                  // SEQPAR_EMU_DEVICES
   std::size_t device_bytes = std::size_t{2} << 30;  // SEQPAR_EMU_DEVICE_MIB
   std::vector<int> orders{0, 1, 2};                 // SEQPAR_EMU_ORDERS: forward, reverse, random
-  long order_checks = -1;        // SEQPAR_EMU_ORDER_CHECKS: launches per site (-1: all)
-  double hang_seconds = 120;     // SEQPAR_EMU_HANG_S
-  std::uint64_t seed = 1;        // SEQPAR_EMU_SEED
-  bool strict_nccl_sync = true;  // SEQPAR_EMU_NCCL_SYNC_CHECK
+  long order_checks = 3;  // SEQPAR_EMU_ORDER_CHECKS: launches a site runs in every order (-1: all)
+  double hang_seconds = 120;         // SEQPAR_EMU_HANG_S
+  std::uint64_t seed = 1;            // SEQPAR_EMU_SEED
+  bool strict_nccl_sync = true;      // SEQPAR_EMU_NCCL_SYNC_CHECK
+  bool insufficient_driver = false;  // SEQPAR_EMU_DRIVER=insufficient: a broken setup
 };
 const Config& config();
 

@@ -562,8 +562,12 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     return refuse(ncclInvalidArgument,
                   at + ": rank " + std::to_string(rank) + " of " + std::to_string(nranks));
   const int device = current_device();
-  if (c.pid != static_cast<std::int64_t>(getpid()) || c.host != host_hash()) {
-    // The id was made in another process: the ranks meet over MPI.
+  // An id made in another process, or in this one while MPI runs several processes (ranks
+  // under mpirun, the creator's included), is met over MPI; otherwise the ranks are threads
+  // of this process.
+  const bool over_mpi = c.pid != static_cast<std::int64_t>(getpid()) || c.host != host_hash() ||
+                        (nranks > 1 && c.creator_world_rank >= 0 && mpi_world_size() > 1);
+  if (over_mpi) {
     auto g = std::make_shared<Group>();
     g->size = nranks;
     g->number = next_group_number++;

@@ -102,6 +102,8 @@ std::unique_ptr<Transport> mpi_transport(Group& g, int rank, const ncclUniqueId&
                                          std::string& error);
 /// This process's MPI world rank, or -1 without MPI.
 int mpi_world_rank();
+// The processes of MPI_COMM_WORLD, or 1 where MPI is not running.
+int mpi_world_size();
 
 }  // namespace seqpar::emu::nccl
 

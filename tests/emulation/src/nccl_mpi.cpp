@@ -215,6 +215,13 @@ int mpi_world_rank() {
   return r;
 }
 
+int mpi_world_size() {
+  if (mpi_world_rank() < 0) return 1;
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
 std::unique_ptr<Transport> mpi_transport(Group& g, int rank, const ncclUniqueId& id, int device,
                                          std::string& error) {
   const int world = mpi_world_rank();
@@ -287,6 +294,7 @@ std::unique_ptr<Transport> mpi_transport(Group& g, int rank, const ncclUniqueId&
 namespace seqpar::emu::nccl {
 
 int mpi_world_rank() { return -1; }
+int mpi_world_size() { return 1; }
 
 std::unique_ptr<Transport> mpi_transport(Group&, int, const ncclUniqueId&, int,
                                          std::string& error) {

@@ -52,6 +52,8 @@ Config read_config() {
   c.hang_seconds = static_cast<double>(env_long("SEQPAR_EMU_HANG_S", 120));
   c.seed = static_cast<std::uint64_t>(env_long("SEQPAR_EMU_SEED", 1));
   c.strict_nccl_sync = env_long("SEQPAR_EMU_NCCL_SYNC_CHECK", 1) != 0;
+  if (const char* d = std::getenv("SEQPAR_EMU_DRIVER"); d && std::string(d) == "insufficient")
+    c.insufficient_driver = true;
   if (const char* o = std::getenv("SEQPAR_EMU_ORDERS"); o && *o) {
     c.orders.clear();
     std::stringstream in(o);
@@ -72,8 +74,8 @@ Config read_config() {
       }
     }
   }
-  if (c.devices < 1 || c.orders.empty()) {
-    std::fprintf(stderr, "seqpar emulated CUDA: at least one device and one order are needed\n");
+  if (c.devices < 0 || c.orders.empty()) {
+    std::fprintf(stderr, "seqpar emulated CUDA: a count of devices and one order are needed\n");
     std::abort();
   }
   return c;
@@ -96,7 +98,7 @@ Machine& machine() {
     const Config& c = config();
     // Room for the allocations, their guard pages and freed spans not yet reused.
     mm->span = (c.device_bytes * 2 + (std::size_t{64} << 20)) / page_bytes * page_bytes;
-    const std::size_t total = mm->span * static_cast<std::size_t>(c.devices);
+    const std::size_t total = mm->span * static_cast<std::size_t>(std::max(c.devices, 1));
     // Device addresses far from where the host's stack, heap and mappings usually are, so that
     // no other value in a kernel's class arguments is taken for one.
     void* dev = mmap(reinterpret_cast<void*>(std::uintptr_t{0x200000000000}), total, PROT_NONE,
@@ -708,7 +710,13 @@ cudaError_t cudaPeekAtLastError() {
   return thread_errors().last;
 }
 
-cudaError_t cudaGetDeviceCount(int* count, seqpar_emu_site) {
+cudaError_t cudaGetDeviceCount(int* count, seqpar_emu_site site) {
+  *count = 0;
+  if (config().insufficient_driver)
+    return fail(cudaErrorInsufficientDriver,
+                call_at("cudaGetDeviceCount", site) + ": SEQPAR_EMU_DRIVER=insufficient");
+  if (machine().devices.empty())
+    return fail(cudaErrorNoDevice, call_at("cudaGetDeviceCount", site) + ": SEQPAR_EMU_DEVICES=0");
   *count = static_cast<int>(machine().devices.size());
   return cudaSuccess;
 }

@@ -45,7 +45,8 @@ void adamw_mixed(M* master, W* weight, const G* g, M* m, M* v, const kernels::Se
     const bool dk = decay.value[k];
     SEQPAR_OMP(parallel for schedule(static))
     for (std::int64_t i = decay.begin(k); i < decay.end[k]; ++i) {
-      kernels::adamw(master[i], static_cast<M>(g[i]) * grad_factor, m[i], v[i], c, dk);
+      kernels::adamw(master[i], kernels::mul_of(static_cast<M>(g[i]), grad_factor), m[i], v[i], c,
+                     dk);
       if (weight) weight[i] = static_cast<W>(master[i]);
     }
   }

@@ -8,8 +8,9 @@
 // strided batched GEMM and AdamW on fp32 master weights (adamw_mixed: the CPU has no 16-bit
 // storage).
 //
-// The ops that launch kernels are declared here and defined in impl/ops.hpp: under nvcc in
-// every unit that includes this header, or, in a program built with
+// The ops that launch kernels are declared here and defined in impl/ops.hpp: in every unit
+// that includes this header and holds kernels (nvcc's, or the tests' emulated device's:
+// SEQPAR_CUDA_KERNELS), or, in a program built with
 // SEQPAR_SEPARATE_COMPILATION, once, in the unit that includes <seqpar/compiled_cuda.hpp>
 // (which instantiates them for every storage type). Seen where SEQPAR_CUDA_BACKEND is
 // defined (core/separate_compilation.hpp).
