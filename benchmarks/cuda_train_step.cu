@@ -178,7 +178,7 @@ int run(const Args& args) {
               static_cast<long long>(Model::parameter_count));
 
   TrainOptions o;
-  o.lr = 1e-4;
+  o.schedule.peak = 1e-4;
   o.weight_decay = 0.01;
   o.max_grad_norm = 1.0;
   o.micro_batch_rows = args.micro_batch_rows;

@@ -44,7 +44,7 @@ Batch make_batch() {
 
 TrainOptions make_options() {
   TrainOptions o;
-  o.lr = 1e-4;
+  o.schedule.peak = 1e-4;
   o.weight_decay = 0.01;
   o.micro_batch_rows = kMicroRows;
   return o;

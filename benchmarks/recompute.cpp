@@ -16,7 +16,7 @@ using Model =
 void recompute_step(benchmark::State& state, seqpar::Recompute mode, std::int64_t every = 1) {
   const std::int64_t rows = 8, seq = state.range(0);
   seqpar::TrainOptions o;
-  o.lr = 1e-4;
+  o.schedule.peak = 1e-4;
   o.micro_batch_rows = 4;
   o.recompute = mode;
   o.recompute_every = every;

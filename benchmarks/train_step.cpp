@@ -15,7 +15,7 @@ void train_step(benchmark::State& state, seqpar::Recompute recompute,
                 seqpar::AttentionKind attention = seqpar::AttentionKind::standard) {
   const std::int64_t rows = state.range(0), seq = state.range(1);
   seqpar::TrainOptions o;
-  o.lr = 1e-4;
+  o.schedule.peak = 1e-4;
   o.weight_decay = 0.01;
   o.recompute = recompute;
   o.attention = attention;

@@ -76,6 +76,7 @@ def main():
                          "the medians")
     bench_torch_step.add_shape_args(ap)
     args = ap.parse_args()
+    bench_torch_step.apply_presets(args)
 
     rounds = []  # (seqpar result or None, torch result) per round
     why = None

@@ -1,6 +1,6 @@
-// seqpar-plan: before launch, which plans fit a BLOOM model on N GPUs of M GB, what each
-// holds per GPU by category, what offload needs on the host, the largest micro-batch that
-// fits, and a step time from stated assumptions. The figures are the planner's
+// seqpar-plan: before launch, which plans fit a BLOOM model on N GPUs of M GB (or N CPU
+// ranks), what each holds per rank by category, what offload needs on the host, the largest
+// micro-batch that fits, and a step time from stated assumptions. The figures are the planner's
 // (include/seqpar/plan/): exact for the arena's categories on a synchronous communicator,
 // see docs/memory.md.
 #include <algorithm>
@@ -27,16 +27,19 @@ using namespace seqpar;
 
 constexpr const char* kUsage = R"(usage: seqpar-plan [options]
 
-Every parallel plan of --gpus GPUs for a BLOOM model (SeqGPT-560M unless --config), with its
-predicted memory per GPU by category, the host memory offload needs, the largest micro-batch
-that fits and a predicted step time.
+Every parallel plan of --gpus GPUs (or --device cpu: --ranks CPU ranks) for a BLOOM model
+(SeqGPT-560M unless --config), with its predicted memory per rank by category, the host
+memory offload needs, the largest micro-batch that fits and a predicted step time.
 
   --config PATH          a Hugging Face BLOOM config.json (default: SeqGPT-560M)
-  --gpus N               number of GPUs (default 1)
+  --device D             gpu | cpu (default gpu). cpu: a rank's device memory is the host's,
+                         so its device and host bytes share --memory-gb; the CPU's logits
+                         budget (32 MiB); no reserve; rates of the cpu preset (docs/cpu.md)
+  --gpus N, --ranks N    number of GPUs, or of CPU ranks (default 1)
   --gpu NAME             preset: h200 h100 a100-40 a100-80 rtx4090 rtx3090 (default h200);
                          sets the memory and every rate below, which flags after it override
-  --gpu-memory-gb M      usable memory per GPU, GiB (2^30 bytes)
-  --reserve-gb R         kept back for the CUDA context, cuBLAS and NCCL (default 1)
+  --gpu-memory-gb M      usable memory per GPU, GiB (2^30 bytes); --memory-gb M: per rank
+  --reserve-gb R         kept back for the CUDA context, cuBLAS and NCCL (default 1; cpu 0)
   --precision P          fp32 | bf16 | fp16 (default bf16: 16-bit weights, fp32 master)
   --seq S                tokens per row (default 512)
   --micro-batch B        rows per micro-batch (default 1)
@@ -47,7 +50,7 @@ that fits and a predicted step time.
   --attention A          standard | fused (default standard)
   --offload O            none | optimizer | optimizer+params (default none; parameters
                          are offloaded under ZeRO-3 only)
-  --logits-mb L          the LM head's logits budget, MiB (default 256, as on Cuda)
+  --logits-mb L          the LM head's logits budget, MiB (default 256, as on Cuda; cpu 32)
   --tflops F             dense 16-bit peak, TFLOP/s      --tflops-fp32 F   fp32 peak
   --efficiency E         fraction of the peak reached (default 0.4)
   --hbm-gbps G           device memory bandwidth, GB/s
@@ -86,7 +89,8 @@ struct Options {
   std::string model_name = "SeqGPT-560M";
   int gpus = 1;
   Hardware hw = *hardware_preset("h200");
-  double reserve_gib = 1;
+  bool cpu = false;
+  double reserve_gib = -1;  // -1: the device's default
   PlanPrecision precision = PlanPrecision::bf16;
   std::string precision_name = "bf16";
   std::int64_t seq = 512, micro_batch = 1, micro_batches = 0;
@@ -96,7 +100,7 @@ struct Options {
   bool fused = false;
   Offload offload = Offload::none;
   std::string offload_name = "none";
-  std::int64_t logits_mib = 256;
+  std::int64_t logits_mib = 0;  // 0: the device's default
   bool sync = false, json = false;
 };
 
@@ -120,16 +124,21 @@ Options parse(int argc, char** argv) {
       const std::string& path = value();
       o.model = read_bloom_config(path);
       o.model_name = path;
-    } else if (a == "--gpus") {
+    } else if (a == "--device") {
+      const std::string& v = value();
+      if (v != "gpu" && v != "cpu") usage_error("--device '" + v + "' is not gpu or cpu");
+      o.cpu = v == "cpu";
+      o.hw = o.cpu ? cpu_hardware() : *hardware_preset("h200");
+    } else if (a == "--gpus" || a == "--ranks") {
       o.gpus = static_cast<int>(integer(a, value(), 1));
-      if (o.gpus > 4096) usage_error("--gpus " + std::to_string(o.gpus) + " is more than 4096");
+      if (o.gpus > 4096) usage_error(a + " " + std::to_string(o.gpus) + " is more than 4096");
     } else if (a == "--gpu") {
       const std::string& name = value();
       const auto h = hardware_preset(name);
       if (!h)
         usage_error("--gpu '" + name + "' is not one of h200 h100 a100-40 a100-80 rtx4090 rtx3090");
       o.hw = *h;
-    } else if (a == "--gpu-memory-gb") {
+    } else if (a == "--gpu-memory-gb" || a == "--memory-gb") {
       o.hw.memory_gib = number(a, value(), 0.001);
     } else if (a == "--reserve-gb") {
       o.reserve_gib = number(a, value(), 0);
@@ -202,6 +211,8 @@ Options parse(int argc, char** argv) {
       usage_error("unknown option '" + a + "'");
     }
   }
+  if (o.reserve_gib < 0) o.reserve_gib = o.cpu ? 0 : 1;
+  if (o.logits_mib == 0) o.logits_mib = o.cpu ? 32 : 256;  // Ops<Cpu>, Ops<Cuda>
   return o;
 }
 
@@ -239,9 +250,9 @@ int main(int argc, char** argv) try {
     q.logits_bytes = o.logits_mib << 20;
     q.asynchronous = !o.sync;
     r.pred = predict(q);
-    r.max_micro_batch = max_micro_batch(q, budget);
+    r.max_micro_batch = max_micro_batch(q, budget, 1 << 16, o.cpu);
     r.seconds = step_seconds(q, r.pred, o.hw);
-    r.fits = r.pred.worst_device_peak() <= budget;
+    r.fits = (o.cpu ? r.pred.worst_joint_peak() : r.pred.worst_device_peak()) <= budget;
     rows.push_back(std::move(r));
   }
 
@@ -255,6 +266,7 @@ int main(int argc, char** argv) try {
         if (!host_memory(m)) dev[memory_name(m)] = r.pred.worst(m);
       }
       dev["total"] = r.pred.worst_device_peak();
+      dev["joint"] = r.pred.worst_joint_peak();  // with the host's: a CPU rank's whole
       json host;
       host["host_optimizer"] = r.pred.worst(Memory::host_optimizer);
       host["host_parameters"] = r.pred.worst(Memory::host_parameters);
@@ -288,6 +300,7 @@ int main(int argc, char** argv) try {
                         {"hidden", o.model.hidden},
                         {"layers", o.model.layers},
                         {"heads", o.model.heads}}},
+                      {"device", o.cpu ? "cpu" : "gpu"},
                       {"gpus", o.gpus},
                       {"gpu",
                        {{"name", o.hw.name},
@@ -323,12 +336,13 @@ int main(int argc, char** argv) try {
   std::printf(
       "%s on %d x %s (%.1f GiB, %.1f GiB usable), %s, %lld tokens a row, micro-batch %lld, "
       "recompute %s, offload %s\n",
-      o.model_name.c_str(), o.gpus, o.hw.name.c_str(), o.hw.memory_gib, gib(budget),
-      o.precision_name.c_str(), static_cast<long long>(o.seq),
+      o.model_name.c_str(), o.gpus, o.cpu ? "CPU rank" : o.hw.name.c_str(), o.hw.memory_gib,
+      gib(budget), o.precision_name.c_str(), static_cast<long long>(o.seq),
       static_cast<long long>(o.micro_batch), recompute.c_str(), o.offload_name.c_str());
   std::printf(
-      "GiB per GPU (the worst rank; categories peak at different moments, total is their "
-      "joint peak)\n\n");
+      "GiB per %s (the worst rank; categories peak at different moments, total is their "
+      "joint peak%s)\n\n",
+      o.cpu ? "rank" : "GPU", o.cpu ? ", the host's included: it is the same memory" : "");
   std::printf(
       "| plan | m | params | grads | optim | acts | buffers | gathered | unreduced | total "
       "| host | fits | max B | step s |\n");
@@ -343,15 +357,16 @@ int main(int argc, char** argv) try {
         r.plan.name().c_str(), static_cast<long long>(r.query.micro_batches), w(Memory::parameters),
         w(Memory::gradients), w(Memory::optimizer), w(Memory::activations), w(Memory::buffers),
         w(Memory::gathered_parameters), w(Memory::unreduced_gradients),
-        gib(r.pred.worst_device_peak()), gib(r.pred.worst_host_bytes()), r.fits ? "yes" : "no",
+        gib(o.cpu ? r.pred.worst_joint_peak() : r.pred.worst_device_peak()),
+        gib(r.pred.worst_host_bytes()), r.fits ? "yes" : "no",
         static_cast<long long>(r.max_micro_batch), r.seconds);
   }
   std::printf(
-      "\nm: micro-batches per data rank per step. step s: compute at %.0f%% of %.0f "
+      "\nm: micro-batches per data rank per step. step s: compute at %.0f%% of %.3g "
       "TFLOP/s, plus each axis's bytes at %.0f GB/s in a node (%.0f between nodes), plus "
-      "AdamW at %.0f GB/s HBM%s.\n",
+      "AdamW at %.0f GB/s %s%s.\n",
       100 * o.hw.efficiency, o.precision == PlanPrecision::fp32 ? o.hw.tflops_32 : o.hw.tflops_16,
-      o.hw.link_gbps, o.hw.network_gbps, o.hw.hbm_gbps,
+      o.hw.link_gbps, o.hw.network_gbps, o.hw.hbm_gbps, o.cpu ? "of memory" : "HBM",
       o.offload != Offload::none
           ? " (offloaded: on the host, and over PCIe the uploads after it and of the gradient "
             "downloads what the backward does not hide, at least the last unit's); nothing "

@@ -127,9 +127,7 @@ void write_hf_dir(const std::filesystem::path& dir, const std::filesystem::path&
   namespace fs = std::filesystem;
   {
     // The weights are M's and nothing else (the header says so; no tensor is read).
-    const seqpar::TensorFile f(weights);
-    seqpar::check_bloom_weights<M>(
-        f.names(), [&f](std::string_view n) { return f.find(n); }, weights.string());
+    const seqpar::BloomWeightsFile<M> f(weights);
   }
   const seqpar::Tokenizer tok = seqpar::Tokenizer::from_file(tokenizer_file);
   SEQPAR_CHECK(static_cast<std::int64_t>(tok.vocab_size()) <= M::vocab_size,

@@ -76,9 +76,7 @@ std::optional<PlanRun<Dev>> family_plan(std::string_view name) {
 /// allocated.
 template <BloomModel M>
 void check_weights_file(const fs::path& path) {
-  const TensorFile f(path);
-  check_bloom_weights<M>(
-      f.names(), [&f](std::string_view n) { return f.find(n); }, path.string());
+  const BloomWeightsFile<M> f(path);
 }
 
 /// A whole model on one rank for generation, in fp32 on device Dev (whatever precision
@@ -90,13 +88,9 @@ struct GenerationModel {
 
   /// Loads weights by Hugging Face names (a model, checkpoint or pytorch_model.bin).
   void load(const fs::path& path) {
-    const TensorFile f(path);
-    const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
-    check_bloom_weights<M>(f.names(), lookup, path.string());  // the file opened once
+    const BloomWeightsFile<M> f(path);
     for (std::size_t u = 0; u < stack.units().size(); ++u)
-      for (const auto& p : stack.units()[u].params)
-        load_param_block(find_bloom_tensor(lookup, p.name, path.string()), p,
-                         stack.params(u) + p.offset);
+      for (const auto& p : stack.units()[u].params) f.read(p, stack.params(u) + p.offset);
   }
 };
 
@@ -110,10 +104,8 @@ class NerModelOf final : public NerModel<Dev> {
   void read_weights(
       const fs::path& path,
       const std::function<void(const TensorLookup&, const std::string&)>& read) const override {
-    const TensorFile f(path);
-    const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
-    check_bloom_weights<M>(f.names(), lookup, path.string());
-    read(lookup, path.string());
+    const BloomWeightsFile<M> f(path);
+    read(f.lookup(), f.name());
   }
   GenerateFn load(const fs::path& path) override {
     if (!gen_) gen_ = std::make_unique<GenerationModel<M, Dev>>();

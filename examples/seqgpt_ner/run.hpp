@@ -345,25 +345,26 @@ int train_ner(const Options& options, const Launch& launch, const PlanRun<Dev>& 
       o.plan.c_str(), world, launch.how().c_str(),
       rank_comm_name(rank_comm(Dev::name, launch.processes())), Dev::name, o.precision.c_str(),
       threads, static_cast<long long>(total), static_cast<long long>(o.batch),
-      static_cast<long long>(per_epoch), o.lr, static_cast<long long>(to.warmup_steps));
+      static_cast<long long>(per_epoch), o.lr, static_cast<long long>(to.schedule.warmup));
   print_train_controls(o, shape, data_degree);
 
   const std::string labels_key = joined(d.labels);
   // What a resume must find unchanged (or be told, with --allow-changed-options).
-  const std::vector<RunKey> run_keys{{"ner.data", seqpar::file_hash(d.train_file), true},
-                                     {"ner.tokenizer", d.tokenizer_id, true},
-                                     {"ner.labels", labels_key, true},
-                                     {"ner.batch", std::to_string(o.batch), true},
-                                     {"ner.seed", std::to_string(o.seed), true},
-                                     {"ner.max_chars", std::to_string(o.max_chars), true},
-                                     {"ner.max_tokens", std::to_string(o.max_tokens), true},
-                                     {"ner.lr", real_text(o.lr), false},
-                                     {"ner.warmup_steps", std::to_string(to.warmup_steps), false},
-                                     {"ner.total_steps", std::to_string(total), false},
-                                     {"ner.weight_decay", real_text(o.weight_decay), false},
-                                     {"ner.max_grad_norm", real_text(o.max_grad_norm), false},
-                                     {"ner.truncation", o.truncation, true},
-                                     {"ner.optimizer", optimizer_key(o), false}};
+  const std::vector<RunKey> run_keys{
+      {"ner.data", seqpar::file_hash(d.train_file), true},
+      {"ner.tokenizer", d.tokenizer_id, true},
+      {"ner.labels", labels_key, true},
+      {"ner.batch", std::to_string(o.batch), true},
+      {"ner.seed", std::to_string(o.seed), true},
+      {"ner.max_chars", std::to_string(o.max_chars), true},
+      {"ner.max_tokens", std::to_string(o.max_tokens), true},
+      {"ner.lr", real_text(o.lr), false},
+      {"ner.warmup_steps", std::to_string(to.schedule.warmup), false},
+      {"ner.total_steps", std::to_string(total), false},
+      {"ner.weight_decay", real_text(o.weight_decay), false},
+      {"ner.max_grad_norm", real_text(o.max_grad_norm), false},
+      {"ner.truncation", o.truncation, true},
+      {"ner.optimizer", optimizer_key(o), false}};
   const auto metadata = [&](const DataPosition& pos) {
     // Device and precision, like the plan, are recorded and may change on a resume.
     std::map<std::string, std::string> m{{"ner.plan", o.plan},

@@ -81,13 +81,7 @@ inline seqpar::LrSchedule lr_schedule(const Options& o, std::int64_t total) {
 template <class TrainOptionsT>
 BatchShape set_train_controls(const Options& o, std::int64_t total, std::int64_t data_ranks,
                               std::int64_t stages, TrainOptionsT& to) {
-  const seqpar::LrSchedule s = lr_schedule(o, total);
-  to.lr = s.peak;
-  to.warmup_steps = s.warmup;
-  to.total_steps = s.total;
-  to.decay = s.decay;
-  to.warmup_shape = s.warmup_shape;
-  to.min_lr = o.warmup_min_lr;
+  to.schedule = lr_schedule(o, total);
   to.beta1 = o.adam_beta1;
   to.beta2 = o.adam_beta2;
   to.eps = o.adam_epsilon;

@@ -38,10 +38,10 @@ seqpar::Batch counting_batch(std::int64_t step) {
 template <class Plan>
 void train(int ranks, int steps) {
   seqpar::TrainOptions o;
-  o.lr = 3e-3;
-  o.warmup_steps = 10;
-  o.total_steps = steps;
-  o.decay = seqpar::LrDecay::cosine;
+  o.schedule.peak = 3e-3;
+  o.schedule.warmup = 10;
+  o.schedule.total = steps;
+  o.schedule.decay = seqpar::LrDecay::cosine;
   o.weight_decay = 0.01;
   o.micro_batch_rows = 4;
   seqpar::run_ranks(ranks, [&](seqpar::ThreadComm& comm) {

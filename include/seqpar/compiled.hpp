@@ -13,6 +13,8 @@
 #include "seqpar/data/impl/char_tokenizer.hpp"  // write_char_tokenizer
 #include "seqpar/data/impl/cluener.hpp"         // read_cluener
 #include "seqpar/data/impl/conll.hpp"           // read_conll, write_conll
+#include "seqpar/data/impl/json_records.hpp"    // read_records, read_texts
+#include "seqpar/data/impl/predictions.hpp"     // write_predictions, write_cluener_submission
 #include "seqpar/io/impl/hf_config.hpp"         // read_bloom_config
 #include "seqpar/io/impl/safetensors.hpp"       // SafetensorsFile, write_safetensors
 #include "seqpar/io/impl/torch_checkpoint.hpp"  // TorchCheckpoint (zip and pickle)

@@ -8,6 +8,7 @@
 #include "seqpar/backend/device.hpp"  // Cpu, Cuda, the Device concept, Ops<Device>
 #include "seqpar/config/bloom.hpp"    // BloomConfig, Bloom<...>, SeqGPT560M
 #include "seqpar/core/arena.hpp"      // Arena, Buffer, Memory categories and their counts
+#include "seqpar/core/crc32c.hpp"     // crc32c: the checksum of saved tensors
 #include "seqpar/core/dtype.hpp"      // DType, exact f16/bf16 conversions
 #include "seqpar/core/error.hpp"      // Error, SEQPAR_CHECK
 #include "seqpar/core/rng.hpp"        // CounterRng: plan-independent random numbers
@@ -15,7 +16,9 @@
 #if defined(SEQPAR_WITH_EIGEN) || __has_include(<Eigen/Core>)
 #include "seqpar/backend/cpu/ops.hpp"  // Ops<Cpu>: Eigen GEMMs and row-wise loops (seqpar::cpu)
 #endif
+#include "seqpar/comm/agreement.hpp"       // require_agreement: what every rank must share
 #include "seqpar/comm/communicator.hpp"    // the Communicator concept, CommStats, ring byte counts
+#include "seqpar/comm/fingerprint.hpp"     // CommCall, CommHistory, comm_checks
 #include "seqpar/comm/thread_comm.hpp"     // ThreadComm, run_ranks
 #include "seqpar/comm/timeout.hpp"         // comm_timeout (SEQPAR_COMM_TIMEOUT_S), CommSeconds
 #include "seqpar/io/hf_config.hpp"         // read_bloom_config: a Hugging Face config.json
@@ -36,6 +39,7 @@
 #include "seqpar/plan/plan_desc.hpp"     // PlanDesc: plan types as numbers, enumerate_plans
 #include "seqpar/plan/predict.hpp"       // predict: bytes per rank by category, bytes moved
 #include "seqpar/plan/step_time.hpp"     // Hardware presets, step_time, max_micro_batch
+#include "seqpar/train/stop.hpp"         // StopSignals, StopRequest: stop at a step boundary
 #include "seqpar/train/trainer.hpp"      // Trainer<Model, Plan, Device, Precision>
 
 #if defined(SEQPAR_WITH_MPI)

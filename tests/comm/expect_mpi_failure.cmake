@@ -1,5 +1,7 @@
-# cmake -DCOMMAND=<mpirun;...> -DEXPECT=<text> -DLIMIT_S=<seconds> -P expect_mpi_failure.cmake
-# Passes when COMMAND ends within LIMIT_S seconds with a non-zero exit and prints EXPECT.
+# cmake -DCOMMAND=<mpirun;...> -DEXPECT=<text> [-DEXPECT_ALSO=<text>] -DLIMIT_S=<seconds>
+#       -P expect_mpi_failure.cmake
+# Passes when COMMAND ends within LIMIT_S seconds with a non-zero exit and prints EXPECT (and
+# EXPECT_ALSO).
 cmake_policy(SET CMP0007 NEW)  # keep empty list items so REMOVE_ITEM can drop them
 list(REMOVE_ITEM COMMAND "")
 string(TIMESTAMP t0 "%s")
@@ -14,7 +16,11 @@ endif()
 if(rc EQUAL 0)
   message(FATAL_ERROR "the job exited 0 although a rank threw")
 endif()
-string(FIND "${out}${err}" "${EXPECT}" at)
-if(at EQUAL -1)
-  message(FATAL_ERROR "the output lacks \"${EXPECT}\"")
-endif()
+foreach(var EXPECT EXPECT_ALSO)
+  if(DEFINED ${var})
+    string(FIND "${out}${err}" "${${var}}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "the output lacks \"${${var}}\"")
+    endif()
+  endif()
+endforeach()

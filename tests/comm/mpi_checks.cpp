@@ -7,6 +7,13 @@
 //   mpi_checks --stop-in WHAT      the last rank stops itself (SIGSTOP) while the others
 //                                  wait in WHAT; with SEQPAR_COMM_TIMEOUT_S set, the job must
 //                                  end after it with the waiting call named, not hang
+//   mpi_checks --mismatch WHAT     the ranks part ways after a few good collectives: rank 1
+//                                  all-reduces 5 elements where the others do 4 (size), the
+//                                  last rank calls barrier where the others all_reduce (kind),
+//                                  broadcasts before it all-reduces (order), returns from its
+//                                  function (finish), or gathers 3 elements in its row of a
+//                                  2 x N/2 grid (split); the fingerprints must name each
+//                                  rank's call within seconds, not after the timeout
 #include <signal.h>
 
 #include <algorithm>
@@ -338,18 +345,51 @@ void fail_while_others_wait(MpiComm& world, const std::string& what, bool stop) 
     throw std::invalid_argument("unknown --fail-in " + what);
 }
 
+// After a few good collectives, the ranks call different ones (see the head comment).
+void part_ways(MpiComm& world, const std::string& how) {
+  const int last = world.size() - 1, r = world.rank();
+  float x[8] = {};
+  for (int i = 0; i < 3; ++i) world.all_reduce(x, 2, ReduceOp::sum);
+  world.barrier();
+  if (how == "size") {
+    world.all_reduce(x, r == 1 ? 5 : 4, ReduceOp::sum);
+  } else if (how == "kind") {
+    if (r == last)
+      world.barrier();
+    else
+      world.all_reduce(x, 4, ReduceOp::sum);
+  } else if (how == "order") {
+    if (r == last) world.broadcast(x, 2, 0);
+    world.all_reduce(x, 4, ReduceOp::sum);
+    if (r != last) world.broadcast(x, 2, 0);
+  } else if (how == "finish") {
+    if (r != last) world.all_reduce(x, 4, ReduceOp::sum);  // the last rank returns
+  } else if (how == "split") {
+    const int cols = world.size() / 2;
+    MpiComm column = world.split(r % cols, r / cols);
+    column.all_gather(x, x + 4, r == last ? 3 : 2);
+  } else {
+    throw std::invalid_argument("unknown --mismatch " + how);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string fail_in;
+  std::string fail_in, mismatch;
   bool stop = false;
   int expect_ranks = 0;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--fail-in") fail_in = argv[i + 1];
     if (std::string(argv[i]) == "--stop-in") fail_in = argv[i + 1], stop = true;
     if (std::string(argv[i]) == "--expect-ranks") expect_ranks = std::stoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--mismatch") mismatch = argv[i + 1];
   }
   return mpi_main(argc, argv, [&](MpiComm& world) {
+    if (!mismatch.empty()) {
+      part_ways(world, mismatch);
+      return 0;
+    }
     if (!fail_in.empty()) {
       fail_while_others_wait(world, fail_in, stop);
       return 0;

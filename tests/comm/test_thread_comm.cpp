@@ -179,14 +179,15 @@ TEST_CASE("ThreadComm sums 16-bit floats in float and rounds once") {
 TEST_CASE("ThreadComm moves 16-bit floats bit for bit, and a type mismatch names both types") {
   run_ranks(2, [](ThreadComm& c) {
     // NaN payloads and signed zero survive broadcast and send/recv.
-    std::vector<Bf16Bits> v = {{0x7fc1}, {0x8000}, {0x3f80}, {0xff80}};
+    std::vector<Bf16Bits> v = {Bf16Bits::from_bits(0x7fc1), Bf16Bits::from_bits(0x8000),
+                               Bf16Bits::from_bits(0x3f80), Bf16Bits::from_bits(0xff80)};
     const auto sent = v;
     if (c.rank() == 1) std::fill(v.begin(), v.end(), Bf16Bits{});
     c.broadcast(v.data(), v.size(), 0);
     CHECK(v == sent);
     if (c.rank() == 0) {
       c.send(sent.data(), sent.size(), 1, 4);
-      const F16Bits h{0x3c00};
+      const F16Bits h = F16Bits::from_bits(0x3c00);
       c.send(&h, 1, 1, 5);
     } else {
       std::vector<Bf16Bits> got(4);

@@ -181,9 +181,11 @@ TEST_CASE("ThreadComm names the ranks of mismatched collectives") {
                                      std::vector<float> v(8);
                                      c.all_reduce(v.data(), c.rank() == 1 ? 5 : 4, ReduceOp::sum);
                                    }),
-                         "ThreadComm: mismatched collectives in a 4-rank group: rank 0, rank 2, "
-                         "rank 3 called all_reduce<F32>(n=4, sum); rank 1 called "
-                         "all_reduce<F32>(n=5, sum)",
+                         doctest::Contains("ThreadComm: mismatched collectives in a 4-rank group: "
+                                           "rank 0, rank 2, rank 3 called all_reduce<F32>(n=4, "
+                                           "sum); rank 1 called all_reduce<F32>(n=5, sum) (its "
+                                           "collective #1)\nrank 0's last call, oldest first:\n"
+                                           "  world #1 all_reduce<F32>(n=4, sum)\nrank 1's last"),
                          Error);
   }
   SUBCASE("different kinds, ops, types and roots") {
@@ -229,8 +231,11 @@ TEST_CASE("ThreadComm fails instead of hanging when a rank returns without its p
                                      float x;
                                      if (c.rank() == 0) c.recv(&x, 1, 1, 4);
                                    }),
-                         "ThreadComm: rank 1 returned from its function without sending the "
-                         "message (tag 4) that rank 0 waits for",
+                         doctest::Contains("ThreadComm: rank 1 returned from its function without "
+                                           "sending the message (tag 4) that rank 0 waits for\n"
+                                           "rank 0's last call, oldest first:\n  world "
+                                           "recv<F32>(n=1, from rank 1, tag 4)\nrank 1 made no "
+                                           "communicator call"),
                          Error);
   });
   CHECK(seconds < 2.0);

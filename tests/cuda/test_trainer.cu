@@ -201,7 +201,7 @@ TEST_CASE("Bf16Mixed compute_gradients scales by 1 / targets rounded once, as st
     b.labels[i] = ignore_index;
   REQUIRE(b.view().target_count() == 257);
   auto o = trainer_options();
-  o.lr = 0;  // the step leaves the weights (and its gradients) as they are
+  o.schedule.peak = 0;  // the step leaves the weights (and its gradients) as they are
   o.max_grad_norm = 0;
   Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> direct(o), stepped(o);
   direct.compute_gradients(b);

@@ -41,10 +41,10 @@ inline Batch trainer_batch(int step, std::int64_t rows = 4) {
 /// Two micro-batches of two rows, clipping active, weight decay on.
 inline TrainOptions trainer_options() {
   TrainOptions o;
-  o.lr = 2e-3;
+  o.schedule.peak = 2e-3;
   o.weight_decay = 0.01;
-  o.warmup_steps = 1;
-  o.total_steps = 10;
+  o.schedule.warmup = 1;
+  o.schedule.total = 10;
   o.max_grad_norm = 0.5;
   o.micro_batch_rows = 2;
   o.seed = 17;

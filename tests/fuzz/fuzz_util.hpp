@@ -13,12 +13,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "seqpar/core/error.hpp"
 #include "seqpar/data/ner_record.hpp"
+#include "seqpar/data/record.hpp"
 #include "seqpar/io/detail/utf8.hpp"
 
 namespace seqpar::fuzz {
@@ -67,36 +70,79 @@ void expect_clean(F&& body) {
   }
 }
 
-/// Aborts unless every kept record holds what the NER readers promise: each span inside
-/// its text (code points, end inclusive) and spelling those code points, and the report
-/// counting exactly the records kept.
-inline void check_ner(const seqpar::NerDataset& d) {
-  for (const auto& r : d.records) {
-    std::vector<std::size_t> starts;  // byte offset of each code point, then the end
-    for (std::size_t i = 0; i < r.text.size();) {
-      starts.push_back(i);
-      (void)seqpar::detail::utf8_next(r.text, i);
-    }
-    starts.push_back(r.text.size());
-    const auto chars = static_cast<std::int64_t>(starts.size()) - 1;
-    for (const auto& s : r.spans) {
-      if (s.start < 0 || s.end < s.start || s.end >= chars) {
-        std::fprintf(stderr, "span [%lld, %lld] outside a text of %lld code points\n",
-                     static_cast<long long>(s.start), static_cast<long long>(s.end),
-                     static_cast<long long>(chars));
-        std::abort();
-      }
-      const auto b = starts[static_cast<std::size_t>(s.start)],
-                 e = starts[static_cast<std::size_t>(s.end) + 1];
-      if (r.text.compare(b, e - b, s.text) != 0) {
-        std::fprintf(stderr, "span text '%s' is not the text's code points %lld..%lld\n",
-                     s.text.c_str(), static_cast<long long>(s.start),
-                     static_cast<long long>(s.end));
-        std::abort();
-      }
-    }
-  }
-  if (static_cast<std::int64_t>(d.records.size()) != d.report.records) std::abort();
+/// Aborts, saying why, when `ok` is false.
+inline void require(bool ok, const char* what) {
+  if (ok) return;
+  std::fprintf(stderr, "seqpar fuzz: %s\n", what);
+  std::abort();
 }
+
+/// Byte offset of each code point of `text`, then its size.
+inline std::vector<std::size_t> code_point_starts(const std::string& text) {
+  std::vector<std::size_t> starts;
+  for (std::size_t i = 0; i < text.size();) {
+    starts.push_back(i);
+    (void)seqpar::detail::utf8_next(text, i);
+  }
+  starts.push_back(text.size());
+  return starts;
+}
+
+/// Aborts unless [start, end] (code points, end inclusive) lies inside `text` and spells
+/// `expected`.
+inline void check_span(const std::string& text, const std::vector<std::size_t>& starts,
+                       std::int64_t start, std::int64_t end, const std::string& expected) {
+  const auto chars = static_cast<std::int64_t>(starts.size()) - 1;
+  if (start < 0 || end < start || end >= chars) {
+    std::fprintf(stderr, "span [%lld, %lld] outside a text of %lld code points\n",
+                 static_cast<long long>(start), static_cast<long long>(end),
+                 static_cast<long long>(chars));
+    std::abort();
+  }
+  const auto b = starts[static_cast<std::size_t>(start)],
+             e = starts[static_cast<std::size_t>(end) + 1];
+  if (text.compare(b, e - b, expected) != 0) {
+    std::fprintf(stderr, "span text '%s' is not the text's code points %lld..%lld\n",
+                 expected.c_str(), static_cast<long long>(start), static_cast<long long>(end));
+    std::abort();
+  }
+}
+
+/// Aborts unless every kept record holds what the readers promise: each NER span and each
+/// relation's span inside its text and spelling its string, each relation's head and tail
+/// in the text, the annotation of the file's task alone, ids unique, and the report
+/// counting exactly the records and annotations kept.
+inline void check_records(const seqpar::TextDataset& d) {
+  std::set<std::pair<bool, std::string>> ids;
+  std::int64_t annotations = 0;
+  const auto task = d.task();
+  for (const auto& r : d.records) {
+    const auto starts = code_point_starts(r.text);
+    for (const auto& s : r.spans) check_span(r.text, starts, s.start, s.end, s.text);
+    for (const auto& t : r.relations) {
+      require(!t.head.empty() && !t.tail.empty() && !t.relation.empty(), "an empty relation field");
+      require(r.text.find(t.head) != std::string::npos && r.text.find(t.tail) != std::string::npos,
+              "a relation's entity is not in its text");
+      if (t.head_span) check_span(r.text, starts, t.head_span->start, t.head_span->end, t.head);
+      if (t.tail_span) check_span(r.text, starts, t.tail_span->start, t.tail_span->end, t.tail);
+    }
+    require(r.labelled || (r.spans.empty() && r.label.empty() && r.relations.empty()),
+            "an unlabelled record with an annotation");
+    require(!r.labelled || task.has_value(), "a labelled record in a file of text only");
+    require(task == seqpar::NluTask::ner || r.spans.empty(), "NER spans outside a NER file");
+    require(task == seqpar::NluTask::classification || r.label.empty(),
+            "a class outside a classification file");
+    require(task == seqpar::NluTask::relation || r.relations.empty(),
+            "relations outside a relation file");
+    require(ids.emplace(r.id.is_string, r.id.text()).second, "two records share an id");
+    annotations += static_cast<std::int64_t>(r.spans.size() + r.relations.size());
+  }
+  require(static_cast<std::int64_t>(d.records.size()) == d.report.records,
+          "the report counts other records than those kept");
+  require(annotations == d.report.mentions, "the report counts other annotations than those kept");
+}
+
+/// The NER readers' promises (check_records).
+inline void check_ner(const seqpar::NerDataset& d) { check_records(d); }
 
 }  // namespace seqpar::fuzz

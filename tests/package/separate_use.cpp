@@ -5,6 +5,8 @@
 #include <seqpar/data/char_tokenizer.hpp>
 #include <seqpar/data/cluener.hpp>
 #include <seqpar/data/conll.hpp>
+#include <seqpar/data/json_records.hpp>
+#include <seqpar/data/predictions.hpp>
 #include <seqpar/seqpar.hpp>
 
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -90,6 +93,25 @@ int main() {
   expect(conll.records.size() == 1 && conll.records[0].text == "张三在北京" &&
              conll.records[0].spans.size() == 1 && conll.records[0].spans[0].label == "name",
          "write_conll, read_conll");
+
+  // The records of another task, and predictions written back as JSON lines.
+  write_text(dir / "classes.jsonl", R"({"id": 7, "text": "国足战平叙利亚", "label": "体育"})"
+                                    "\n");
+  const seqpar::TextDataset classes = seqpar::read_records(dir / "classes.jsonl", std::nullopt);
+  expect(classes.task() == seqpar::NluTask::classification && classes.records.size() == 1 &&
+             classes.records[0].id.number == 7,
+         "read_records");
+  const seqpar::TaskSpec spec = seqpar::task_spec(classes);
+  const auto predictions = seqpar::predict(
+      spec, classes.records,
+      [](std::span<const std::string> p) { return std::vector<std::string>(p.size(), "体育"); });
+  seqpar::write_predictions(dir / "predictions.jsonl", spec, predictions);
+  std::ifstream written(dir / "predictions.jsonl");
+  std::string line;
+  std::getline(written, line);
+  expect(line.find(R"("id":7,"task":"classification")") != std::string::npos &&
+             line.find(R"("label":"体育")") != std::string::npos,
+         "write_predictions (got '" + line + "')");
 
 #if defined(SEQPAR_WITH_ONIGURUMA)
   const std::vector<std::string> texts = {"张三在北京", "hello world"};

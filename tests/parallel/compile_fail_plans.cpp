@@ -33,6 +33,10 @@ int main() {
   Trainer<M, Pipeline<dynamic>> t(ThreadComm{}, TrainOptions{});
 #elif RULE == 13  // a data axis for a policy that is not a data policy
   static_assert(sizeof(DataAxis<TensorSplit<2>, BloomStack<M, Cpu, float>, Cpu, float>) > 0);
+#elif RULE == 14  // a data axis over something that is not a stack of units
+  static_assert(sizeof(DataAxis<Replicated<2>, int, Cpu, float>) > 0);
+#elif RULE == 15  // a stack whose tensor axis has no sum or max hooks
+  static_assert(sizeof(BloomStack<M, Cpu, float, int>) > 0);
 #endif
   return 0;
 }

@@ -1,5 +1,6 @@
 // Every data-parallel variant gives the losses and final weights of Replicated<1> on the
-// same global batches; per-rank memory and bytes moved match the ZeRO and ring figures.
+// same global batches, in fp32 and in bf16 (Bf16Mixed, against the fp32 run); per-rank
+// memory and bytes moved match the ZeRO and ring figures.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -20,6 +21,13 @@ TEST_CASE_TEMPLATE_INVOKE(data_parallel_plans, Replicated<2>, Replicated<4>, Rep
                           Sharded<Zero1, 2>, Sharded<Zero1, 4>, Sharded<Zero1, 8>,
                           Sharded<Zero2, 2>, Sharded<Zero2, 4>, Sharded<Zero2, 8>,
                           Sharded<Zero3, 2>, Sharded<Zero3, 4>, Sharded<Zero3, 8>);
+
+// The same plans in bf16: one trainer per data policy, its dynamic degree taking 2, 4 and
+// 8 ranks (the steps of Replicated<2>, <4> and <8>, ...: one instantiation, not three).
+TEST_CASE_TEMPLATE("data-parallel plans in bf16 equal the fp32 Replicated<1> within bf16's bounds",
+                   Plan, Replicated<>, Sharded<Zero1>, Sharded<Zero2>, Sharded<Zero3>) {
+  for (int n : {2, 4, 8}) check_equivalent<Plan, Bf16Mixed>(n);
+}
 
 // ZeRO-2/3 keep a unit's reduction in flight, and ZeRO-3 gathers the next unit ahead,
 // only where the async collectives really run behind the caller: here they run when joined.

@@ -1,6 +1,7 @@
 // Pipeline plans (both schedules) and their hybrids give the losses and final weights of
-// Replicated<1>; 1F1B holds fewer activations on the first stage than GPipe; both
-// schedules run over a transport whose sends wait for their receives.
+// Replicated<1>, in fp32 and in bf16 (against the fp32 run); 1F1B holds fewer activations
+// on the first stage than GPipe; both schedules run over a transport whose sends wait for
+// their receives.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -20,6 +21,26 @@ TEST_CASE_TEMPLATE_INVOKE(pipeline_plans, PP2, PP4, Pipeline<2, GPipe>, Pipeline
                           Hybrid<TP2, PP2>, Hybrid<TP2, PP2, DP2>, Hybrid<PP2, Sharded<Zero3, 2>>,
                           Hybrid<PP2, Sharded<Zero2, 2>>,
                           Hybrid<Pipeline<2, GPipe>, TP2, Sharded<Zero1, 2>>);
+
+// The same plans in bf16, each named by the fp32 plan it stands for; a dynamic data degree
+// serves several (one instantiation, not one a world size).
+TEST_CASE("pipeline plans in bf16 equal the fp32 Replicated<1> within bf16's bounds") {
+  using test::check_equivalent;
+  using TP2PP2 = Hybrid<TP2, PP2, Replicated<>>;
+  SUBCASE("PP2") { check_equivalent<Hybrid<PP2, Replicated<>>, Bf16Mixed>(2); }
+  SUBCASE("PP4") { check_equivalent<PP4, Bf16Mixed>(4); }
+  SUBCASE("Pipeline<2, GPipe>") {
+    check_equivalent<Hybrid<Pipeline<2, GPipe>, Replicated<>>, Bf16Mixed>(2);
+  }
+  SUBCASE("Pipeline<4, GPipe>") { check_equivalent<Pipeline<4, GPipe>, Bf16Mixed>(4); }
+  SUBCASE("TP2 x PP2") { check_equivalent<TP2PP2, Bf16Mixed>(4); }
+  SUBCASE("TP2 x PP2 x DP2") { check_equivalent<TP2PP2, Bf16Mixed>(8); }
+  SUBCASE("PP2 x ZeRO-3 over 2") { check_equivalent<Hybrid<PP2, Sharded<Zero3>>, Bf16Mixed>(4); }
+  SUBCASE("PP2 x ZeRO-2 over 2") { check_equivalent<Hybrid<PP2, Sharded<Zero2>>, Bf16Mixed>(4); }
+  SUBCASE("GPipe x TP2 x ZeRO-1 over 2") {
+    check_equivalent<Hybrid<Pipeline<2, GPipe>, TP2, Sharded<Zero1>>, Bf16Mixed>(8);
+  }
+}
 
 namespace {
 template <class Plan>

@@ -1,5 +1,6 @@
 // Tensor-split plans and their hybrids with data parallelism give the losses and final
-// weights of Replicated<1>; their byte counts match the Megatron figures.
+// weights of Replicated<1>, in fp32 and in bf16 (against the fp32 run); their byte counts
+// match the Megatron figures.
 #include <doctest/doctest.h>
 
 #include "../support/plans.hpp"
@@ -13,6 +14,22 @@ TEST_CASE_TEMPLATE_DEFINE("tensor-split plan equals Replicated<1>", Plan, tensor
 TEST_CASE_TEMPLATE_INVOKE(tensor_plans, TP2, TP4, Hybrid<TP2, DP2>, Hybrid<DP2, TP2>,
                           Hybrid<TP2, Sharded<Zero3, 2>>, Hybrid<TP2, DP4>,
                           Hybrid<TP4, Sharded<Zero1, 2>>);
+
+// The same plans in bf16, each named by the fp32 plan it stands for; a dynamic data degree
+// serves several (one instantiation, not one a world size; ZeRO-1 over one data rank makes
+// Replicated's step).
+TEST_CASE("tensor-split plans in bf16 equal the fp32 Replicated<1> within bf16's bounds") {
+  using test::check_equivalent;
+  using TP2DP = Hybrid<TP2, Replicated<>>;
+  using TP4Z1 = Hybrid<TP4, Sharded<Zero1>>;
+  SUBCASE("TP2") { check_equivalent<TP2DP, Bf16Mixed>(2); }
+  SUBCASE("TP4") { check_equivalent<TP4Z1, Bf16Mixed>(4); }
+  SUBCASE("TP2 x DP2") { check_equivalent<TP2DP, Bf16Mixed>(4); }
+  SUBCASE("DP2 x TP2") { check_equivalent<Hybrid<Replicated<>, TP2>, Bf16Mixed>(4); }
+  SUBCASE("TP2 x ZeRO-3 over 2") { check_equivalent<Hybrid<TP2, Sharded<Zero3>>, Bf16Mixed>(4); }
+  SUBCASE("TP2 x DP4") { check_equivalent<TP2DP, Bf16Mixed>(8); }
+  SUBCASE("TP4 x ZeRO-1 over 2") { check_equivalent<TP4Z1, Bf16Mixed>(8); }
+}
 
 TEST_CASE_TEMPLATE_DEFINE(
     "recomputed attention probabilities give the same bits on every rank (TP2 x PP2)", Plan,

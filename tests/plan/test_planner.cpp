@@ -53,6 +53,13 @@ struct Mode {
   Offload offload = Offload::none;
 };
 
+template <class Prec>
+constexpr PlanPrecision plan_precision() {
+  return Prec::dtype == DType::bf16  ? PlanPrecision::bf16
+         : Prec::dtype == DType::f16 ? PlanPrecision::fp16
+                                     : PlanPrecision::fp32;
+}
+
 const char* kind_name(CollectiveKind k) {
   constexpr const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
                                    "send",       "recv",           "barrier"};
@@ -84,7 +91,7 @@ void check_comm(const char* axis, const CommStats& measured, const CommStats& pr
   }
 }
 
-template <class Plan>
+template <class Plan, class Prec = Fp32>
 void check_plan(Mode mode) {
   constexpr int n = PlanTraits<Plan>::world_size;
   const PlanDesc desc = PlanDesc::of<Plan>();
@@ -99,19 +106,20 @@ void check_plan(Mode mode) {
   q.offload = mode.offload;
   q.fused_attention = mode.attention == AttentionKind::fused;
   q.logits_bytes = Ops<Cpu>::logits_chunk_bytes;
+  q.precision = plan_precision<Prec>();
   const PlanPrediction want = predict(q);
   REQUIRE(want.ranks.size() == static_cast<std::size_t>(desc.pipeline * desc.tensor));
 
   std::mutex m;
   run_ranks(n, [&](ThreadComm& world) {
     TrainOptions o;
-    o.lr = 1e-3;
+    o.schedule.peak = 1e-3;
     o.micro_batch_rows = kMicroRows;
     o.recompute = mode.recompute;
     o.recompute_every = mode.recompute_every;
     o.attention = mode.attention;
     o.offload = mode.offload;
-    Trainer<Tiny, Plan> t(world, o);
+    Trainer<Tiny, Plan, Cpu, Prec> t(world, o);
     t.step(make_batch(0));  // the scratch every step reuses is grown in the first
     const CommStats data0 = t.data_stats(), tensor0 = t.tensor_stats(),
                     pipe0 = t.mesh().pipeline.stats();
@@ -121,6 +129,7 @@ void check_plan(Mode mode) {
 
     std::lock_guard lock(m);
     CAPTURE(desc.name());
+    CAPTURE(dtype_name(Prec::dtype));
     CAPTURE(world.rank());
     CAPTURE(static_cast<int>(mode.recompute));
     CAPTURE(static_cast<int>(mode.attention));
@@ -153,20 +162,21 @@ void check_plan(Mode mode) {
 }
 
 // Run-time modes of one instantiation per plan (the build of this test stays short).
-template <class Plan>
+template <class Plan, class Prec = Fp32>
 void check_modes() {
-  check_plan<Plan>({Recompute::none, AttentionKind::standard});
-  check_plan<Plan>({Recompute::selective, AttentionKind::standard});
-  check_plan<Plan>({Recompute::none, AttentionKind::fused});
-  check_plan<Plan>({Recompute::full, AttentionKind::standard});
-  check_plan<Plan>({Recompute::full, AttentionKind::fused});
+  check_plan<Plan, Prec>({Recompute::none, AttentionKind::standard});
+  check_plan<Plan, Prec>({Recompute::selective, AttentionKind::standard});
+  check_plan<Plan, Prec>({Recompute::none, AttentionKind::fused});
+  check_plan<Plan, Prec>({Recompute::full, AttentionKind::standard});
+  check_plan<Plan, Prec>({Recompute::full, AttentionKind::fused});
   // blocks 0 and 2 recomputed, 1 and 3 keep their record (one of each on a stage of PP2)
-  check_plan<Plan>({Recompute::full, AttentionKind::standard, 2});
-  check_plan<Plan>({Recompute::none, AttentionKind::standard, 1, Offload::optimizer});
-  check_plan<Plan>({Recompute::full, AttentionKind::fused, 2, Offload::optimizer});
+  check_plan<Plan, Prec>({Recompute::full, AttentionKind::standard, 2});
+  check_plan<Plan, Prec>({Recompute::none, AttentionKind::standard, 1, Offload::optimizer});
+  check_plan<Plan, Prec>({Recompute::full, AttentionKind::fused, 2, Offload::optimizer});
   if constexpr (PlanTraits<Plan>::zero_stage == 3) {
-    check_plan<Plan>({Recompute::none, AttentionKind::standard, 1, Offload::optimizer_and_params});
-    check_plan<Plan>(
+    check_plan<Plan, Prec>(
+        {Recompute::none, AttentionKind::standard, 1, Offload::optimizer_and_params});
+    check_plan<Plan, Prec>(
         {Recompute::selective, AttentionKind::standard, 1, Offload::optimizer_and_params});
   }
 }
@@ -182,6 +192,12 @@ TEST_CASE("planner: predicted peaks and bytes moved match the arena and the coun
   SUBCASE("Pipeline<2,OneFOneB>") { check_modes<PP2>(); }
   SUBCASE("Pipeline<2,GPipe>") { check_modes<Pipeline<2, GPipe>>(); }
   SUBCASE("Hybrid<TP2,PP2,Zero3>") { check_modes<Hybrid<TP2, PP2, Sharded<Zero3, 2>>>(); }
+  // 16-bit storage on the CPU: 2-byte parameters, gradients and activations, fp32 master
+  // weights and moments, float statistics and the LM head's dh summed in float
+  SUBCASE("Hybrid<TP2,PP2,Zero3>, bf16") {
+    check_modes<Hybrid<TP2, PP2, Sharded<Zero3, 2>>, Bf16Mixed>();
+  }
+  SUBCASE("Sharded<Zero1,2>, fp16") { check_modes<Sharded<Zero1, 2>, Fp16Mixed>(); }
 }
 
 TEST_CASE("planner: plan types map to run-time descriptions, named as C++ spells them") {

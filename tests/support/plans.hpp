@@ -2,6 +2,8 @@
 // Running a plan on N ThreadComm ranks and comparing it with Replicated<1>, or with itself
 // over communicators whose async collectives run only when joined.
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <string>
@@ -40,10 +42,10 @@ inline Batch plan_batch(int step) {
 
 inline TrainOptions plan_options() {
   TrainOptions o;
-  o.lr = 3e-3;
+  o.schedule.peak = 3e-3;
   o.weight_decay = 0.1;
-  o.warmup_steps = 2;
-  o.total_steps = 10;
+  o.schedule.warmup = 2;
+  o.schedule.total = 10;
   o.max_grad_norm = 0.5;  // active: the norm starts near 2
   o.micro_batch_rows = 2;
   o.seed = 5;
@@ -68,11 +70,16 @@ inline RunResult reference_run(int steps) {
   return r;
 }
 
-/// Compares a rank's local block of each tensor with the same block of the full reference.
+/// A rank's weights against the same blocks of the full reference, as relative L2 errors:
+/// of the worst tensor, of the worst matrix, and of all the rank's tensors together.
+struct WeightError {
+  double worst_tensor = 0, worst_matrix = 0, all = 0;
+};
 template <class TrainerT>
-double max_weight_error(TrainerT& t, const RunResult& ref) {
-  double worst = 0;
-  t.for_each_param([&](const ParamSpec& p, float* v, float*) {
+WeightError weight_error(TrainerT& t, const RunResult& ref) {
+  WeightError e;
+  double num = 0, den = 0;
+  t.for_each_param([&](const ParamSpec& p, auto* v, auto*) {
     const auto& full = ref.weights.at(p.name);
     std::vector<float> want(static_cast<std::size_t>(p.numel())), got(v, v + p.numel());
     for (std::int64_t r = 0; r < p.local_rows; ++r)
@@ -83,16 +90,30 @@ double max_weight_error(TrainerT& t, const RunResult& ref) {
                 ? full[static_cast<std::size_t>(fr * p.cols + fc)]
                 : 0.0f;
       }
-    worst = std::max(worst, rel_norm_err(got, want));
+    const double err = rel_norm_err(got, want);
+    e.worst_tensor = std::max(e.worst_tensor, err);
+    if (!p.vector) e.worst_matrix = std::max(e.worst_matrix, err);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+      num += d * d;
+      den += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+    }
   });
-  return worst;
+  e.all = std::sqrt(num / std::max(den, 1e-300));
+  return e;
+}
+/// The worst tensor's error (weight_error).
+template <class TrainerT>
+double max_weight_error(TrainerT& t, const RunResult& ref) {
+  return weight_error(t, ref).worst_tensor;
 }
 
-/// Runs `steps` steps of plan Plan on n ThreadComm ranks; fn(rank, trainer, losses) checks.
-template <class Plan, class Check>
+/// Runs `steps` steps of plan Plan in precision Prec on n ThreadComm ranks; fn(rank,
+/// trainer, losses, norms) checks.
+template <class Plan, class Prec = Fp32, class Check>
 void run_plan(int n, int steps, Check&& check) {
   run_ranks(n, [&](ThreadComm& comm) {
-    Trainer<Small, Plan> t(comm, plan_options());
+    Trainer<Small, Plan, Cpu, Prec> t(comm, plan_options());
     std::vector<double> losses, norms;
     for (int s = 0; s < steps; ++s) {
       const auto st = t.step(plan_batch(s));
@@ -103,8 +124,8 @@ void run_plan(int n, int steps, Check&& check) {
   });
 }
 
-/// One rank's losses, gradient norms, evaluation losses, final logits and local weights,
-/// and the all-gathers its data axis made.
+/// One rank's losses, gradient norms, evaluation losses, final logits and local weights
+/// (16-bit ones widened: exactly), and the all-gathers its data axis made.
 struct RankRun {
   std::vector<double> losses, norms, evals;
   std::vector<float> logits;
@@ -113,16 +134,16 @@ struct RankRun {
   bool operator==(const RankRun&) const = default;
 };
 
-/// Runs `steps` steps of Plan with options o on n ThreadComm ranks, each trainer over
-/// comm_of(rank's ThreadComm), with an evaluation after each step; then the logits of
-/// batch 0 and the weights are read, and after(rank, communicator) runs.
-template <class Plan, class CommOf, class After>
+/// Runs `steps` steps of Plan in precision Prec with options o on n ThreadComm ranks, each
+/// trainer over comm_of(rank's ThreadComm), with an evaluation after each step; then the
+/// logits of batch 0 and the weights are read, and after(rank, communicator) runs.
+template <class Plan, class Prec = Fp32, class CommOf, class After>
 std::vector<RankRun> run_plan_over(int n, int steps, const TrainOptions& o, CommOf&& comm_of,
                                    After&& after) {
   std::vector<RankRun> runs(static_cast<std::size_t>(n));
   run_ranks(n, [&](ThreadComm& thread_comm) {
     auto comm = comm_of(thread_comm);
-    Trainer<Small, Plan> t(comm, o);
+    Trainer<Small, Plan, Cpu, Prec> t(comm, o);
     RankRun& r = runs[static_cast<std::size_t>(thread_comm.rank())];
     for (int s = 0; s < steps; ++s) {
       const auto st = t.step(plan_batch(s));
@@ -130,10 +151,11 @@ std::vector<RankRun> run_plan_over(int n, int steps, const TrainOptions& o, Comm
       r.norms.push_back(st.grad_norm);
       r.evals.push_back(t.evaluate(plan_batch(100 + s)));
     }
-    r.logits = t.logits(plan_batch(0));
+    const auto logits = t.logits(plan_batch(0));
+    r.logits.assign(logits.begin(), logits.end());
     r.data_gathers = static_cast<std::int64_t>(t.data_stats()[CollectiveKind::all_gather].calls);
     t.for_each_param(
-        [&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
+        [&](const ParamSpec& p, auto* v, auto*) { r.weights[p.name].assign(v, v + p.numel()); });
     after(thread_comm.rank(), comm);
   });
   return runs;
@@ -146,33 +168,56 @@ inline const RunResult& reference() {
   return r;
 }
 
-/// Runs Plan on n ranks and checks every rank's losses, gradient norms and final weights
-/// against Replicated<1>: fp32 sums in another order (per rank, then across ranks) after
-/// five AdamW steps stay within 1e-5 (losses, norms) and 1e-4 (weights, relative L2).
-template <class Plan>
+/// How far a plan's run in precision Prec may be from the fp32 Replicated<1> run after
+/// kPlanSteps AdamW steps, relative. Fp32: sums in another order (per rank, then across
+/// ranks); per tensor, since AdamW's m / sqrt(v) turns rounding noise into full steps where
+/// a gradient is zero in exact arithmetic (the key bias: softmax ignores a per-row constant).
+/// 16-bit storage: the bf16 bounds of the GPU backend's checks (||out - ref|| / ||ref|| at
+/// most 1e-2) on the weights, every matrix and all of a rank's tensors together (the small
+/// bias and layernorm vectors alone differ by up to 15 %: the same noise, now bf16's, in
+/// their steps); the loss, a mean over all tokens, within 1e-3.
+template <class Prec>
+struct PlanTolerance {
+  static constexpr bool fp32 = Prec::dtype == DType::f32;
+  static constexpr double loss = fp32 ? 1e-5 : 1e-3, norm = fp32 ? 1e-5 : 1e-2;
+  static void check_weights(const WeightError& e) {
+    if constexpr (fp32) {
+      CHECK(e.worst_tensor < 1e-4);
+    } else {
+      CHECK(e.worst_matrix < 1e-2);
+      CHECK(e.all < 1e-2);
+    }
+  }
+};
+
+/// Runs Plan in precision Prec on n ranks and checks every rank's losses, gradient norms
+/// and final weights against the fp32 Replicated<1> run, within PlanTolerance<Prec>.
+template <class Plan, class Prec = Fp32>
 void check_equivalent(int n) {
+  using Tol = PlanTolerance<Prec>;
   const auto& ref = reference();
   std::mutex m;
-  run_plan<Plan>(
+  run_plan<Plan, Prec>(
       n, kPlanSteps,
       [&](int rank, auto& t, const std::vector<double>& losses, const std::vector<double>& norms) {
-        const double werr = max_weight_error(t, ref);
+        const WeightError werr = weight_error(t, ref);
         std::lock_guard lock(m);
         CAPTURE(rank);
+        CAPTURE(n);
         for (int s = 0; s < kPlanSteps; ++s) {
           CHECK(losses[static_cast<std::size_t>(s)] ==
-                doctest::Approx(ref.losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
+                doctest::Approx(ref.losses[static_cast<std::size_t>(s)]).epsilon(Tol::loss));
           CHECK(norms[static_cast<std::size_t>(s)] ==
-                doctest::Approx(ref.norms[static_cast<std::size_t>(s)]).epsilon(1e-5));
+                doctest::Approx(ref.norms[static_cast<std::size_t>(s)]).epsilon(Tol::norm));
         }
-        CHECK(werr < 1e-4);
+        Tol::check_weights(werr);
       });
 }
 
 /// run_plan_over on plain ThreadComm ranks.
-template <class Plan>
+template <class Plan, class Prec = Fp32>
 std::vector<RankRun> run_plan_threads(int n, int steps, const TrainOptions& o) {
-  return run_plan_over<Plan>(
+  return run_plan_over<Plan, Prec>(
       n, steps, o, [](ThreadComm& c) { return c; }, [](int, ThreadComm&) {});
 }
 

@@ -9,12 +9,13 @@
 
 namespace seqpar::test {
 
-/// Every weight of a trainer (this rank's blocks), in for_each_param's order.
+/// Every weight of a trainer (this rank's blocks), in for_each_param's order (16-bit ones
+/// widened: exactly).
 template <class TrainerT>
 std::vector<float> all_weights(TrainerT& t) {
   std::vector<float> w;
   t.for_each_param(
-      [&](const ParamSpec& p, float* v, float*) { w.insert(w.end(), v, v + p.numel()); });
+      [&](const ParamSpec& p, auto* v, auto*) { w.insert(w.end(), v, v + p.numel()); });
   return w;
 }
 
@@ -22,8 +23,7 @@ std::vector<float> all_weights(TrainerT& t) {
 template <class TrainerT>
 std::map<std::string, std::vector<float>> weights_by_name(TrainerT& t) {
   std::map<std::string, std::vector<float>> w;
-  t.for_each_param(
-      [&](const ParamSpec& p, float* v, float*) { w[p.name].assign(v, v + p.numel()); });
+  t.for_each_param([&](const ParamSpec& p, auto* v, auto*) { w[p.name].assign(v, v + p.numel()); });
   return w;
 }
 

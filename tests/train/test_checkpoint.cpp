@@ -2,7 +2,9 @@
 // Replicated<1> exactly as if it had never stopped; weights export from any plan.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 
 #include "../support/files.hpp"
 #include "../support/plans.hpp"
@@ -106,4 +108,60 @@ TEST_CASE("checkpoint errors name the file and what differs") {
   Trainer<Small, Replicated<1>> t(test::plan_options());
   CHECK_THROWS_WITH_AS(t.save_checkpoint("/nonexistent-dir/x.safetensors"),
                        doctest::Contains("/nonexistent-dir"), Error);
+}
+
+TEST_CASE("a flipped bit in a checkpoint or a weights file is refused on resume and on load") {
+  const auto ckpt = test::temp_path("ckpt_flipped.safetensors"),
+             weights = test::temp_path("weights_flipped.safetensors");
+  {
+    Trainer<Small, Replicated<1>> t(test::plan_options());
+    t.step(test::plan_batch(0));
+    t.save_checkpoint(ckpt, {{"data.position", "1"}});
+    t.save_weights(weights);
+  }
+  // Every tensor of a saved file has its checksum; the caller's metadata comes back as given.
+  const std::string moment = "optimizer.v.transformer.h.2.mlp.dense_4h_to_h.weight";
+  {
+    const SafetensorsFile f(ckpt);
+    CHECK(f.checksums().size() == f.size() + 1);
+    CHECK(f.checksums().count(moment) == 1);
+    CHECK(f.metadata().count("seqpar.crc32c." + moment) == 0);
+  }
+  // One bit in the middle of a tensor: after the 8-byte header length and the header, at
+  // the tensor's place in the data.
+  const auto flip_in = [](const std::filesystem::path& path, const std::string& name) {
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    unsigned char length[8] = {};
+    io.read(reinterpret_cast<char*>(length), 8);
+    std::uint64_t at = 0;
+    for (int i = 7; i >= 0; --i) at = at << 8 | length[i];
+    at += 8;
+    {
+      const SafetensorsFile f(path, Checksums::none);
+      const TensorEntry& e = f.at(name);
+      at += static_cast<std::uint64_t>(e.bytes.data() - f.entries().front().bytes.data()) +
+            e.bytes.size() / 2;
+    }
+    io.seekg(static_cast<std::streamoff>(at));
+    char c = 0;
+    io.read(&c, 1);
+    c = static_cast<char>(c ^ 0x04);
+    io.seekp(static_cast<std::streamoff>(at));
+    io.write(&c, 1);
+    REQUIRE(io.good());
+  };
+  flip_in(ckpt, moment);
+  flip_in(weights, "transformer.h.0.self_attention.query_key_value.weight");
+  const std::string bad_moment = ckpt.string() + ": tensor '" + moment + "': its bytes' CRC-32C is",
+                    bad_weight = weights.string() +
+                                 ": tensor 'transformer.h.0.self_attention.query_key_value.weight'"
+                                 ": its bytes' CRC-32C is";
+  run_ranks(2, [&](ThreadComm& comm) {
+    Trainer<Small, Sharded<Zero1, 2>> t(comm, test::plan_options());
+    CHECK_THROWS_WITH_AS(t.load_checkpoint(ckpt), doctest::Contains(bad_moment.c_str()), Error);
+    CHECK_THROWS_WITH_AS(t.load_weights(weights), doctest::Contains(bad_weight.c_str()), Error);
+    CHECK(t.steps_taken() == 0);
+  });
+  std::filesystem::remove(ckpt);
+  std::filesystem::remove(weights);
 }

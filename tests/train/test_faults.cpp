@@ -137,8 +137,8 @@ TEST_CASE(
     "a learning rate that blows the weights up stops every rank of TP2 x PP2 x DP2 at the same "
     "step") {
   auto o = test::plan_options();
-  o.lr = 1e30;  // one step makes the weights ~1e30: the next losses overflow
-  o.warmup_steps = 0;
+  o.schedule.peak = 1e30;  // one step makes the weights ~1e30: the next losses overflow
+  o.schedule.warmup = 0;
   o.max_grad_norm = 0;
   o.max_nonfinite_steps = 2;
   std::mutex m;

@@ -36,7 +36,7 @@ TEST_CASE(
     "fused attention trains as the standard one; a record keeps lse rows instead of "
     "probabilities") {
   TrainOptions standard, fused;
-  standard.lr = fused.lr = 1e-3;
+  standard.schedule.peak = fused.schedule.peak = 1e-3;
   fused.attention = AttentionKind::fused;
   Trainer<Tiny, Replicated<1>> t1(standard), t2(fused);
   const Batch b = padded_batch(1);

@@ -61,13 +61,13 @@ void check_golden(const std::string& file, AttentionKind attention = AttentionKi
   }
   SUBCASE("three AdamW steps with warmup, decay and clipping") {
     TrainOptions o = base;
-    o.lr = meta("lr");
+    o.schedule.peak = meta("lr");
     o.beta1 = meta("beta1");
     o.beta2 = meta("beta2");
     o.eps = meta("eps");
     o.weight_decay = meta("weight_decay");
-    o.warmup_steps = static_cast<std::int64_t>(meta("warmup_steps"));
-    o.total_steps = static_cast<std::int64_t>(meta("total_steps"));
+    o.schedule.warmup = static_cast<std::int64_t>(meta("warmup_steps"));
+    o.schedule.total = static_cast<std::int64_t>(meta("total_steps"));
     o.max_grad_norm = meta("max_grad_norm");
     Trainer<M, Replicated<1>> t(o);
     t.load_weights(golden_lookup(f, "param."), file);

@@ -79,7 +79,7 @@ TEST_CASE(
   using Wide = Bloom<BloomConfig{.vocab_size = 1000, .hidden = 32, .layers = 1, .heads = 4}>;
   TrainOptions whole, chunked;
   chunked.logits_bytes = 1;
-  whole.lr = chunked.lr = 1e-3;
+  whole.schedule.peak = chunked.schedule.peak = 1e-3;
   Trainer<Wide, Replicated<1>> t1(whole), t2(chunked);
   const Batch b = pattern_batch(3, 11);
   for (int step = 0; step < 3; ++step) {
@@ -131,9 +131,9 @@ TEST_CASE(
 
 TEST_CASE("training learns a repeated pattern") {
   TrainOptions o;
-  o.lr = 3e-3;
-  o.warmup_steps = 5;
-  o.total_steps = 60;
+  o.schedule.peak = 3e-3;
+  o.schedule.warmup = 5;
+  o.schedule.total = 60;
   Trainer<Tiny, Replicated<1>> t(o);
   const Batch b = pattern_batch(4, 16);
   const double first = t.step(b).loss;

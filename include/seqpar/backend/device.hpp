@@ -9,7 +9,8 @@
 
 namespace seqpar::inline v0 {
 
-/// Host memory, Eigen GEMMs, fp32 (fp64 for gradient checks).
+/// Host memory: packed AVX2 / AVX-512 GEMMs (Eigen elsewhere); fp32, fp64 for gradient
+/// checks, and bf16 or fp16 storage with fp32 arithmetic (Bf16Mixed, Fp16Mixed).
 struct Cpu {
   using allocator = HostAllocator;
   using host_allocator = HostAllocator;  // offloaded state (its device memory is host memory)
@@ -43,14 +44,15 @@ struct Ops {
 };
 
 /// The element type device D stores values of dtype `dt` in. float and double are
-/// themselves everywhere; a backend with 16-bit storage specialises bf16 and f16
-/// (backend/cuda/device.hpp: __nv_bfloat16 and __half).
+/// themselves everywhere; a backend with 16-bit storage specialises bf16 and f16 (the CPU
+/// below: the host bit types of core/dtype.hpp; backend/cuda/device.hpp: __nv_bfloat16
+/// and __half).
 template <class D, DType dt>
 struct StorageOf {
   static_assert(sizeof(D) == 0,
-                "This device has no storage for this dtype: bf16 and f16 models (Bf16Mixed, "
-                "Fp16Mixed) run on Cuda, compiled by nvcc; Ops<Cpu> computes in float or double, "
-                "so use Fp32 (or Fp64) on the CPU.");
+                "This device has no storage for this dtype: a model is stored in f32 or f64, "
+                "or in bf16 or f16 (Bf16Mixed, Fp16Mixed) on Cpu and on Cuda (compiled by nvcc, "
+                "or with SEQPAR_CUDA_BACKEND); include the device's backend header.");
 };
 template <class D>
 struct StorageOf<D, DType::f32> {
@@ -59,6 +61,16 @@ struct StorageOf<D, DType::f32> {
 template <class D>
 struct StorageOf<D, DType::f64> {
   using type = double;
+};
+/// 16-bit storage on the CPU: the bits of bf16 and fp16 values (Float16), widened to fp32
+/// for every operation and rounded once to nearest even when stored.
+template <>
+struct StorageOf<Cpu, DType::bf16> {
+  using type = Bf16Bits;
+};
+template <>
+struct StorageOf<Cpu, DType::f16> {
+  using type = F16Bits;
 };
 
 /// The dtype a storage type holds: the inverse of StorageOf. A backend with 16-bit storage

@@ -4,7 +4,10 @@
 // message and MPI_Abort, and node_local_rank() says which process of a node this is.
 // Collectives and receives are nonblocking MPI calls polled with a backoff: one that waits
 // longer than the timeout (comm_timeout()) throws, so that mpi_main's MPI_Abort ends a job
-// whose rank was stopped or hung instead of leaving the others spinning.
+// whose rank was stopped or hung instead of leaving the others spinning. Before each
+// collective the ranks exchange its fingerprint (comm/fingerprint.hpp; comm_checks()), so a
+// rank that calls another collective, or the same with another size, is named at once; a
+// failure prints the rank's last calls.
 // Defined only where <mpi.h> is found (link seqpar::mpi, which also defines SEQPAR_WITH_MPI);
 // SEQPAR_HAS_MPI_COMM is then 1.
 
@@ -18,6 +21,7 @@
 #endif
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -27,12 +31,14 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "seqpar/comm/communicator.hpp"
+#include "seqpar/comm/fingerprint.hpp"
 #include "seqpar/comm/timeout.hpp"
 #include "seqpar/core/error.hpp"
 
@@ -81,6 +87,24 @@ inline bool mpi_finalized() {
   return done != 0;
 }
 
+// The world ranks of `comm`'s members, in its rank order.
+inline std::vector<int> mpi_world_ranks(MPI_Comm comm, int size) {
+  if (comm == MPI_COMM_WORLD) {
+    std::vector<int> all(static_cast<std::size_t>(size));
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  std::vector<int> mine(static_cast<std::size_t>(size)), out(static_cast<std::size_t>(size), -1);
+  std::iota(mine.begin(), mine.end(), 0);
+  if (MPI_Comm_group(comm, &group) == MPI_SUCCESS &&
+      MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS)
+    MPI_Group_translate_ranks(group, size, mine.data(), world, out.data());
+  if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
+  if (world != MPI_GROUP_NULL) MPI_Group_free(&world);
+  return out;
+}
+
 inline bool byte_ranges_overlap(const void* a, std::size_t a_bytes, const void* b,
                                 std::size_t b_bytes) {
   const auto pa = reinterpret_cast<std::uintptr_t>(a);
@@ -88,7 +112,8 @@ inline bool byte_ranges_overlap(const void* a, std::size_t a_bytes, const void* 
   return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
-// An MPI communicator and the counters of this process's rank in it.
+// An MPI communicator, the counters of this process's rank in it, its collectives' count
+// and the history this process's communicators share.
 struct MpiState {
   MPI_Comm comm = MPI_COMM_NULL;
   bool owned = false;  // made by split(): freed with the last handle
@@ -96,12 +121,29 @@ struct MpiState {
   int size = 1;
   CommStats stats;
   CommSeconds timeout = comm_timeout();
+  bool checks = true;     // exchange fingerprints before each collective
+  std::uint64_t seq = 0;  // collectives started
+  CommHistory::Label label;
+  std::vector<int> world_ranks;  // of the members, in rank order
+  std::shared_ptr<CommHistory> history;
 
-  MpiState(MPI_Comm c, bool own) : comm(c), owned(own) {
+  MpiState(MPI_Comm c, bool own, std::shared_ptr<CommHistory> h, bool check)
+      : comm(c), owned(own), checks(check), history(std::move(h)) {
     // errors come back as codes and become seqpar::Error instead of aborting in MPI
     mpi_check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", -1);
     mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", -1);
     mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", rank);
+    int world_size = 0;
+    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "MPI_Comm_size", rank);
+    world_ranks = mpi_world_ranks(comm, size);
+    label = comm_label(world_ranks, world_size);
+  }
+
+  // "rank 2", or "rank 1 (world rank 3)" in a communicator other than the world.
+  std::string who(int r) const {
+    std::string s = "rank " + std::to_string(r);
+    if (*label != "world") s += " (world rank " + std::to_string(world_ranks[r]) + ")";
+    return s;
   }
   MpiState(const MpiState&) = delete;
   MpiState& operator=(const MpiState&) = delete;
@@ -158,7 +200,8 @@ class MpiComm {
 
   /// Wraps `comm`; with `take_ownership` the last copy frees it with MPI_Comm_free.
   explicit MpiComm(MPI_Comm comm, bool take_ownership = false)
-      : state_(std::make_shared<detail::MpiState>(comm, take_ownership)) {}
+      : state_(std::make_shared<detail::MpiState>(
+            comm, take_ownership, std::make_shared<CommHistory>(), comm_checks())) {}
 
   int rank() const { return state_->rank; }
   int size() const { return state_->size; }
@@ -174,6 +217,26 @@ class MpiComm {
   }
   CommSeconds timeout() const { return state_->timeout; }
 
+  /// Whether the ranks exchange each collective's fingerprint before it (comm_checks(): on
+  /// unless SEQPAR_COMM_CHECKS=0), so that ranks that call different collectives, or one
+  /// with another size, type, reduction or root, fail at once naming each rank's call
+  /// instead of corrupting memory or waiting out the timeout. One small all-reduce more per
+  /// collective (docs/communicators.md has its cost). Every rank must set the same. Splits
+  /// start from this handle's setting.
+  void set_checks(bool on) { state_->checks = on; }
+  bool checks() const { return state_->checks; }
+
+  /// The calls this process made on this communicator and the others of its family (its
+  /// splits and the one it was split from), newest last, as a failure prints them.
+  std::string history() const {
+    return state_->history->describe("world rank " +
+                                     std::to_string(state_->world_ranks[state_->rank]));
+  }
+
+  /// Collective: this rank is done with the communicator. With checks on, its fingerprint
+  /// `finish` meets the others' calls: a rank still making collectives here is named at
+  /// once (mpi_main calls it when the function returns).
+  void finish() { begin({CommOp::finish}, "finish", "finish"); }
   CommStats& stats() { return state_->stats; }
   const CommStats& stats() const { return state_->stats; }
 
@@ -182,13 +245,15 @@ class MpiComm {
   template <CommElement T>
   void all_reduce(T* data, std::size_t n, ReduceOp op) {
     const int count = detail::mpi_count(n, "MPI_Allreduce", rank());
+    const CommCall call =
+        begin({CommOp::all_reduce, comm_dtype<T>(), n, 0, op}, "MPI_Allreduce", "all_reduce");
     if (size() > 1 && n) {
       Widened<T> w(data, n);
       MPI_Request req = MPI_REQUEST_NULL;
       check(MPI_Iallreduce(MPI_IN_PLACE, w.data(), count, w.type(), detail::mpi_op(op), native(),
                            &req),
             "MPI_Allreduce");
-      wait(req, "MPI_Allreduce", "all_reduce (MPI_Iallreduce)");
+      wait(req, "MPI_Allreduce", "all_reduce (MPI_Iallreduce)", call);
       w.narrow_into(data, n);
     }
     record(CollectiveKind::all_reduce, n, sizeof(T));
@@ -199,6 +264,8 @@ class MpiComm {
   void reduce_scatter(const T* in, T* out, std::size_t n, ReduceOp op) {
     const int count = detail::mpi_count(n, "MPI_Reduce_scatter_block", rank());
     const std::size_t total = n * static_cast<std::size_t>(size());
+    const CommCall call = begin({CommOp::reduce_scatter, comm_dtype<T>(), n, 0, op},
+                                "MPI_Reduce_scatter_block", "reduce_scatter");
     if (size() == 1) {
       if (n && out != in) std::memmove(out, in, n * sizeof(T));
     } else {
@@ -213,7 +280,7 @@ class MpiComm {
       check(MPI_Ireduce_scatter_block(win.data(), wout.data(), count, win.type(),
                                       detail::mpi_op(op), native(), &req),
             "MPI_Reduce_scatter_block");
-      wait(req, "MPI_Reduce_scatter_block", "reduce_scatter (MPI_Ireduce_scatter_block)");
+      wait(req, "MPI_Reduce_scatter_block", "reduce_scatter (MPI_Ireduce_scatter_block)", call);
       wout.narrow_into(out, n);
     }
     record(CollectiveKind::reduce_scatter, n, sizeof(T));
@@ -224,6 +291,8 @@ class MpiComm {
   void all_gather(const T* in, T* out, std::size_t n) {
     const int count = detail::mpi_count(n, "MPI_Allgather", rank());
     const std::size_t total = n * static_cast<std::size_t>(size());
+    const CommCall call =
+        begin({CommOp::all_gather, comm_dtype<T>(), n}, "MPI_Allgather", "all_gather");
     if (size() == 1) {
       if (n && out != in) std::memmove(out, in, n * sizeof(T));
     } else if (in == out + static_cast<std::size_t>(rank()) * n) {
@@ -231,7 +300,7 @@ class MpiComm {
       check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count,
                            detail::mpi_datatype<T>(), native(), &req),
             "MPI_Allgather");
-      wait(req, "MPI_Allgather", "all_gather (MPI_Iallgather)");
+      wait(req, "MPI_Allgather", "all_gather (MPI_Iallgather)", call);
     } else {
       std::vector<T> copy;
       if (detail::byte_ranges_overlap(in, n * sizeof(T), out, total * sizeof(T))) {
@@ -242,7 +311,7 @@ class MpiComm {
       check(MPI_Iallgather(in, count, detail::mpi_datatype<T>(), out, count,
                            detail::mpi_datatype<T>(), native(), &req),
             "MPI_Allgather");
-      wait(req, "MPI_Allgather", "all_gather (MPI_Iallgather)");
+      wait(req, "MPI_Allgather", "all_gather (MPI_Iallgather)", call);
     }
     record(CollectiveKind::all_gather, n, sizeof(T));
   }
@@ -253,10 +322,12 @@ class MpiComm {
     SEQPAR_CHECK(root >= 0 && root < size(), "MpiComm broadcast: root ", root,
                  " is out of range for a ", size(), "-rank communicator (rank ", rank(), ")");
     const int count = detail::mpi_count(n, "MPI_Bcast", rank());
+    const CommCall call =
+        begin({CommOp::broadcast, comm_dtype<T>(), n, root}, "MPI_Bcast", "broadcast");
     if (size() > 1 && n) {
       MPI_Request req = MPI_REQUEST_NULL;
       check(MPI_Ibcast(data, count, detail::mpi_datatype<T>(), root, native(), &req), "MPI_Bcast");
-      wait(req, "MPI_Bcast", "broadcast (MPI_Ibcast)");
+      wait(req, "MPI_Bcast", "broadcast (MPI_Ibcast)", call);
     }
     record(CollectiveKind::broadcast, n, sizeof(T), root);
   }
@@ -268,6 +339,7 @@ class MpiComm {
   void send(const T* data, std::size_t n, int peer, int tag) {
     check_peer(peer, tag, "send");
     const int count = detail::mpi_count(n, "MPI_Isend", rank());
+    note({CommOp::send, comm_dtype<T>(), n, peer, ReduceOp::sum, 0, tag});
     state_->complete_sends(false);
     auto& p = state_->pending.emplace_back();
     p.bytes.resize(n * sizeof(T));
@@ -283,10 +355,12 @@ class MpiComm {
   void recv(T* data, std::size_t n, int peer, int tag) {
     check_peer(peer, tag, "recv");
     const int count = detail::mpi_count(n, "MPI_Recv", rank());
+    const CommCall call{CommOp::recv, comm_dtype<T>(), n, peer, ReduceOp::sum, 0, tag};
+    note(call);
     MPI_Status status;
     MPI_Request req = MPI_REQUEST_NULL;
     check(MPI_Irecv(data, count, detail::mpi_datatype<T>(), peer, tag, native(), &req), "MPI_Recv");
-    wait(req, "MPI_Recv", "recv (MPI_Irecv)", &status, peer, tag);
+    wait(req, "MPI_Recv", "recv (MPI_Irecv)", call, &status);
     int got = 0;
     MPI_Get_count(&status, detail::mpi_datatype<T>(), &got);
     SEQPAR_CHECK(got == count, "MpiComm: rank ", rank(), " receives ", n, " ",
@@ -296,10 +370,11 @@ class MpiComm {
   }
 
   void barrier() {
+    const CommCall call = begin({CommOp::barrier}, "MPI_Barrier", "barrier");
     if (size() > 1) {
       MPI_Request req = MPI_REQUEST_NULL;
       check(MPI_Ibarrier(native(), &req), "MPI_Barrier");
-      wait(req, "MPI_Barrier", "barrier (MPI_Ibarrier)");
+      wait(req, "MPI_Barrier", "barrier (MPI_Ibarrier)", call);
     }
     record(CollectiveKind::barrier, 0, 0);
   }
@@ -309,39 +384,78 @@ class MpiComm {
   MpiComm split(int color, int key) {
     SEQPAR_CHECK(color >= 0, "MpiComm split: rank ", rank(), " passed color ", color,
                  "; colors must be >= 0");
+    begin({CommOp::split}, "MPI_Comm_split", "split");
     MPI_Comm sub = MPI_COMM_NULL;
     check(MPI_Comm_split(native(), color, key, &sub), "MPI_Comm_split");
-    return MpiComm(sub, true);
+    return MpiComm(std::make_shared<detail::MpiState>(sub, true, state_->history, state_->checks));
   }
 
  private:
+  explicit MpiComm(std::shared_ptr<detail::MpiState> state) : state_(std::move(state)) {}
+
   void check(int code, const char* call) const { detail::mpi_check(code, call, rank()); }
 
+  // Records point-to-point `call` in the history.
+  void note(const CommCall& call) { state_->history->record(state_->label, call); }
+
+  // Numbers and records collective `call`; with checks on, exchanges its fingerprint with
+  // the other ranks (`mpi_call` and `what` name it in errors) and throws on every rank,
+  // naming each rank's call, when they differ. Returns the numbered call.
+  CommCall begin(CommCall call, const char* mpi_call, const char* what) {
+    call.seq = ++state_->seq;
+    note(call);
+    if (!state_->checks || size() == 1) return call;
+    const auto mine = call.encode();
+    // The max of (v, -v) over the ranks is (v, -v) only where every rank has v.
+    std::int64_t both[6] = {mine[1], mine[2], mine[3], -mine[1], -mine[2], -mine[3]};
+    const std::string exchange = std::string(what) + "'s fingerprint (MPI_Iallreduce)";
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, both, 6, MPI_INT64_T, MPI_MAX, native(), &req), mpi_call);
+    wait(req, mpi_call, exchange.c_str(), call);
+    bool same = true;
+    for (int i = 0; i < 3; ++i)
+      same = same && both[i] == mine[i + 1] && -both[i + 3] == mine[i + 1];
+    if (same) return call;
+    // Every rank learns every rank's call and throws the same message.
+    std::vector<std::int64_t> all(4 * static_cast<std::size_t>(size()));
+    check(MPI_Iallgather(mine.data(), 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, native(), &req),
+          mpi_call);
+    wait(req, mpi_call, exchange.c_str(), call);
+    std::vector<CommCall> calls(static_cast<std::size_t>(size()));
+    for (int k = 0; k < size(); ++k) calls[k] = CommCall::decode(all.data() + 4 * k);
+    detail::fail("MpiComm: mismatched collectives in a ", size(), "-rank communicator (",
+                 *state_->label,
+                 "): ", detail::describe_calls(calls, [this](int k) { return state_->who(k); }),
+                 " (its collective #", call.seq, ")\n", history());
+  }
+
   // Polls `req` with a backoff until it completes or the timeout passes; an MPI error is
-  // reported under `call`, the blocking call it stands for. MPI cannot say which rank is
-  // missing from a collective; a recv names its peer. The request is left to MPI_Abort
-  // (cancelling a collective is not allowed).
-  void wait(MPI_Request& req, const char* call, const char* what,
-            MPI_Status* status = MPI_STATUS_IGNORE, int peer = -1, int tag = 0) const {
+  // reported under `mpi_call`, the blocking call it stands for, and a timeout names `what`
+  // and `call`. MPI cannot say which rank is missing from a collective; a recv names its
+  // peer. The request is left to MPI_Abort (cancelling a collective is not allowed).
+  void wait(MPI_Request& req, const char* mpi_call, const char* what, const CommCall& call,
+            MPI_Status* status = MPI_STATUS_IGNORE) const {
     const auto deadline = detail::comm_deadline(state_->timeout);
     detail::PollBackoff backoff;
     for (;;) {
       int done = 0;
-      check(MPI_Test(&req, &done, status), call);
+      check(MPI_Test(&req, &done, status), mpi_call);
       if (done) return;
       if (std::chrono::steady_clock::now() > deadline) break;
       backoff.pause();
     }
     const std::string limit = detail::seconds_text(state_->timeout);
-    if (peer >= 0)
-      detail::fail(
-          "MpiComm: rank ", peer, " did not send within ", limit, " s the message (tag ", tag,
-          ") that rank ", rank(), " waits for in ", what,
-          "; it is stopped, hung or making other calls (SEQPAR_COMM_TIMEOUT_S sets the limit)");
+    if (call.op == CommOp::recv)
+      detail::fail("MpiComm: rank ", call.root, " did not send within ", limit,
+                   " s the message (tag ", call.tag, ") that rank ", rank(), " waits for in ", what,
+                   "; it is stopped, hung or making other calls (SEQPAR_COMM_TIMEOUT_S sets the "
+                   "limit)\n",
+                   history());
     detail::fail("MpiComm: rank ", rank(), " waited more than ", limit, " s in ", what, " of a ",
-                 size(),
-                 "-rank communicator: a rank did not come (stopped, hung or making other calls; "
-                 "SEQPAR_COMM_TIMEOUT_S sets the limit)");
+                 size(), "-rank communicator (", *state_->label, ", its collective #", call.seq,
+                 "): a rank did not come (stopped, hung or making other calls; "
+                 "SEQPAR_COMM_TIMEOUT_S sets the limit)\n",
+                 history());
   }
 
   // A reduction's buffer as MPI sees it. MPI has no 16-bit float type: a bf16 or f16 buffer
@@ -429,9 +543,11 @@ class MpiSession {
   bool owns_ = false;
 };
 
-/// Runs fn(MpiComm& world) under an MpiSession and returns its result (0 if it returns void).
-/// If fn throws on any rank, that rank prints "seqpar: rank R failed: <message>" to stderr
-/// and calls MPI_Abort, which ends every process of the job with a non-zero exit.
+/// Runs fn(MpiComm& world) under an MpiSession and returns its result (0 if it returns void),
+/// after world.finish(): a rank that returns while others still make collectives on the
+/// world is named at once (with checks on). If fn throws on any rank, that rank prints
+/// "seqpar: rank R failed: <message>" to stderr and calls MPI_Abort, which ends every
+/// process of the job with a non-zero exit.
 template <class F>
 int mpi_main(int argc, char** argv, F&& fn) {
   MpiSession session(argc, argv);
@@ -439,12 +555,13 @@ int mpi_main(int argc, char** argv, F&& fn) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   try {
     MpiComm world = MpiComm::world();
-    if constexpr (std::is_void_v<std::invoke_result_t<F&, MpiComm&>>) {
+    int result = 0;
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, MpiComm&>>)
       std::invoke(fn, world);
-      return 0;
-    } else {
-      return static_cast<int>(std::invoke(fn, world));
-    }
+    else
+      result = static_cast<int>(std::invoke(fn, world));
+    world.finish();  // a rank still in a collective of the world is named, not waited for
+    return result;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "seqpar: rank %d failed: %s\n", rank, e.what());
   } catch (...) {

@@ -3,7 +3,8 @@
 // reduce in rank order, so results are bit-reproducible and identical on every rank.
 // run_ranks() starts the threads; a rank that throws makes every other rank fail promptly,
 // and a rank that waits in one call longer than the timeout (comm_timeout()) fails the run
-// naming the ranks that did not come.
+// naming the ranks that did not come. Every rendezvous compares the ranks' calls
+// (comm/fingerprint.hpp), and a failed collective prints the ranks' last calls.
 
 #include <algorithm>
 #include <array>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "seqpar/comm/communicator.hpp"
+#include "seqpar/comm/fingerprint.hpp"
 #include "seqpar/comm/timeout.hpp"
 #include "seqpar/core/dtype.hpp"
 #include "seqpar/core/error.hpp"
@@ -36,55 +38,9 @@ namespace detail {
 
 struct ThreadGroup;
 
-// The operations that synchronise a whole group (send/recv do not).
-enum class ThreadOp : std::uint8_t {
-  all_reduce,
-  reduce_scatter,
-  all_gather,
-  broadcast,
-  barrier,
-  split
-};
-
-inline std::string_view thread_op_name(ThreadOp op) {
-  switch (op) {
-    case ThreadOp::all_reduce: return "all_reduce";
-    case ThreadOp::reduce_scatter: return "reduce_scatter";
-    case ThreadOp::all_gather: return "all_gather";
-    case ThreadOp::broadcast: return "broadcast";
-    case ThreadOp::barrier: return "barrier";
-    case ThreadOp::split: return "split";
-  }
-  return "?";
-}
-
-// What a rank asked for; every rank of the group must ask for the same.
-struct ThreadCall {
-  ThreadOp op = ThreadOp::barrier;
-  DType dtype = DType::f32;
-  std::size_t n = 0;
-  int root = 0;
-  ReduceOp reduce = ReduceOp::sum;
-  bool operator==(const ThreadCall&) const = default;
-
-  std::string describe() const {
-    std::string s(thread_op_name(op));
-    if (op == ThreadOp::barrier || op == ThreadOp::split) return s;
-    s += "<";
-    s += dtype_name(dtype);
-    s += ">(n=" + std::to_string(n);
-    if (op == ThreadOp::all_reduce || op == ThreadOp::reduce_scatter) {
-      s += ", ";
-      s += reduce_op_name(reduce);
-    }
-    if (op == ThreadOp::broadcast) s += ", root=" + std::to_string(root);
-    return s + ")";
-  }
-};
-
 // One rank's part of the collective in flight.
 struct ThreadSlot {
-  ThreadCall call;
+  CommCall call;
   const void* in = nullptr;
   void* out = nullptr;
   int color = 0;
@@ -103,13 +59,18 @@ struct ThreadMessage {
 // ranks have returned from their function.
 struct ThreadWorld {
   ThreadWorld(int n, CommSeconds t)
-      : size(n), finished(new std::atomic<bool>[n]), timeout_s(t.count()) {
+      : size(n),
+        finished(new std::atomic<bool>[n]),
+        history(new CommHistory[n]),
+        timeout_s(t.count()) {
     for (int r = 0; r < n; ++r) finished[r] = false;
   }
 
   int size;
   std::atomic<bool> aborted{false};
   std::unique_ptr<std::atomic<bool>[]> finished;
+  std::unique_ptr<CommHistory[]> history;  // per world rank: its last calls
+  std::atomic<bool> keep_history{comm_checks()};
   std::atomic<double> timeout_s;  // how long one call waits for the other ranks
 
   std::mutex mutex;  // guards the fields below
@@ -180,6 +141,7 @@ struct ThreadGroup {
       : world(std::move(w)),
         world_ranks(std::move(ranks_in_world)),
         size(static_cast<int>(world_ranks.size())),
+        label(comm_label(world_ranks, world->size)),
         calls(world_ranks.size(), 0),
         mailbox(world_ranks.size() * world_ranks.size()),
         here(world_ranks.size(), 0),
@@ -190,13 +152,14 @@ struct ThreadGroup {
   std::shared_ptr<ThreadWorld> world;
   std::vector<int> world_ranks;  // group rank -> world rank
   int size;
-  bool is_world = false;  // made by make_world, not by split (messages name world ranks)
+  bool is_world = false;     // made by make_world, not by split (messages name world ranks)
+  CommHistory::Label label;  // "world", "world ranks {0, 2}": for the histories
 
   std::mutex mutex;
   std::condition_variable cv;  // rendezvous and mailbox waits
   int arrived = 0;
   std::uint64_t generation = 0;
-  std::vector<std::uint64_t> calls;                // per rank: group-wide operations started
+  std::vector<std::uint64_t> calls;                // per rank: collectives started (seq)
   std::array<std::vector<ThreadSlot>, 2> slots;    // by parity of the call number
   std::vector<std::deque<ThreadMessage>> mailbox;  // [src * size + dst]
   std::vector<char> here;                          // per rank: waits at the entry rendezvous
@@ -212,6 +175,34 @@ struct ThreadGroup {
     if (world->aborted) world->throw_aborted();
   }
 
+  // Numbers rank r's collective `call` and records it in r's history.
+  CommCall start(int r, CommCall call) {
+    call.seq = ++calls[r];
+    note(r, call);
+    return call;
+  }
+  void note(int r, const CommCall& call) {
+    if (world->keep_history) world->history[world_ranks[r]].record(label, call);
+  }
+
+  // The last calls of members `ms`, one block each, after a newline.
+  std::string histories(std::vector<int> ms) const {
+    if (!world->keep_history) return "";
+    std::sort(ms.begin(), ms.end());
+    ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
+    std::string s;
+    for (const int m : ms) {
+      s += "\n" + world->history[world_ranks[m]].describe(who(m));
+      s.pop_back();  // describe's last newline
+    }
+    return s;
+  }
+  std::string all_histories() const {
+    std::vector<int> ms(size);
+    for (int m = 0; m < size; ++m) ms[m] = m;
+    return histories(ms);
+  }
+
   // A member that returned from its function can never arrive: report it instead of hanging.
   int finished_member() const {
     for (int m = 0; m < size; ++m)
@@ -219,10 +210,10 @@ struct ThreadGroup {
     return -1;
   }
 
-  // Publishes this rank's call; returns the slot array it went to.
-  std::vector<ThreadSlot>& publish(int r, const ThreadCall& call, const void* in, void* out) {
+  // Publishes this rank's call (numbered by start); returns the slot array it went to.
+  std::vector<ThreadSlot>& publish(int r, const CommCall& call, const void* in, void* out) {
     check_alive();
-    auto& row = slots[calls[r]++ % 2];
+    auto& row = slots[call.seq % 2];
     ThreadSlot& s = row[r];
     s.call = call;
     s.in = in;
@@ -234,7 +225,7 @@ struct ThreadGroup {
   // Waits until every member reached this point of the same operation. Only the entry
   // rendezvous may abort: after it every member is inside the operation and reads or writes
   // the others' buffers, so the later ones always complete (nothing between them throws).
-  void rendezvous(int r, ThreadOp op, bool entry) {
+  void rendezvous(int r, const CommCall& call, bool entry) {
     std::unique_lock lock(mutex);
     if (entry) check_alive();
     const std::uint64_t gen = generation;
@@ -259,14 +250,19 @@ struct ThreadGroup {
     });
     if (!woken) {
       std::string missing;
-      int count = 0;
+      std::vector<int> involved{r};
       for (int m = 0; m < size; ++m)
-        if (!here[m]) missing += (count++ ? ", " : "") + who(m);
-      const std::string message = "ThreadComm: " + missing + " did not come to " +
-                                  std::string(thread_op_name(op)) + " within " +
-                                  detail::seconds_text(timeout) + " s (" + who(r) + " waited for " +
-                                  (count > 1 ? "them" : "it") + " in a " + std::to_string(size) +
-                                  "-rank group; SEQPAR_COMM_TIMEOUT_S sets the limit)";
+        if (!here[m]) {
+          missing += (involved.size() > 1 ? ", " : "") + who(m);
+          involved.push_back(m);
+        }
+      const bool many = involved.size() > 2;
+      const std::string message =
+          "ThreadComm: " + missing + " did not come to " + std::string(comm_op_name(call.op)) +
+          " within " + detail::seconds_text(timeout) + " s (" + who(r) + " waited for " +
+          (many ? "them" : "it") + " in a " + std::to_string(size) +
+          "-rank group at its collective #" + std::to_string(call.seq) + ", " + call.describe() +
+          "; SEQPAR_COMM_TIMEOUT_S sets the limit)" + histories(involved);
       lock.unlock();
       world->time_out(world_ranks[r], message);
     }
@@ -275,31 +271,23 @@ struct ThreadGroup {
       lock.unlock();
       world->throw_aborted();
     }
+    const std::string last = histories({gone, r});
+    lock.unlock();
     fail("ThreadComm: ", who(gone), " returned from its function while ", who(r), " waits in ",
-         thread_op_name(op), " of a ", size, "-rank group (every rank must make the same ",
-         "collective calls)");
+         comm_op_name(call.op), " of a ", size, "-rank group (every rank must make the same ",
+         "collective calls)", last);
   }
 
   // After the first rendezvous: every rank checks that all asked for the same thing.
   void check_same(const std::vector<ThreadSlot>& row) const {
     bool same = true;
-    for (int m = 1; m < size; ++m) same = same && row[m].call == row[0].call;
+    for (int m = 1; m < size; ++m) same = same && same_call(row[m].call, row[0].call);
     if (same) return;
-    std::string msg =
-        "ThreadComm: mismatched collectives in a " + std::to_string(size) + "-rank group:";
-    std::vector<bool> done(size, false);
-    for (int m = 0; m < size; ++m) {
-      if (done[m]) continue;
-      std::string ranks;
-      int count = 0;
-      for (int k = m; k < size; ++k) {
-        if (done[k] || !(row[k].call == row[m].call)) continue;
-        done[k] = true;
-        ranks += (count++ ? ", " : " ") + who(k);
-      }
-      msg += (m ? ";" : "") + ranks + " called " + row[m].call.describe();
-    }
-    throw Error(msg);
+    std::vector<CommCall> calls(size);
+    for (int m = 0; m < size; ++m) calls[m] = row[m].call;
+    throw Error("ThreadComm: mismatched collectives in a " + std::to_string(size) +
+                "-rank group: " + describe_calls(calls, [this](int m) { return who(m); }) +
+                " (its collective #" + std::to_string(row[0].call.seq) + ")" + all_histories());
   }
 };
 
@@ -399,18 +387,18 @@ class ThreadComm {
   template <CommElement T>
   void all_reduce(T* data, std::size_t n, ReduceOp op) {
     auto& g = *group_;
-    const detail::ThreadCall call{detail::ThreadOp::all_reduce, comm_dtype<T>(), n, 0, op};
+    const CommCall call = g.start(rank_, {CommOp::all_reduce, comm_dtype<T>(), n, 0, op});
     if (g.size > 1) {
       const auto [b, e] = slice(n);
       std::vector<T> part(e - b);  // this rank reduces elements [b, e) of every buffer
       auto& row = g.publish(rank_, call, data, data);
-      g.rendezvous(rank_, call.op, true);
+      g.rendezvous(rank_, call, true);
       g.check_same(row);
       detail::reduce_rows<T>(row, b, e - b, op, part.data());
-      g.rendezvous(rank_, call.op, false);  // nobody reads inputs any more
+      g.rendezvous(rank_, call, false);  // nobody reads inputs any more
       for (int k = 0; k < g.size; ++k)
         if (e > b) std::memcpy(static_cast<T*>(row[k].out) + b, part.data(), (e - b) * sizeof(T));
-      g.rendezvous(rank_, call.op, false);
+      g.rendezvous(rank_, call, false);
     } else {
       g.check_alive();
     }
@@ -428,14 +416,14 @@ class ThreadComm {
         out == in + rank_ * n || !detail::overlaps(in, total * sizeof(T), out, n * sizeof(T)),
         "ThreadComm reduce_scatter: ", g.who(rank_),
         " passed an output that overlaps its input other than at block ", rank_);
-    const detail::ThreadCall call{detail::ThreadOp::reduce_scatter, comm_dtype<T>(), n, 0, op};
+    const CommCall call = g.start(rank_, {CommOp::reduce_scatter, comm_dtype<T>(), n, 0, op});
     if (g.size > 1) {
       std::vector<T> part(n);  // out may be this rank's input block, which is read below
       auto& row = g.publish(rank_, call, in, out);
-      g.rendezvous(rank_, call.op, true);
+      g.rendezvous(rank_, call, true);
       g.check_same(row);
       detail::reduce_rows<T>(row, rank_ * n, n, op, part.data());
-      g.rendezvous(rank_, call.op, false);  // nobody reads this rank's input any more
+      g.rendezvous(rank_, call, false);  // nobody reads this rank's input any more
       if (n) std::memcpy(out, part.data(), n * sizeof(T));
     } else {
       g.check_alive();
@@ -455,18 +443,17 @@ class ThreadComm {
         in == out + rank_ * n || !detail::overlaps(in, n * sizeof(T), out, total * sizeof(T)),
         "ThreadComm all_gather: ", g.who(rank_),
         " passed an input that overlaps its output other than at block ", rank_);
-    const detail::ThreadCall call{detail::ThreadOp::all_gather, comm_dtype<T>(), n, 0,
-                                  ReduceOp::sum};
+    const CommCall call = g.start(rank_, {CommOp::all_gather, comm_dtype<T>(), n, 0});
     if (g.size > 1) {
       auto& row = g.publish(rank_, call, in, out);
-      g.rendezvous(rank_, call.op, true);
+      g.rendezvous(rank_, call, true);
       g.check_same(row);
       for (int k = 0; k < g.size; ++k) {
         const T* src = static_cast<const T*>(row[k].in);
         T* dst = out + k * n;
         if (n && src != dst) std::memcpy(dst, src, n * sizeof(T));
       }
-      g.rendezvous(rank_, call.op, false);
+      g.rendezvous(rank_, call, false);
     } else {
       g.check_alive();
       if (n && out != in) std::memmove(out, in, n * sizeof(T));
@@ -481,14 +468,13 @@ class ThreadComm {
     auto& g = *group_;
     SEQPAR_CHECK(root >= 0 && root < g.size, "ThreadComm broadcast: root ", root,
                  " is out of range for a ", g.size, "-rank communicator (", g.who(rank_), ")");
-    const detail::ThreadCall call{detail::ThreadOp::broadcast, comm_dtype<T>(), n, root,
-                                  ReduceOp::sum};
+    const CommCall call = g.start(rank_, {CommOp::broadcast, comm_dtype<T>(), n, root});
     if (g.size > 1) {
       auto& row = g.publish(rank_, call, data, data);
-      g.rendezvous(rank_, call.op, true);
+      g.rendezvous(rank_, call, true);
       g.check_same(row);
       if (rank_ != root && n) std::memcpy(data, row[root].in, n * sizeof(T));
-      g.rendezvous(rank_, call.op, false);
+      g.rendezvous(rank_, call, false);
     } else {
       g.check_alive();
     }
@@ -501,6 +487,7 @@ class ThreadComm {
   void send(const T* data, std::size_t n, int peer, int tag) {
     auto& g = *group_;
     check_peer(peer, tag, "send");
+    g.note(rank_, {CommOp::send, comm_dtype<T>(), n, peer, ReduceOp::sum, 0, tag});
     detail::ThreadMessage m{tag, comm_dtype<T>(), n, std::vector<std::byte>(n * sizeof(T))};
     if (n) std::memcpy(m.bytes.data(), data, n * sizeof(T));
     {
@@ -518,6 +505,7 @@ class ThreadComm {
   void recv(T* data, std::size_t n, int peer, int tag) {
     auto& g = *group_;
     check_peer(peer, tag, "recv");
+    g.note(rank_, {CommOp::recv, comm_dtype<T>(), n, peer, ReduceOp::sum, 0, tag});
     auto& box = g.mailbox[peer * g.size + rank_];
     std::unique_lock lock(g.mutex);
     auto it = box.end();
@@ -531,10 +519,10 @@ class ThreadComm {
       return peer_gone;
     });
     if (!woken) {
-      const std::string message = "ThreadComm: " + g.who(peer) + " did not send within " +
-                                  detail::seconds_text(timeout) + " s the message (tag " +
-                                  std::to_string(tag) + ") that " + g.who(rank_) +
-                                  " waits for in recv (SEQPAR_COMM_TIMEOUT_S sets the limit)";
+      const std::string message =
+          "ThreadComm: " + g.who(peer) + " did not send within " + detail::seconds_text(timeout) +
+          " s the message (tag " + std::to_string(tag) + ") that " + g.who(rank_) +
+          " waits for in recv (SEQPAR_COMM_TIMEOUT_S sets the limit)" + g.histories({peer, rank_});
       lock.unlock();
       g.world->time_out(world_rank(), message);
     }
@@ -542,9 +530,12 @@ class ThreadComm {
       lock.unlock();
       g.world->throw_aborted();
     }
-    SEQPAR_CHECK(!peer_gone, "ThreadComm: ", g.who(peer),
-                 " returned from its function without sending the message (tag ", tag, ") that ",
-                 g.who(rank_), " waits for");
+    if (peer_gone) {
+      lock.unlock();
+      detail::fail("ThreadComm: ", g.who(peer),
+                   " returned from its function without sending the message (tag ", tag, ") that ",
+                   g.who(rank_), " waits for", g.histories({peer, rank_}));
+    }
     detail::ThreadMessage m = std::move(*it);
     box.erase(it);
     lock.unlock();
@@ -559,9 +550,10 @@ class ThreadComm {
   /// Returns once every rank has called barrier().
   void barrier() {
     auto& g = *group_;
+    const CommCall call = g.start(rank_, {CommOp::barrier});
     if (g.size > 1) {
-      auto& row = g.publish(rank_, detail::ThreadCall{}, nullptr, nullptr);
-      g.rendezvous(rank_, detail::ThreadOp::barrier, true);
+      auto& row = g.publish(rank_, call, nullptr, nullptr);
+      g.rendezvous(rank_, call, true);
       g.check_same(row);
     } else {
       g.check_alive();
@@ -576,17 +568,17 @@ class ThreadComm {
     SEQPAR_CHECK(color >= 0, "ThreadComm split: ", g.who(rank_), " passed color ", color,
                  "; colors must be >= 0");
     if (g.size == 1) {
+      g.start(rank_, {CommOp::split});
       g.check_alive();
       auto sub = std::make_shared<detail::ThreadGroup>(g.world, std::vector<int>{world_rank()});
       g.world->add_group(sub);
       return ThreadComm(std::move(sub), 0);
     }
-    detail::ThreadCall call;
-    call.op = detail::ThreadOp::split;
+    const CommCall call = g.start(rank_, {CommOp::split});
     auto& row = g.publish(rank_, call, nullptr, nullptr);
     row[rank_].color = color;
     row[rank_].key = key;
-    g.rendezvous(rank_, call.op, true);
+    g.rendezvous(rank_, call, true);
     g.check_same(row);
     std::vector<std::pair<int, int>> members;  // (key, old rank) of my color
     for (int k = 0; k < g.size; ++k)
@@ -601,7 +593,7 @@ class ThreadComm {
       g.world->add_group(row[rank_].made);
     }
     // may abort: no user buffers are shared here, and the leader's allocation may throw
-    g.rendezvous(rank_, call.op, true);
+    g.rendezvous(rank_, call, true);
     const auto pos = std::find(members.begin(), members.end(), std::pair{key, rank_});
     return ThreadComm(row[leader].made, static_cast<int>(pos - members.begin()));
   }
@@ -615,6 +607,12 @@ class ThreadComm {
     group_->world->timeout_s = timeout.count();
   }
   CommSeconds timeout() const { return group_->world->timeout(); }
+
+  /// Whether the ranks keep the histories that failures print (comm_checks(): on unless
+  /// SEQPAR_COMM_CHECKS=0). Every rendezvous compares the ranks' calls either way. Shared by
+  /// the whole world and its splits.
+  void set_checks(bool on) { group_->world->keep_history = on; }
+  bool checks() const { return group_->world->keep_history; }
 
   /// Marks this rank's run as failed with `e` (the first failure wins) and wakes every rank
   /// waiting in any communicator of the world. run_ranks calls it for a rank that throws.

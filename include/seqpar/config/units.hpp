@@ -34,7 +34,28 @@ struct ParamSpec {
   std::int64_t row0 = 0, col0 = 0;  // where the local block starts in the full tensor
   std::int64_t offset = 0;          // in the unit's flat buffer
   std::int64_t numel() const { return local_rows * local_cols; }
+  /// Rows of the local block that hold values (the vocabulary's real rows of the table's
+  /// block; every row of any other tensor's): the rest is padding, zero, never saved.
+  std::int64_t local_real_rows() const {
+    return std::clamp<std::int64_t>(real_rows - row0, 0, local_rows);
+  }
+  /// The full tensor's shape in a weights file: [real_rows] or [real_rows, cols].
+  std::vector<std::int64_t> file_shape() const {
+    return vector ? std::vector<std::int64_t>{real_rows}
+                  : std::vector<std::int64_t>{real_rows, cols};
+  }
 };
+
+/// The vocabulary rows a tensor rank holds of the tied table: [row0, row0 + rows) of the
+/// padded table, of which the first `real` rows are real tokens (the rest is padding that
+/// never enters the softmax).
+struct VocabShard {
+  std::int64_t row0 = 0, rows = 0, real = 0;
+};
+/// The vocabulary shard of the table's spec (unit 0's first tensor).
+inline VocabShard vocab_shard(const ParamSpec& table) {
+  return {table.row0, table.local_rows, table.local_real_rows()};
+}
 
 /// The tensors of one unit (the embedding, one block, the final layernorm), stored in one
 /// flat buffer so that sharding and collectives act on one contiguous range.
@@ -86,21 +107,21 @@ inline void add_param(UnitTable& u, std::string name, std::int64_t rows, std::in
 }
 }  // namespace detail
 
-/// Unit tables of model M for tensor rank `tp_rank` of `tp`: index 0 the embedding,
-/// 1..layers the blocks, layers + 1 the final layernorm. The tied LM head has no entry.
-template <BloomModel M>
-std::vector<UnitTable> bloom_units(int tp = 1, int tp_rank = 0) {
-  constexpr std::int64_t H = M::hidden, F = M::ffn_hidden;
-  std::vector<UnitTable> units(M::layers + 2);
+/// Unit tables of a model of shape c for tensor rank `tp_rank` of `tp`: index 0 the
+/// embedding, 1..layers the blocks, layers + 1 the final layernorm. The tied LM head has no
+/// entry.
+inline std::vector<UnitTable> bloom_units(const BloomConfig& c, int tp = 1, int tp_rank = 0) {
+  const std::int64_t H = c.hidden, F = 4 * c.hidden;
+  std::vector<UnitTable> units(static_cast<std::size_t>(c.layers + 2));
   using detail::add_param;
-  add_param(units[0], "word_embeddings.weight", padded_vocab(M::vocab_size, tp), H, false,
+  add_param(units[0], "word_embeddings.weight", padded_vocab(c.vocab_size, tp), H, false,
             Split::rows, true, tp, tp_rank);
-  units[0].params[0].real_rows = M::vocab_size;  // the padding rows stay 0 and are never saved
+  units[0].params[0].real_rows = c.vocab_size;  // the padding rows stay 0 and are never saved
   add_param(units[0], "word_embeddings_layernorm.weight", H, 1, true, Split::none, false, tp,
             tp_rank);
   add_param(units[0], "word_embeddings_layernorm.bias", H, 1, true, Split::none, false, tp,
             tp_rank);
-  for (std::int64_t l = 0; l < M::layers; ++l) {
+  for (std::int64_t l = 0; l < c.layers; ++l) {
     auto& u = units[static_cast<std::size_t>(l + 1)];
     const std::string h = "h." + std::to_string(l) + ".";
     add_param(u, h + "input_layernorm.weight", H, 1, true, Split::none, false, tp, tp_rank);
@@ -122,6 +143,12 @@ std::vector<UnitTable> bloom_units(int tp = 1, int tp_rank = 0) {
   add_param(units.back(), "ln_f.weight", H, 1, true, Split::none, false, tp, tp_rank);
   add_param(units.back(), "ln_f.bias", H, 1, true, Split::none, false, tp, tp_rank);
   return units;
+}
+/// The unit tables of model M.
+template <BloomModel M>
+std::vector<UnitTable> bloom_units(int tp = 1, int tp_rank = 0) {
+  static_assert(M::ffn_hidden == 4 * M::hidden);
+  return bloom_units(M::config, tp, tp_rank);
 }
 
 }  // namespace seqpar::inline v0

@@ -2,9 +2,11 @@
 // Storage dtypes (f32, f16, bf16, ...) and exact host conversions of the 16-bit floats.
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 
 #include "seqpar/core/error.hpp"
 
@@ -137,19 +139,43 @@ inline float device_f16_to_float(std::uint16_t h) {
 
 /// A 16-bit float in host code: its bits, with the layout of CUDA's __nv_bfloat16 (D =
 /// bf16) or __half (D = f16), so that device buffers of those types cross communicators
-/// as these. Arithmetic goes through float: to_float is exact, from_float rounds to
-/// nearest even.
+/// as these; and the CPU's 16-bit storage (StorageOf<Cpu, bf16 | f16>). As CUDA's types it
+/// is made from a number (explicitly: float, double or an integer, rounded once to nearest
+/// even) and converts to float (exactly); arithmetic goes through float. Bits are given by
+/// from_bits: Float16{0x3f80} is the number 16256.
 template <DType D>
 struct Float16 {
   static_assert(D == DType::bf16 || D == DType::f16, "Float16: bf16 or f16");
   static constexpr DType dtype = D;
   std::uint16_t bits = 0;
 
-  static Float16 from_float(float f) {
-    return {D == DType::bf16 ? float_to_bf16(f) : float_to_f16(f)};
+  Float16() = default;
+  explicit Float16(float f) : bits(D == DType::bf16 ? float_to_bf16(f) : float_to_f16(f)) {}
+  /// d rounded once: through float rounded to odd, which keeps every bit a 16-bit rounding
+  /// of d needs (float has at least two more), so no tie is made or lost on the way.
+  explicit Float16(double d) : Float16(round_to_odd(d)) {}
+  template <class I>
+  requires std::is_integral_v<I>
+  explicit Float16(I i) : Float16(static_cast<double>(i)) {}
+
+  static Float16 from_bits(std::uint16_t b) {
+    Float16 h;
+    h.bits = b;
+    return h;
   }
+  static Float16 from_float(float f) { return Float16(f); }
   float to_float() const { return D == DType::bf16 ? bf16_to_float(bits) : f16_to_float(bits); }
+  operator float() const { return to_float(); }     // NOLINT: as CUDA's 16-bit types
   bool operator==(const Float16&) const = default;  // bitwise
+
+ private:
+  static float round_to_odd(double d) {
+    const auto f = static_cast<float>(d);
+    if (static_cast<double>(f) == d || f != f) return f;
+    std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) --u;  // the neighbour towards zero
+    return std::bit_cast<float>(u | 1u);
+  }
 };
 using Bf16Bits = Float16<DType::bf16>;
 using F16Bits = Float16<DType::f16>;

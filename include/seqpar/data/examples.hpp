@@ -1,8 +1,9 @@
 #pragma once
-// Tokenized SeqGPT examples: for each record and each chunk of labels, the prompt's tokens
-// followed by the answer's tokens and the end-of-sequence token. Training puts the loss on
-// the answer and eos only (the prompt's labels are -100); evaluation feeds the prompt and
-// compares the generated answer with the record's mentions.
+// Tokenized SeqGPT examples: for each record and each of its prompts (training_prompts: NER's
+// label chunks, the class prompt, the relations' two steps), the prompt's tokens followed by
+// the answer's tokens and the end-of-sequence token. Training puts the loss on the answer and
+// eos only (the prompt's labels are -100); evaluation feeds the prompt and compares the
+// generated answer with the record's annotation.
 
 #include <algorithm>
 #include <concepts>
@@ -17,6 +18,7 @@
 #include "seqpar/core/error.hpp"
 #include "seqpar/data/ner_record.hpp"
 #include "seqpar/data/prompt.hpp"
+#include "seqpar/data/task_spec.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -36,13 +38,34 @@ enum class TooLong : std::uint8_t {
               // an answer (with eos) that alone leaves no room for a prompt token is skipped
 };
 
-/// How records become examples. Everything here is part of a token cache's key.
+/// How records of any task become examples. Everything here is part of a token cache's key.
+struct ExampleOptions {
+  TaskSpec task;                   // the task, its labels, NER's chunk size, relation folding
+  std::int64_t max_tokens = 1024;  // the most tokens of an example: prompt, answer and eos
+  TooLong too_long = TooLong::skip;
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << task.describe() << ";max_tokens=" << max_tokens
+       << ";too_long=" << (too_long == TooLong::cut_prompt ? "cut_prompt" : "skip");
+    return os.str();
+  }
+};
+
+/// How NER records become examples: ExampleOptions for the NER task, by its fields.
 struct NerExampleOptions {
   std::vector<std::string> labels;  // in prompt order, cut into chunks
   std::size_t labels_per_prompt = seqpar::labels_per_prompt;
   std::int64_t max_tokens = 1024;  // the most tokens of an example: prompt, answer and eos
   TooLong too_long = TooLong::skip;
 
+  ExampleOptions example_options() const {
+    TaskSpec t;
+    t.task = NluTask::ner;
+    t.labels = labels;
+    t.labels_per_prompt = labels_per_prompt;
+    return {std::move(t), max_tokens, too_long};
+  }
   std::string describe() const {
     std::ostringstream os;
     os << "labels=";
@@ -73,8 +96,9 @@ inline std::span<const std::int32_t> prompt_tail(std::span<const std::int32_t> p
 
 /// Tokenized examples in flat columns: example i is tokens[offsets[i], offsets[i + 1]), of
 /// which the first prompt_lengths[i] are the prompt and the rest the answer and eos; it
-/// comes from record records[i], label chunk chunks[i]. The columns live in memory or in a
-/// memory-mapped cache file (token_cache.hpp); copies share them.
+/// comes from record records[i], and is its prompt chunks[i] (TaskPrompt::part: for NER, the
+/// label chunk). The columns live in memory or in a memory-mapped cache file
+/// (token_cache.hpp); copies share them.
 class ExampleSet {
  public:
   /// Views of the columns.
@@ -169,22 +193,22 @@ class ExampleSetBuilder {
   std::shared_ptr<Store> store_ = std::make_shared<Store>();
 };
 
-/// Examples of `records`: one per record and chunk of options.labels, in record order.
-/// Examples longer than options.max_tokens are skipped or have their prompt cut on the
-/// left (options.too_long; counted in `report`).
+/// Examples of `records`: one per record and prompt (training_prompts), in record order;
+/// an example's chunk is its prompt's part. Examples longer than options.max_tokens are
+/// skipped or have their prompt cut on the left (options.too_long; counted in `report`).
+/// Throws for a record without annotation.
 template <TextEncoder Enc>
-ExampleSet make_ner_examples(std::span<const NerRecord> records, const NerExampleOptions& options,
-                             const Enc& tok, ExampleReport* report = nullptr) {
-  SEQPAR_CHECK(!options.labels.empty(), "make_ner_examples: NerExampleOptions::labels is empty");
+ExampleSet make_examples(std::span<const TextRecord> records, const ExampleOptions& options,
+                         const Enc& tok, ExampleReport* report = nullptr) {
+  SEQPAR_CHECK(!options.task.labels.empty(), "make_examples: the task has no labels");
   const std::int32_t eos = tok.eos_id();
-  SEQPAR_CHECK(eos >= 0, "make_ner_examples: the tokenizer has no end-of-sequence token (</s>)");
-  const auto chunks = chunk_labels(options.labels, options.labels_per_prompt);
+  SEQPAR_CHECK(eos >= 0, "make_examples: the tokenizer has no end-of-sequence token (</s>)");
   ExampleReport rep;
   ExampleSetBuilder b;
   for (std::size_t r = 0; r < records.size(); ++r) {
-    for (std::size_t c = 0; c < chunks.size(); ++c) {
-      const auto full = tok.encode(seqgpt_prompt(records[r].text, Task::extraction, chunks[c]));
-      auto answer = tok.encode(ner_answer(records[r], chunks[c]));
+    for (const TaskPrompt& p : training_prompts(options.task, records[r])) {
+      const auto full = tok.encode(p.prompt);
+      auto answer = tok.encode(p.answer);
       answer.push_back(eos);
       const auto room = options.max_tokens - static_cast<std::int64_t>(answer.size());
       const bool fits = static_cast<std::int64_t>(full.size()) <= room;
@@ -195,7 +219,7 @@ ExampleSet make_ner_examples(std::span<const NerRecord> records, const NerExampl
       const auto prompt = prompt_tail(full, room);
       rep.truncated += fits ? 0 : 1;
       const auto len = static_cast<std::int64_t>(prompt.size() + answer.size());
-      b.add(prompt, answer, static_cast<std::int32_t>(r), static_cast<std::int32_t>(c));
+      b.add(prompt, answer, static_cast<std::int32_t>(r), p.part);
       ++rep.examples;
       rep.tokens += len;
       rep.max_prompt_tokens =
@@ -206,6 +230,14 @@ ExampleSet make_ner_examples(std::span<const NerRecord> records, const NerExampl
   }
   if (report) *report = rep;
   return b.finish();
+}
+
+/// Examples of NER records: one per record and chunk of options.labels (make_examples).
+template <TextEncoder Enc>
+ExampleSet make_ner_examples(std::span<const NerRecord> records, const NerExampleOptions& options,
+                             const Enc& tok, ExampleReport* report = nullptr) {
+  SEQPAR_CHECK(!options.labels.empty(), "make_ner_examples: NerExampleOptions::labels is empty");
+  return make_examples(records, options.example_options(), tok, report);
 }
 
 }  // namespace seqpar::inline v0

@@ -15,10 +15,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "seqpar/core/error.hpp"
 #include "seqpar/data/ner_record.hpp"
+#include "seqpar/data/record.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -43,9 +45,8 @@ inline std::string seqgpt_prompt(std::string_view text, Task task,
   s.append(text).append("\n").append(task_word(task)).append(": ");
   for (std::size_t i = 0; i < labels.size(); ++i) {
     const std::string& l = labels[i];
-    SEQPAR_CHECK(!l.empty() && l.find(list_separator) == std::string::npos &&
-                     l.find('\n') == std::string::npos && l.find(": ") == std::string::npos,
-                 "seqgpt_prompt: label '", l, "' is empty or holds '，', ': ' or a newline");
+    const std::string problem = detail::label_problem(l);
+    SEQPAR_CHECK(problem.empty(), "seqgpt_prompt: label '", l, "' ", problem);
     if (i) s.append(list_separator);
     s.append(l);
   }
@@ -82,23 +83,71 @@ inline std::vector<NerMention> gold_mentions(const NerRecord& r,
   return out;
 }
 
-/// The answer text of record `r` for one chunk of labels (no trailing newline).
-inline std::string ner_answer(const NerRecord& r, std::span<const std::string> chunk) {
+/// An extraction answer: one line per label, "label: value，value" with the values in the
+/// order given, or "label: None" (no trailing newline).
+inline std::string extraction_answer(std::span<const std::string> labels,
+                                     std::span<const std::vector<std::string>> values) {
+  SEQPAR_CHECK(labels.size() == values.size(), "extraction_answer: ", labels.size(), " labels but ",
+               values.size(), " lists of values");
   std::string s;
-  for (std::size_t i = 0; i < chunk.size(); ++i) {
+  for (std::size_t i = 0; i < labels.size(); ++i) {
     if (i) s += '\n';
-    s.append(chunk[i]).append(": ");
-    bool any = false;
-    for (const auto& sp : r.spans) {
-      if (sp.label != chunk[i]) continue;
-      if (any) s.append(list_separator);
-      s.append(sp.text);
-      any = true;
-    }
-    if (!any) s.append(no_mention);
+    s.append(labels[i]).append(": ");
+    for (std::size_t k = 0; k < values[i].size(); ++k)
+      s.append(k ? list_separator : "").append(values[i][k]);
+    if (values[i].empty()) s.append(no_mention);
   }
   return s;
 }
+
+/// The answer text of record `r` for one chunk of labels (no trailing newline).
+inline std::string ner_answer(const NerRecord& r, std::span<const std::string> chunk) {
+  std::vector<std::vector<std::string>> values(chunk.size());
+  for (const auto& sp : r.spans)
+    for (std::size_t i = 0; i < chunk.size(); ++i)
+      if (sp.label == chunk[i]) values[i].push_back(sp.text);
+  return extraction_answer(chunk, values);
+}
+
+/// What the model garbled in its answers, by kind: counted, never fatal, and never passed
+/// over silently (docs/tasks.md, "Scores").
+struct AnswerErrors {
+  std::int64_t empty = 0;             // an answer of nothing but white space
+  std::int64_t malformed = 0;         // a line that is not "label: ...", a class over lines
+  std::int64_t unknown_label = 0;     // a label (line, class, relation) not in the prompt
+  std::int64_t several_labels = 0;    // a classification answer naming more than one label
+  std::int64_t span_not_in_text = 0;  // a span the text does not hold
+
+  std::int64_t total() const {
+    return empty + malformed + unknown_label + several_labels + span_not_in_text;
+  }
+  AnswerErrors& operator+=(const AnswerErrors& o) {
+    empty += o.empty, malformed += o.malformed, unknown_label += o.unknown_label;
+    several_labels += o.several_labels, span_not_in_text += o.span_not_in_text;
+    return *this;
+  }
+  bool operator==(const AnswerErrors&) const = default;
+
+  /// The kinds that occurred and their counts, as (name, count), in the order above.
+  std::vector<std::pair<std::string, std::int64_t>> counts() const {
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    for (const auto& [name, n] :
+         {std::pair{"empty", empty}, std::pair{"malformed", malformed},
+          std::pair{"unknown_label", unknown_label}, std::pair{"several_labels", several_labels},
+          std::pair{"span_not_in_text", span_not_in_text}})
+      if (n > 0) out.emplace_back(name, n);
+    return out;
+  }
+
+  /// "3 (unknown_label 2, span_not_in_text 1)", or "0".
+  std::string summary() const {
+    std::string s = std::to_string(total());
+    const auto c = counts();
+    for (std::size_t i = 0; i < c.size(); ++i)
+      s += (i ? ", " : " (") + c[i].first + " " + std::to_string(c[i].second);
+    return c.empty() ? s : s + ")";
+  }
+};
 
 /// An answer read back: its mentions, and the lines it could not use.
 struct ParsedAnswer {

@@ -60,6 +60,12 @@ inline std::string example_cache_key(const std::string& source_hash,
   return "seqpar-ner-examples-v1|source=" + source_hash + "|tokenizer=" + tokenizer_id + "|" +
          options.describe();
 }
+inline std::string example_cache_key(const std::string& source_hash,
+                                     const std::string& tokenizer_id,
+                                     const ExampleOptions& options) {
+  return "seqpar-examples-v2|source=" + source_hash + "|tokenizer=" + tokenizer_id + "|" +
+         options.describe();
+}
 
 namespace detail {
 template <class T>
@@ -112,16 +118,13 @@ inline ExampleSet load_examples(const std::filesystem::path& path,
   return ExampleSet(c, std::shared_ptr<const void>(f), true, path.string());
 }
 
-/// The examples of `records` (read from a source whose content_hash is `source_hash`),
-/// from the cache file at `path` when its key matches, else built with `tok` and written
-/// there. `tokenizer_id` names the tokenizer (file_hash of its tokenizer.json). `report`
-/// is restored from the cache on a hit.
-template <TextEncoder Enc>
-ExampleSet cached_ner_examples(const std::filesystem::path& path, const std::string& source_hash,
-                               std::span<const NerRecord> records, const NerExampleOptions& options,
-                               const Enc& tok, const std::string& tokenizer_id,
-                               CacheStatus* status = nullptr, ExampleReport* report = nullptr) {
-  const std::string key = example_cache_key(source_hash, tokenizer_id, options);
+namespace detail {
+/// The examples under `key`, from the cache file at `path` when its key matches, else made
+/// by `build` and written there.
+template <class Build>
+ExampleSet cached_examples_keyed(const std::filesystem::path& path, const std::string& key,
+                                 const char* format, Build&& build, CacheStatus* status,
+                                 ExampleReport* report) {
   CacheStatus st{false, path, "no file"};
   const auto number = [&path](const std::map<std::string, std::string>& m,
                               const char* k) -> std::int64_t {
@@ -153,10 +156,10 @@ ExampleSet cached_ner_examples(const std::filesystem::path& path, const std::str
     }
   }
   ExampleReport rep;
-  ExampleSet built = make_ner_examples(records, options, tok, &rep);
+  ExampleSet built = build(&rep);
   save_examples(path, built,
                 {{"key", key},
-                 {"format", "seqpar-ner-examples-v1"},
+                 {"format", format},
                  {"examples", std::to_string(rep.examples)},
                  {"skipped_too_long", std::to_string(rep.skipped_too_long)},
                  {"tokens", std::to_string(rep.tokens)},
@@ -167,6 +170,34 @@ ExampleSet cached_ner_examples(const std::filesystem::path& path, const std::str
   if (status) *status = st;
   // Read back mapped, so a first run works from the same bytes as every later one.
   return load_examples(path);
+}
+}  // namespace detail
+
+/// The examples of `records` (read from a source whose content_hash is `source_hash`),
+/// from the cache file at `path` when its key matches, else built with `tok` and written
+/// there. `tokenizer_id` names the tokenizer (file_hash of its tokenizer.json). `report`
+/// is restored from the cache on a hit.
+template <TextEncoder Enc>
+ExampleSet cached_examples(const std::filesystem::path& path, const std::string& source_hash,
+                           std::span<const TextRecord> records, const ExampleOptions& options,
+                           const Enc& tok, const std::string& tokenizer_id,
+                           CacheStatus* status = nullptr, ExampleReport* report = nullptr) {
+  return detail::cached_examples_keyed(
+      path, example_cache_key(source_hash, tokenizer_id, options), "seqpar-examples-v2",
+      [&](ExampleReport* rep) { return make_examples(records, options, tok, rep); }, status,
+      report);
+}
+
+/// cached_examples for NER records with NerExampleOptions (their key as before).
+template <TextEncoder Enc>
+ExampleSet cached_ner_examples(const std::filesystem::path& path, const std::string& source_hash,
+                               std::span<const NerRecord> records, const NerExampleOptions& options,
+                               const Enc& tok, const std::string& tokenizer_id,
+                               CacheStatus* status = nullptr, ExampleReport* report = nullptr) {
+  return detail::cached_examples_keyed(
+      path, example_cache_key(source_hash, tokenizer_id, options), "seqpar-ner-examples-v1",
+      [&](ExampleReport* rep) { return make_ner_examples(records, options, tok, rep); }, status,
+      report);
 }
 
 }  // namespace seqpar::inline v0

@@ -1,12 +1,14 @@
 #pragma once
-// Loading and saving BLOOM weights by their Hugging Face names, for any tensor split:
-// each rank reads just its block of each tensor. Accepts names with or without the
-// "transformer." prefix; a missing word_embeddings.weight falls back to lm_head.weight
-// (the two are tied).
+// Loading BLOOM weights by their Hugging Face names, for any tensor split: each rank reads
+// just its block of each tensor. Accepts names with or without the "transformer." prefix;
+// a missing word_embeddings.weight falls back to lm_head.weight (the two are tied).
+// BloomWeightsFile is the one way a weights file is opened: checked against the model
+// from its header before anything is read.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -14,6 +16,7 @@
 
 #include "seqpar/config/units.hpp"
 #include "seqpar/core/error.hpp"
+#include "seqpar/io/tensor_file.hpp"
 #include "seqpar/io/tensor_source.hpp"
 
 namespace seqpar::inline v0 {
@@ -44,9 +47,7 @@ void check_bloom_weights(const std::vector<std::string>& names, const TensorLook
   for (const auto& u : bloom_units<M>(1, 0))
     for (const auto& p : u.params) {
       known.push_back(p.name);
-      const std::vector<std::int64_t> want = p.vector
-                                                 ? std::vector<std::int64_t>{p.real_rows}
-                                                 : std::vector<std::int64_t>{p.real_rows, p.cols};
+      const std::vector<std::int64_t> want = p.file_shape();
       const TensorEntry& e = find_bloom_tensor(lookup, p.name, file);
       SEQPAR_CHECK(e.shape == want, file, ": tensor '", e.name, "' has shape ",
                    detail::shape_string(e.shape), "; this model (vocab ", M::vocab_size,
@@ -76,12 +77,10 @@ void check_bloom_weights(const std::vector<std::string>& names, const TensorLook
 /// file holds p.real_rows rows (the vocabulary for the embedding; the padding stays 0).
 template <class T>
 void load_param_block(const TensorEntry& e, const ParamSpec& p, T* dst) {
-  const std::int64_t real_rows = p.real_rows;
-  const std::vector<std::int64_t> want = p.vector ? std::vector<std::int64_t>{real_rows}
-                                                  : std::vector<std::int64_t>{real_rows, p.cols};
+  const std::vector<std::int64_t> want = p.file_shape();
   SEQPAR_CHECK(e.shape == want, e.file, ": tensor '", e.name, "' has shape ",
                detail::shape_string(e.shape), "; expected ", detail::shape_string(want));
-  const std::int64_t rows = std::clamp<std::int64_t>(real_rows - p.row0, 0, p.local_rows);
+  const std::int64_t rows = p.local_real_rows();
   std::fill(dst, dst + p.numel(), T(0));
   if (rows == 0) return;
   TensorEntry block = e;
@@ -100,5 +99,33 @@ void load_param_block(const TensorEntry& e, const ParamSpec& p, T* dst) {
       " (row ", p.row0 + (bad - dst) / p.local_cols, ", column ",
       p.col0 + (bad - dst) % p.local_cols, "); expected finite values");
 }
+
+/// A weights file (safetensors or pytorch_model.bin) of model M, opened and checked by
+/// check_bloom_weights from its header alone, before anything is allocated or read.
+template <BloomModel M>
+class BloomWeightsFile {
+ public:
+  explicit BloomWeightsFile(const std::filesystem::path& path) : name_(path.string()), file_(path) {
+    check_bloom_weights<M>(file_.names(), lookup(), name_);
+  }
+  BloomWeightsFile(const BloomWeightsFile&) = delete;
+  BloomWeightsFile& operator=(const BloomWeightsFile&) = delete;
+
+  /// The file's name in messages.
+  const std::string& name() const { return name_; }
+  /// Finds a tensor by its name in the file (valid while this object lives).
+  TensorLookup lookup() const {
+    return [this](std::string_view n) { return file_.find(n); };
+  }
+  /// This rank's block of parameter p into dst[p.numel()] (load_param_block).
+  template <class T>
+  void read(const ParamSpec& p, T* dst) const {
+    load_param_block(find_bloom_tensor(lookup(), p.name, name_), p, dst);
+  }
+
+ private:
+  std::string name_;
+  TensorFile file_;
+};
 
 }  // namespace seqpar::inline v0

@@ -8,6 +8,7 @@
 // prompts that also stores their keys and values in the block's cache; a decoding step
 // runs the same calls on one new token per row, its attention against the cache.
 
+#include <concepts>
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "seqpar/nn/activations.hpp"
 #include "seqpar/nn/kv_cache.hpp"
 #include "seqpar/nn/params.hpp"
+#include "seqpar/parallel/tensor_axis.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -68,6 +70,88 @@ struct BlockScratch {
   }
 };
 
+/// Where one block's forward writes its intermediate tensors, n = its rows (a record's
+/// buffers, or a decoding step's scratch).
+template <class T>
+struct BlockOutputs {
+  using S = StatScalar<T>;
+  T* ln1;                  // [n, H]
+  S *ln1_mean, *ln1_rstd;  // [n]
+  T* qkv;                  // [n, 3 Hl]
+  T* ctx;                  // [n, Hl]
+  T* x_mid;                // [n, H]
+  T* ln2;                  // [n, H]
+  S *ln2_mean, *ln2_rstd;  // [n]
+  T *fc_pre, *fc_act;      // [n, Fl]
+};
+
+/// The attention step of a micro-batch's forward [rows, seq]: the probabilities kept in
+/// `probs` [rows, nh, seq, seq].
+template <Device D, class T, class ArenaT>
+struct StandardAttention {
+  const Activations<T, ArenaT>& mb;
+  const StatScalar<T>* slopes;  // [heads_total]
+  const BlockShape& s;
+  T* probs;
+  void operator()(T* ctx, const T* qkv) const {
+    Ops<D>::attention_forward(ctx, probs, qkv, mb.pos.data(), mb.valid.data(), slopes + s.head0,
+                              mb.rows, mb.seq, s.heads_local, s.head_dim);
+  }
+};
+
+/// The attention step of a micro-batch's forward, flash-style: a log-sum-exp per query
+/// kept in `lse` [rows, nh, seq], no probabilities.
+template <Device D, class T, class ArenaT>
+struct FusedAttention {
+  const Activations<T, ArenaT>& mb;
+  const StatScalar<T>* slopes;
+  const BlockShape& s;
+  StatScalar<T>* lse;
+  void operator()(T* ctx, const T* qkv) const {
+    Ops<D>::flash_attention_forward(ctx, lse, qkv, mb.pos.data(), mb.valid.data(), slopes + s.head0,
+                                    mb.rows, mb.seq, s.heads_local, s.head_dim);
+  }
+};
+
+/// The attention step of a decoding step, one token a row: its keys and values join kv at
+/// position c.length, then it attends to positions [0, c.length] (c.pos and c.valid).
+template <Device D, class T, class ArenaT>
+struct CachedAttention {
+  BlockKv<T, ArenaT>& kv;
+  KvCache<T, ArenaT>& c;
+  const StatScalar<T>* slopes;
+  const BlockShape& s;
+  void operator()(T* ctx, const T* qkv) const {
+    Ops<D>::kv_store(kv.k.data(), kv.v.data(), qkv, c.rows, std::int64_t{1}, s.heads_local,
+                     s.head_dim, c.capacity, c.length);
+    Ops<D>::decode_attention(ctx, c.step.scores.data(), qkv, kv.k.data(), kv.v.data(), c.pos.data(),
+                             c.valid.data(), slopes + s.head0, c.rows, s.heads_local, s.head_dim,
+                             c.capacity, c.length + 1);
+  }
+};
+
+/// A block's forward on n rows, x[n, H] -> out[n, H], its tensors written to `a` and its
+/// attention computed by `attend(ctx, qkv)`: one list of calls for training, prefill and
+/// decoding.
+template <Device D, class T, std::invocable<T*, const T*> Attend, TensorAxis Axis>
+void block_calls(T* out, const T* x, const BlockOutputs<T>& a, const BlockTensors<const T>& w,
+                 const BlockShape& s, std::int64_t n, const Attend& attend, Axis& axis) {
+  using O = Ops<D>;
+  const std::int64_t H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local;
+  O::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, n, H, s.eps);
+  O::linear_forward(a.qkv, a.ln1, w.qkv_w, w.qkv_b, n, H, 3 * Hl);  // [n, 3Hl]
+  attend(a.ctx, a.qkv);                                             // [n, Hl]
+  O::linear_forward(a.x_mid, a.ctx, w.proj_w, static_cast<const T*>(nullptr), n, Hl, H);
+  axis.sum(a.x_mid, n * H);                          // row-parallel: sum partial products
+  O::add_bias_residual(a.x_mid, w.proj_b, x, n, H);  // x_mid = x + dense(ctx)
+  O::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x_mid, w.ln2_w, w.ln2_b, n, H, s.eps);
+  O::linear_forward(a.fc_pre, a.ln2, w.fc_w, w.fc_b, n, H, Fl);  // [n, Fl]
+  O::gelu_forward(a.fc_act, a.fc_pre, n * Fl);
+  O::linear_forward(out, a.fc_act, w.out_w, static_cast<const T*>(nullptr), n, Fl, H);
+  axis.sum(out, n * H);
+  O::add_bias_residual(out, w.out_b, a.x_mid, n, H);  // out = x_mid + mlp(x_mid)
+}
+
 /// x[N, H] -> out[N, H]; `a` keeps what the backward needs (its buffers are reused when
 /// their sizes did not change). slopes[heads_total] are the ALiBi slopes in device memory.
 /// With `recompute` the attention probabilities go to that scratch and the record keeps
@@ -75,13 +159,12 @@ struct BlockScratch {
 /// GEMM and softmax per block for [rows, nh, seq, seq] less per record, as Megatron's
 /// selective recomputation. Without it the record keeps them. With AttentionKind::fused
 /// the record keeps neither, only the log-sum-exp of each query (`recompute` is unused).
-template <Device D, class T, class ArenaT, class Axis>
+template <Device D, class T, class ArenaT, TensorAxis Axis>
 void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a,
                    const BlockTensors<const T>& w, const Activations<T, ArenaT>& mb,
                    const StatScalar<T>* slopes, const BlockShape& s,
                    BlockScratch<T, ArenaT>* recompute, AttentionKind attention, ArenaT& arena,
                    Axis& axis) {
-  using O = Ops<D>;
   const std::int64_t B = mb.rows, S = mb.seq, N = B * S, H = s.hidden, Hl = s.hidden_local(),
                      Fl = s.ffn_local;
   constexpr Memory kind = Memory::activations;
@@ -104,33 +187,20 @@ void block_forward(T* out, const T* x, BlockActivations<T, ArenaT>& a,
     probs = a.probs.data();
   }
   if (!fused) a.lse.reset();
-
-  O::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, N,
-                       H, s.eps);
-  O::linear_forward(a.qkv.data(), a.ln1.data(), w.qkv_w, w.qkv_b, N, H, 3 * Hl);  // [N, 3Hl]
+  const BlockOutputs<T> o{a.ln1.data(),    a.ln1_mean.data(), a.ln1_rstd.data(),
+                          a.qkv.data(),    a.ctx.data(),      a.x_mid.data(),
+                          a.ln2.data(),    a.ln2_mean.data(), a.ln2_rstd.data(),
+                          a.fc_pre.data(), a.fc_act.data()};
   if (fused)
-    O::flash_attention_forward(a.ctx.data(), a.lse.data(), a.qkv.data(), mb.pos.data(),
-                               mb.valid.data(), slopes + s.head0, B, S, s.heads_local,
-                               s.head_dim);  // [N, Hl]
+    block_calls<D>(out, x, o, w, s, N, FusedAttention<D, T, ArenaT>{mb, slopes, s, a.lse.data()},
+                   axis);
   else
-    O::attention_forward(a.ctx.data(), probs, a.qkv.data(), mb.pos.data(), mb.valid.data(),
-                         slopes + s.head0, B, S, s.heads_local, s.head_dim);  // [N, Hl]
-  O::linear_forward(a.x_mid.data(), a.ctx.data(), w.proj_w, static_cast<const T*>(nullptr), N, Hl,
-                    H);
-  axis.sum(a.x_mid.data(), N * H);                          // row-parallel: sum partial products
-  O::add_bias_residual(a.x_mid.data(), w.proj_b, x, N, H);  // x_mid = x + dense(ctx)
-  O::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.x_mid.data(), w.ln2_w,
-                       w.ln2_b, N, H, s.eps);
-  O::linear_forward(a.fc_pre.data(), a.ln2.data(), w.fc_w, w.fc_b, N, H, Fl);  // [N, Fl]
-  O::gelu_forward(a.fc_act.data(), a.fc_pre.data(), N * Fl);
-  O::linear_forward(out, a.fc_act.data(), w.out_w, static_cast<const T*>(nullptr), N, Fl, H);
-  axis.sum(out, N * H);
-  O::add_bias_residual(out, w.out_b, a.x_mid.data(), N, H);  // out = x_mid + mlp(x_mid)
+    block_calls<D>(out, x, o, w, s, N, StandardAttention<D, T, ArenaT>{mb, slopes, s, probs}, axis);
 }
 
 /// block_forward over left-padded prompts [rows, seq] that also fills the block's cache:
 /// kv's keys and values of positions [0, seq) (a record's qkv holds them per head).
-template <Device D, class T, class ArenaT, class Axis>
+template <Device D, class T, class ArenaT, TensorAxis Axis>
 void block_prefill(T* out, const T* x, BlockKv<T, ArenaT>& kv, std::int64_t capacity,
                    BlockActivations<T, ArenaT>& a, const BlockTensors<const T>& w,
                    const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes,
@@ -142,41 +212,23 @@ void block_prefill(T* out, const T* x, BlockKv<T, ArenaT>& kv, std::int64_t capa
 }
 
 /// One new token per row: x[B, H] -> out[B, H] (B = c.rows), the calls of block_forward
-/// with the attention against the cache: the token's keys and values join kv at position
-/// c.length, then it attends to positions [0, c.length] (c.pos and c.valid hold theirs).
-template <Device D, class T, class ArenaT, class Axis>
+/// with the attention against the cache (CachedAttention). The step's scratch serves both
+/// layernorms.
+template <Device D, class T, class ArenaT, TensorAxis Axis>
 void block_decode(T* out, const T* x, BlockKv<T, ArenaT>& kv, KvCache<T, ArenaT>& c,
                   const BlockTensors<const T>& w, const StatScalar<T>* slopes, const BlockShape& s,
                   Axis& axis) {
-  using O = Ops<D>;
   auto& sc = c.step;
-  const std::int64_t B = c.rows, H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local,
-                     t = c.length;
-  O::layernorm_forward(sc.ln.data(), sc.mean.data(), sc.rstd.data(), x, w.ln1_w, w.ln1_b, B, H,
-                       s.eps);
-  O::linear_forward(sc.qkv.data(), sc.ln.data(), w.qkv_w, w.qkv_b, B, H, 3 * Hl);  // [B, 3Hl]
-  O::kv_store(kv.k.data(), kv.v.data(), sc.qkv.data(), B, std::int64_t{1}, s.heads_local,
-              s.head_dim, c.capacity, t);
-  O::decode_attention(sc.ctx.data(), sc.scores.data(), sc.qkv.data(), kv.k.data(), kv.v.data(),
-                      c.pos.data(), c.valid.data(), slopes + s.head0, B, s.heads_local, s.head_dim,
-                      c.capacity, t + 1);  // [B, Hl]
-  O::linear_forward(sc.mid.data(), sc.ctx.data(), w.proj_w, static_cast<const T*>(nullptr), B, Hl,
-                    H);
-  axis.sum(sc.mid.data(), B * H);                          // row-parallel: sum partial products
-  O::add_bias_residual(sc.mid.data(), w.proj_b, x, B, H);  // mid = x + dense(ctx)
-  O::layernorm_forward(sc.ln.data(), sc.mean.data(), sc.rstd.data(), sc.mid.data(), w.ln2_w,
-                       w.ln2_b, B, H, s.eps);
-  O::linear_forward(sc.fc.data(), sc.ln.data(), w.fc_w, w.fc_b, B, H, Fl);  // [B, Fl]
-  O::gelu_forward(sc.act.data(), sc.fc.data(), B * Fl);
-  O::linear_forward(out, sc.act.data(), w.out_w, static_cast<const T*>(nullptr), B, Fl, H);
-  axis.sum(out, B * H);
-  O::add_bias_residual(out, w.out_b, sc.mid.data(), B, H);  // out = mid + mlp(mid)
+  const BlockOutputs<T> o{sc.ln.data(),   sc.mean.data(), sc.rstd.data(), sc.qkv.data(),
+                          sc.ctx.data(),  sc.mid.data(),  sc.ln.data(),   sc.mean.data(),
+                          sc.rstd.data(), sc.fc.data(),   sc.act.data()};
+  block_calls<D>(out, x, o, w, s, c.rows, CachedAttention<D, T, ArenaT>{kv, c, slopes, s}, axis);
 }
 
 /// In place on the residual gradient: d[N, H] holds d out on entry and d x on exit.
 /// A record without probabilities has them recomputed in sc (see block_forward); one with a
 /// log-sum-exp takes the fused backward.
-template <Device D, class T, class ArenaT, class Axis>
+template <Device D, class T, class ArenaT, TensorAxis Axis>
 void block_backward(T* d, const T* x, const BlockActivations<T, ArenaT>& a,
                     const BlockTensors<const T>& w, const BlockTensors<T>& g,
                     const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes,

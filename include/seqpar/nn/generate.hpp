@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -99,7 +100,7 @@ struct SeenTokens {
 /// tensor axis combining the ranks' maxima and sums of exps), the repetition penalty on each
 /// row's seen tokens, and each row's k best candidates; only those (and a few values a row)
 /// cross to the host. The full logits come to the host only for GenerateOptions::on_step.
-template <class Stack>
+template <ModelStack Stack>
 struct NextTokens {
   using T = typename Stack::Scalar;
   using Arena = typename Stack::Arena;
@@ -245,7 +246,7 @@ struct NextTokens {
 
 /// Checks what every decoding entry point needs: the whole model, left-padded prompts of
 /// vocabulary ids, sane options. `who` names the caller in the message.
-template <class Stack>
+template <ModelStack Stack>
 void check_generation(const Stack& model, std::int64_t V, std::int64_t layers,
                       const BatchView& prompts, const GenerateOptions& o, const char* who) {
   SEQPAR_CHECK(model.whole(), who, ": the model holds layers [", model.stage().first, ", ",
@@ -282,7 +283,7 @@ void check_generation(const Stack& model, std::int64_t V, std::int64_t layers,
 }
 
 /// The prompts (without labels) through the stack once, into a cache of `capacity` positions.
-template <class Stack>
+template <ModelStack Stack>
 auto prefilled_cache(Stack& model, const BatchView& prompts, std::int64_t capacity) {
   auto cache = model.kv_cache(prompts.rows, capacity);
   Batch pb(prompts.rows, prompts.seq);
@@ -301,7 +302,7 @@ auto prefilled_cache(Stack& model, const BatchView& prompts, std::int64_t capaci
 /// options). Stops when every row has produced eos or after max_new_tokens. num_beams is
 /// not read (generate() picks beam search for more than one); the repetition penalty
 /// applies to the logits, as in transformers' greedy search.
-template <BloomModel M, Device D, class T, class Axis>
+template <BloomModel M, Device D, class T, TensorAxis Axis>
 Generated greedy_generate(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
                           const GenerateOptions& o = {}) {
   constexpr std::int64_t V = M::vocab_size;
@@ -385,6 +386,231 @@ struct Hypothesis {
   bool finished = false;  // ended (eos or length) and counted among the best
 };
 
+/// beam_search's state between steps and its parts of a step: N prompts of K beams, beam j
+/// of prompt p in cache row p * K + j; each step keeps 2K candidates a prompt.
+template <ModelStack Stack>
+class BeamSearch {
+ public:
+  static constexpr float dropped = -1.0e9f;  // transformers' score of a ruled-out candidate
+
+  BeamSearch(Stack& model, const BatchView& prompts, const GenerateOptions& o, std::int64_t vocab)
+      : model_(&model),
+        o_(o),
+        V(vocab),
+        N(prompts.rows),
+        K(o.num_beams),
+        rows_(N * K),
+        cands_(static_cast<std::size_t>(2 * K)),
+        cache_(model.kv_cache(rows_, prompts.seq + o.max_new_tokens - 1)),
+        index_(static_cast<std::size_t>(rows_)),
+        next_(static_cast<std::size_t>(rows_)),
+        running_(static_cast<std::size_t>(rows_)),
+        done_(running_.size()),
+        seen_(prompts),
+        improvable_(static_cast<std::size_t>(N), 1),
+        active_(running_.size()),
+        base_(running_.size()),
+        gathered_score_(static_cast<std::size_t>(model.axis().size()) * N * cands_),
+        gathered_index_(gathered_score_.size()) {
+    // Every beam starts as its prompt's prefilled row; only the first of a prompt runs at
+    // the start (the others would repeat it); no hypothesis is finished yet.
+    {
+      auto once = prefilled_cache(model, prompts, prompts.seq + o.max_new_tokens - 1);
+      for (std::int64_t r = 0; r < rows_; ++r)
+        index_[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r / K);
+      model.select_cache_rows(cache_, once, index_);
+    }
+    for (std::int64_t r = 0; r < rows_; ++r) {
+      running_[static_cast<std::size_t>(r)].score = r % K == 0 ? 0.0f : dropped;
+      done_[static_cast<std::size_t>(r)].score = dropped;
+    }
+    std::vector<std::vector<std::int32_t>> beams(static_cast<std::size_t>(rows_));
+    for (std::int64_t r = 0; r < rows_; ++r)
+      beams[static_cast<std::size_t>(r)] = seen_.rows[static_cast<std::size_t>(r / K)];
+    seen_.rows = std::move(beams);
+    next_tokens_.emplace(model, rows_, vocab, rows_ * (prompts.seq + o.max_new_tokens),
+                         static_cast<std::int64_t>(cands_));
+  }
+
+  /// Each beam's 2K best continuations on this rank: log_softmax over the vocabulary, the
+  /// penalty, plus the beam's running score (on the device).
+  void score(std::int64_t step) {
+    next_tokens_->load(*model_, cache_);
+    for (std::int64_t r = 0; r < rows_; ++r)
+      active_[static_cast<std::size_t>(r)] = improvable_[static_cast<std::size_t>(r / K)];
+    if (o_.on_step) {
+      next_tokens_->gather(*model_);
+      o_.on_step(step, next_tokens_->full, active_);
+    }
+    const bool penalise = o_.repetition_penalty != 1.0;
+    next_tokens_->score_rows(*model_, true, penalise ? &seen_ : nullptr,
+                             static_cast<float>(o_.repetition_penalty));
+    for (std::int64_t r = 0; r < rows_; ++r)
+      base_[static_cast<std::size_t>(r)] = running_[static_cast<std::size_t>(r)].score;
+    next_tokens_->top(*model_, base_.data());
+  }
+
+  /// The 2K best of each prompt on this rank (among its beams' 2K best, which hold them),
+  /// then over the ranks: each rank's in its slot of zeros, summed (exactly: every other
+  /// rank adds 0). A rank with fewer real columns than candidates fills its list with
+  /// (-inf, K * V).
+  void gather_candidates() {
+    const int ranks = model_->axis().size(), rank = model_->axis().rank();
+    std::fill(gathered_score_.begin(), gathered_score_.end(), 0.0f);
+    std::fill(gathered_index_.begin(), gathered_index_.end(), 0);
+    for (std::int64_t p = 0; p < N; ++p) {
+      TopK top{cands_, {}};
+      for (std::int64_t j = 0; j < K; ++j)
+        for (std::size_t i = 0; i < cands_; ++i) {
+          const std::size_t at = static_cast<std::size_t>(p * K + j) * cands_ + i;
+          const std::int64_t token = next_tokens_->token[at];
+          top.offer({next_tokens_->score[at], token >= 0 ? j * V + token : K * V});
+        }
+      const std::size_t slot = (static_cast<std::size_t>(rank) * N + p) * cands_;
+      for (std::size_t i = 0; i < cands_; ++i) {
+        gathered_score_[slot + i] = top.best[i].score;
+        gathered_index_[slot + i] = top.best[i].index;
+      }
+    }
+    if (ranks > 1) {
+      model_->axis().sum(gathered_score_.data(), static_cast<std::int64_t>(gathered_score_.size()));
+      model_->axis().sum(gathered_index_.data(), static_cast<std::int64_t>(gathered_index_.size()));
+    }
+  }
+
+  /// Every prompt's beams and finished hypotheses after a step that generated token
+  /// `length` (`last`: every candidate reaches the length).
+  void advance(std::int64_t length, bool last) {
+    std::vector<Hypothesis> next_running(running_.size());
+    for (std::int64_t p = 0; p < N; ++p) advance_prompt(p, length, last, next_running);
+    running_ = std::move(next_running);
+  }
+
+  /// Whether some prompt may still improve: its best running beam, scored at the current
+  /// length, beats the worst finished score (or some slot holds no finished hypothesis yet).
+  bool improvable(std::int64_t length) {
+    bool any = false;
+    for (std::int64_t p = 0; p < N; ++p) {
+      auto& ok = improvable_[static_cast<std::size_t>(p)];
+      const float best_running =
+          length_score(running_[static_cast<std::size_t>(p * K)].score, length);
+      float worst = done_[static_cast<std::size_t>(p * K)].score;
+      for (std::int64_t j = 1; j < K; ++j)
+        worst = std::min(worst, done_[static_cast<std::size_t>(p * K + j)].score);
+      bool beats = false;
+      for (std::int64_t j = 0; j < K; ++j)
+        beats =
+            beats ||
+            best_running > (done_[static_cast<std::size_t>(p * K + j)].finished ? worst : dropped);
+      ok = ok && beats;
+      any = any || ok;
+    }
+    return any;
+  }
+
+  /// The cache's rows follow the chosen beams, and their new tokens go through the stack.
+  void decode() {
+    model_->select_cache_rows(cache_, cache_, index_);
+    model_->decode(next_, cache_);
+  }
+
+  /// Each prompt's best finished hypothesis, without its eos.
+  void result(Generated& g) {
+    for (std::int64_t p = 0; p < N; ++p) {
+      Hypothesis& best = done_[static_cast<std::size_t>(p * K)];
+      auto& out = g.tokens[static_cast<std::size_t>(p)];
+      out = std::move(best.tokens);
+      g.scores[static_cast<std::size_t>(p)] = best.score;
+      if (!out.empty() && out.back() == o_.eos_id) {
+        out.pop_back();
+        g.finished[static_cast<std::size_t>(p)] = 1;
+      }
+    }
+  }
+
+ private:
+  float length_score(float sum, std::int64_t length) const {
+    return sum / static_cast<float>(std::pow(static_cast<double>(length), o_.length_penalty));
+  }
+
+  // Prompt p's 2K candidates over the ranks as hypotheses: the K best that run on become
+  // its beams (with their rows' sources and seen tokens); the finished list keeps the best
+  // K of the old K and the candidates, of which only those among the first K that end
+  // count (the others are `dropped`, as is every one once the prompt cannot improve), ties
+  // to the older.
+  void advance_prompt(std::int64_t p, std::int64_t length, bool last,
+                      std::vector<Hypothesis>& next_running) {
+    const int ranks = model_->axis().size();
+    TopK top{cands_, {}};
+    for (int k = 0; k < ranks; ++k)
+      for (std::size_t i = 0; i < cands_; ++i) {
+        const std::size_t at = (static_cast<std::size_t>(k) * N + p) * cands_ + i;
+        top.offer({gathered_score_[at], gathered_index_[at]});
+      }
+    // The candidates as hypotheses; those that end get `dropped` added for running on.
+    std::vector<Hypothesis> cand(cands_);
+    std::vector<std::int64_t> from(cands_);
+    std::vector<Candidate> run_on(cands_);
+    std::vector<std::uint8_t> ends(cands_);
+    for (std::size_t i = 0; i < cands_; ++i) {
+      const Candidate c = top.best[i];
+      const std::int64_t beam = c.index / V;
+      const auto token = static_cast<std::int32_t>(c.index % V);
+      from[i] = p * K + beam;
+      cand[i].tokens = running_[static_cast<std::size_t>(from[i])].tokens;
+      cand[i].tokens.push_back(token);
+      cand[i].score = c.score;
+      ends[i] = token == o_.eos_id || last;
+      run_on[i] = {c.score + (ends[i] ? dropped : 0.0f), static_cast<std::int64_t>(i)};
+    }
+    std::stable_sort(run_on.begin(), run_on.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+    std::vector<std::vector<std::int32_t>> seen_next(static_cast<std::size_t>(K));
+    for (std::int64_t j = 0; j < K; ++j) {
+      const auto i = static_cast<std::size_t>(run_on[static_cast<std::size_t>(j)].index);
+      const auto r = static_cast<std::size_t>(p * K + j);
+      next_running[r] = cand[i];
+      next_running[r].score = run_on[static_cast<std::size_t>(j)].score;
+      index_[r] = static_cast<std::int32_t>(from[i]);
+      next_[r] = cand[i].tokens.back();
+      seen_next[static_cast<std::size_t>(j)] = seen_.rows[static_cast<std::size_t>(from[i])];
+    }
+    for (std::int64_t j = 0; j < K; ++j) {
+      seen_.rows[static_cast<std::size_t>(p * K + j)] =
+          std::move(seen_next[static_cast<std::size_t>(j)]);
+      seen_.add(p * K + j, next_[static_cast<std::size_t>(p * K + j)]);
+    }
+    std::vector<Hypothesis> merged(done_.begin() + p * K, done_.begin() + (p + 1) * K);
+    for (std::size_t i = 0; i < cands_; ++i) {
+      Hypothesis h = std::move(cand[i]);
+      h.finished = ends[i] && i < static_cast<std::size_t>(K);
+      h.score = length_score(h.score, length);
+      if (!improvable_[static_cast<std::size_t>(p)]) h.score += dropped;
+      if (!h.finished) h.score += dropped;
+      merged.push_back(std::move(h));
+    }
+    std::stable_sort(merged.begin(), merged.end(),
+                     [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+    std::move(merged.begin(), merged.begin() + K, done_.begin() + p * K);
+  }
+
+  Stack* model_;
+  const GenerateOptions& o_;
+  const std::int64_t V, N, K, rows_;
+  const std::size_t cands_;
+  KvCache<typename Stack::Scalar, typename Stack::Arena> cache_;
+  std::vector<std::int32_t> index_;  // [rows] the row each beam continues
+  std::vector<std::int32_t> next_;   // [rows] each beam's new token
+  std::vector<Hypothesis> running_, done_;
+  SeenTokens seen_;
+  std::vector<std::uint8_t> improvable_;          // [N] the prompt may still improve
+  std::vector<std::uint8_t> active_;              // [rows] on_step's
+  std::vector<float> base_;                       // [rows] the beams' running scores
+  std::optional<NextTokens<Stack>> next_tokens_;  // made after the prefill
+  std::vector<float> gathered_score_;             // [ranks, N, 2K] each rank's candidates, then all
+  std::vector<std::int64_t> gathered_index_;
+};
+
 }  // namespace detail
 
 /// Beam search over `prompts` (left-padded, as greedy_generate) with o.num_beams beams a
@@ -397,196 +623,32 @@ struct Hypothesis {
 /// current length, cannot beat its worst finished hypothesis; decoding stops when every
 /// prompt is done or after max_new_tokens. Each prompt's best finished hypothesis is the
 /// result. The prompts are prefilled once; their cache rows are repeated for the beams.
-template <BloomModel M, Device D, class T, class Axis>
+template <BloomModel M, Device D, class T, TensorAxis Axis>
 Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
                       const GenerateOptions& o) {
-  using detail::Candidate;
-  using detail::Hypothesis;
   constexpr std::int64_t V = M::vocab_size;
-  constexpr float dropped = -1.0e9f;  // transformers' score of a ruled-out candidate
   detail::check_generation(model, V, M::layers, prompts, o, "beam_search");
-  const std::int64_t N = prompts.rows, P = prompts.seq, K = o.num_beams, rows = N * K;
-  const auto cands = static_cast<std::size_t>(2 * K);
   Generated g;
-  g.tokens.resize(static_cast<std::size_t>(N));
-  g.finished.assign(static_cast<std::size_t>(N), 0);
-  g.scores.assign(static_cast<std::size_t>(N), 0.0f);
+  g.tokens.resize(static_cast<std::size_t>(prompts.rows));
+  g.finished.assign(static_cast<std::size_t>(prompts.rows), 0);
+  g.scores.assign(static_cast<std::size_t>(prompts.rows), 0.0f);
   if (o.max_new_tokens == 0) return g;
-
-  // Beam j of prompt p is cache row p * K + j; all start as the prompt's prefilled row.
-  auto cache = model.kv_cache(rows, P + o.max_new_tokens - 1);
-  std::vector<std::int32_t> index(static_cast<std::size_t>(rows));
-  {
-    auto once = detail::prefilled_cache(model, prompts, P + o.max_new_tokens - 1);
-    for (std::int64_t r = 0; r < rows; ++r)
-      index[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r / K);
-    model.select_cache_rows(cache, once, index);
-  }
-  const bool penalise = o.repetition_penalty != 1.0;
-  const auto penalty = static_cast<float>(o.repetition_penalty);
-  const auto length_score = [&](float sum, std::int64_t length) {
-    return sum / static_cast<float>(std::pow(static_cast<double>(length), o.length_penalty));
-  };
-
-  // Running beams (only the first of a prompt counts at the start: the others would repeat
-  // it), the finished hypotheses (none yet: `dropped` scores), whether a prompt may improve.
-  std::vector<Hypothesis> running(static_cast<std::size_t>(rows)), done(running.size());
-  for (std::int64_t r = 0; r < rows; ++r) {
-    running[static_cast<std::size_t>(r)].score = r % K == 0 ? 0.0f : dropped;
-    done[static_cast<std::size_t>(r)].score = dropped;
-  }
-  detail::SeenTokens seen(prompts);  // each beam's start as its prompt's
-  {
-    std::vector<std::vector<std::int32_t>> beams(static_cast<std::size_t>(rows));
-    for (std::int64_t r = 0; r < rows; ++r)
-      beams[static_cast<std::size_t>(r)] = seen.rows[static_cast<std::size_t>(r / K)];
-    seen.rows = std::move(beams);
-  }
-  std::vector<std::uint8_t> improvable(static_cast<std::size_t>(N), 1), active(running.size());
-
-  detail::NextTokens<BloomStack<M, D, T, Axis>> next_tokens(
-      model, rows, V, rows * (P + o.max_new_tokens), static_cast<std::int64_t>(cands));
-  std::vector<float> base(static_cast<std::size_t>(rows));
-  const int ranks = model.axis().size(), rank = model.axis().rank();
-  std::vector<float> gathered_score(static_cast<std::size_t>(ranks) * N * cands);
-  std::vector<std::int64_t> gathered_index(gathered_score.size());
-  std::vector<std::int32_t> next(static_cast<std::size_t>(rows));
+  detail::BeamSearch<BloomStack<M, D, T, Axis>> beams(model, prompts, o, V);
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
-    next_tokens.load(model, cache);
-    for (std::int64_t r = 0; r < rows; ++r)
-      active[static_cast<std::size_t>(r)] = improvable[static_cast<std::size_t>(r / K)];
-    if (o.on_step) {
-      next_tokens.gather(model);
-      o.on_step(step, next_tokens.full, active);
-    }
-    // Scores [rows, local vocab]: log_softmax, the penalty, plus the beam's running score;
-    // each row's 2K best on the device.
-    next_tokens.score_rows(model, true, penalise ? &seen : nullptr, penalty);
-    for (std::int64_t r = 0; r < rows; ++r)
-      base[static_cast<std::size_t>(r)] = running[static_cast<std::size_t>(r)].score;
-    next_tokens.top(model, base.data());
-    // The 2K best of each prompt on this rank (among its beams' 2K best, which hold them),
-    // then over the ranks: each rank's in its slot of zeros, summed (exactly: every other
-    // rank adds 0). A rank with fewer real columns than candidates fills its list with
-    // (-inf, K * V).
-    std::fill(gathered_score.begin(), gathered_score.end(), 0.0f);
-    std::fill(gathered_index.begin(), gathered_index.end(), 0);
-    for (std::int64_t p = 0; p < N; ++p) {
-      detail::TopK top{cands, {}};
-      for (std::int64_t j = 0; j < K; ++j)
-        for (std::size_t i = 0; i < cands; ++i) {
-          const std::size_t at = static_cast<std::size_t>(p * K + j) * cands + i;
-          const std::int64_t token = next_tokens.token[at];
-          top.offer({next_tokens.score[at], token >= 0 ? j * V + token : K * V});
-        }
-      const std::size_t slot = (static_cast<std::size_t>(rank) * N + p) * cands;
-      for (std::size_t i = 0; i < cands; ++i) {
-        gathered_score[slot + i] = top.best[i].score;
-        gathered_index[slot + i] = top.best[i].index;
-      }
-    }
-    if (ranks > 1) {
-      model.axis().sum(gathered_score.data(), static_cast<std::int64_t>(gathered_score.size()));
-      model.axis().sum(gathered_index.data(), static_cast<std::int64_t>(gathered_index.size()));
-    }
+    beams.score(step);
+    beams.gather_candidates();
     const bool last = step + 1 == o.max_new_tokens;  // every candidate reaches the length
-    const std::int64_t length = step + 1;            // generated tokens, the new one included
-    std::vector<Hypothesis> next_running(running.size());
-    for (std::int64_t p = 0; p < N; ++p) {
-      detail::TopK top{cands, {}};
-      for (int k = 0; k < ranks; ++k)
-        for (std::size_t i = 0; i < cands; ++i) {
-          const std::size_t at = (static_cast<std::size_t>(k) * N + p) * cands + i;
-          top.offer({gathered_score[at], gathered_index[at]});
-        }
-      // The candidates as hypotheses; those that end get `dropped` added for running on.
-      std::vector<Hypothesis> cand(cands);
-      std::vector<std::int64_t> from(cands);
-      std::vector<Candidate> run_on(cands);
-      std::vector<std::uint8_t> ends(cands);
-      for (std::size_t i = 0; i < cands; ++i) {
-        const Candidate c = top.best[i];
-        const std::int64_t beam = c.index / V;
-        const auto token = static_cast<std::int32_t>(c.index % V);
-        from[i] = p * K + beam;
-        cand[i].tokens = running[static_cast<std::size_t>(from[i])].tokens;
-        cand[i].tokens.push_back(token);
-        cand[i].score = c.score;
-        ends[i] = token == o.eos_id || last;
-        run_on[i] = {c.score + (ends[i] ? dropped : 0.0f), static_cast<std::int64_t>(i)};
-      }
-      // The K best that run on, with their rows' sources and seen tokens.
-      std::stable_sort(run_on.begin(), run_on.end(),
-                       [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
-      std::vector<std::vector<std::int32_t>> seen_next(static_cast<std::size_t>(K));
-      for (std::int64_t j = 0; j < K; ++j) {
-        const auto i = static_cast<std::size_t>(run_on[static_cast<std::size_t>(j)].index);
-        const auto r = static_cast<std::size_t>(p * K + j);
-        next_running[r] = cand[i];
-        next_running[r].score = run_on[static_cast<std::size_t>(j)].score;
-        index[r] = static_cast<std::int32_t>(from[i]);
-        next[r] = cand[i].tokens.back();
-        seen_next[static_cast<std::size_t>(j)] = seen.rows[static_cast<std::size_t>(from[i])];
-      }
-      for (std::int64_t j = 0; j < K; ++j) {
-        seen.rows[static_cast<std::size_t>(p * K + j)] =
-            std::move(seen_next[static_cast<std::size_t>(j)]);
-        seen.add(p * K + j, next[static_cast<std::size_t>(p * K + j)]);
-      }
-      // The finished list: the old K and the 2K candidates, of which only those among the
-      // first K that end count (the others are `dropped`, as is every one once the prompt
-      // cannot improve); the best K stay, ties to the older.
-      std::vector<Hypothesis> merged(done.begin() + p * K, done.begin() + (p + 1) * K);
-      for (std::size_t i = 0; i < cands; ++i) {
-        Hypothesis h = std::move(cand[i]);
-        h.finished = ends[i] && i < static_cast<std::size_t>(K);
-        h.score = length_score(h.score, length);
-        if (!improvable[static_cast<std::size_t>(p)]) h.score += dropped;
-        if (!h.finished) h.score += dropped;
-        merged.push_back(std::move(h));
-      }
-      std::stable_sort(merged.begin(), merged.end(),
-                       [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
-      std::move(merged.begin(), merged.begin() + K, done.begin() + p * K);
-    }
-    running = std::move(next_running);
-    // A prompt stays improvable while its best running beam, scored at the current length,
-    // beats the worst finished score (or some slot holds no finished hypothesis yet).
-    bool any = false;
-    for (std::int64_t p = 0; p < N; ++p) {
-      auto& ok = improvable[static_cast<std::size_t>(p)];
-      const float best_running =
-          length_score(running[static_cast<std::size_t>(p * K)].score, length);
-      float worst = done[static_cast<std::size_t>(p * K)].score;
-      for (std::int64_t j = 1; j < K; ++j)
-        worst = std::min(worst, done[static_cast<std::size_t>(p * K + j)].score);
-      bool beats = false;
-      for (std::int64_t j = 0; j < K; ++j)
-        beats = beats || best_running >
-                             (done[static_cast<std::size_t>(p * K + j)].finished ? worst : dropped);
-      ok = ok && beats;
-      any = any || ok;
-    }
+    beams.advance(step + 1, last);                   // step + 1 tokens generated
     g.steps = step + 1;
-    if (!any || last) break;
-    model.select_cache_rows(cache, cache, index);
-    model.decode(next, cache);
+    if (!beams.improvable(step + 1) || last) break;
+    beams.decode();
   }
-  for (std::int64_t p = 0; p < N; ++p) {
-    Hypothesis& best = done[static_cast<std::size_t>(p * K)];
-    auto& out = g.tokens[static_cast<std::size_t>(p)];
-    out = std::move(best.tokens);
-    g.scores[static_cast<std::size_t>(p)] = best.score;
-    if (!out.empty() && out.back() == o.eos_id) {
-      out.pop_back();
-      g.finished[static_cast<std::size_t>(p)] = 1;
-    }
-  }
+  beams.result(g);
   return g;
 }
 
 /// Decoding as o asks: greedy_generate for one beam, beam_search for more.
-template <BloomModel M, Device D, class T, class Axis>
+template <BloomModel M, Device D, class T, TensorAxis Axis>
 Generated generate(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
                    const GenerateOptions& o = {}) {
   return o.num_beams > 1 ? beam_search(model, prompts, o) : greedy_generate(model, prompts, o);

@@ -22,6 +22,7 @@
 #include "seqpar/core/arena.hpp"
 #include "seqpar/core/batch.hpp"
 #include "seqpar/nn/activations.hpp"
+#include "seqpar/parallel/tensor_axis.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -29,12 +30,6 @@ namespace seqpar::inline v0 {
 struct LossSum {
   double sum = 0;
   std::int64_t tokens = 0;
-};
-
-/// The vocab rows a rank holds: [row0, row0 + rows) of the padded table, of which the
-/// first `real` rows are real tokens (the rest is padding that never enters the softmax).
-struct VocabShard {
-  std::int64_t row0 = 0, rows = 0, real = 0;
 };
 
 /// Scratch of the head, sized for the largest micro-batch seen; device memory but for
@@ -63,7 +58,7 @@ struct HeadScratch {
 /// gradients: dh[N, H] = d loss / d hf (zero rows for ignored tokens) and dW += ...
 /// hf[N, H] is the output of ln_f; W[rows, H] the local vocab rows of the tied table;
 /// targets (host) the shifted labels. Every pointer but `targets` is device memory.
-template <Device D, class T, class ArenaT, class Axis>
+template <Device D, class T, class ArenaT, TensorAxis Axis>
 LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W,
                      const std::vector<std::int32_t>& targets, std::int64_t hidden,
                      const VocabShard& vs, StatScalar<T> grad_scale, HeadScratch<T, ArenaT>& sc,

@@ -84,7 +84,10 @@ void fill_initial_values(T* dst, const ParamSpec& p, std::uint64_t seed, double 
 }
 }  // namespace detail
 
-template <BloomModel M, Device D, class T = float, class Axis = NoTensorAxis>
+/// The layers a rank holds of model M (all, or a pipeline stage's share, each split over
+/// the tensor axis) on device D in storage type T: their parameters and gradients, the
+/// forward and backward of a micro-batch, and decoding.
+template <BloomModel M, Device D, class T = float, TensorAxis Axis = NoTensorAxis>
 class BloomStack {
  public:
   using Arena = DeviceArena<D>;
@@ -120,9 +123,7 @@ class BloomStack {
       slopes[static_cast<std::size_t>(h)] = static_cast<Stat>(kernels::alibi_slope(h, M::heads));
     slopes_ = Buffer<Stat, Arena>(arena, slopes.size(), Memory::buffers);
     Ops<D>::upload(slopes_.data(), slopes.data(), M::heads);
-    const auto& table = units_[0].params[0];
-    vocab_ = VocabShard{table.row0, table.local_rows,
-                        std::clamp<std::int64_t>(M::vocab_size - table.row0, 0, table.local_rows)};
+    vocab_ = seqpar::vocab_shard(units_[0].params[0]);
     params_.resize(units_.size());
     grads_.resize(units_.size());
     for (std::size_t u = 0; u < units_.size(); ++u) {
@@ -183,15 +184,8 @@ class BloomStack {
   /// Recompute::full recomputes keeps nothing in `a` but its input a.x[l]: its forward
   /// runs in the stack's one transient record.
   void forward(const BatchView& b, Acts& a, bool for_backward = true) {
-    Arena& ar = *arena_;
     prepare(b, a);
-    const std::int64_t N = b.tokens();
-    if (stage_.embedding) {
-      fit(a.emb, ar, N * H, Memory::activations);
-      fit(a.emb_mean, ar, N, Memory::activations);
-      fit(a.emb_rstd, ar, N, Memory::activations);
-      embed(a.x[0].data(), a.emb.data(), a.emb_mean.data(), a.emb_rstd.data(), a.ids.data(), N);
-    }
+    if (stage_.embedding) embed(a);
     // Where the attention probabilities go when the records do not keep them: without a
     // backward, a scratch freed on return (an evaluation leaves nothing behind); under
     // Recompute::selective, the one the backward recomputes them in.
@@ -200,22 +194,13 @@ class BloomStack {
                                             : options_.recompute == Recompute::selective
                                                 ? &block_scratch_
                                                 : nullptr;
-    for (std::int64_t l = 0; l < stage_.count(); ++l) {
-      const auto u = static_cast<std::size_t>(stage_.first + l + 1);
+    forward_blocks([&](std::int64_t l, const BlockTensors<const T>& w) {
       const bool full = for_backward && recomputed(l);
-      hooks_->acquire(u, UnitUse::forward);
-      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
       if (full) a.blocks[l] = {};  // a record of an earlier mode or micro-batch shape
       block_forward<D>(a.x[l + 1].data(), a.x[l].data(), full ? full_record_ : a.blocks[l], w, a,
-                       slopes_.data(), shape_, probs_scratch, options_.attention, ar, axis_);
-      hooks_->release(u);
-    }
-    if (stage_.head) {
-      fit(a.hf, ar, N * H, Memory::activations);
-      fit(a.hf_mean, ar, N, Memory::activations);
-      fit(a.hf_rstd, ar, N, Memory::activations);
-      final_norm(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x.back().data(), N);
-    }
+                       slopes_.data(), shape_, probs_scratch, options_.attention, *arena_, axis_);
+    });
+    if (stage_.head) final_norm(a, a.x.back().data());
   }
 
   /// Reads batch b into record a and allocates its residual stream, keeping a.x[0]
@@ -231,32 +216,34 @@ class BloomStack {
     a.blocks.resize(static_cast<std::size_t>(stage_.count()));
   }
 
-  /// Last stage: the summed token loss of `a`, and with grad_scale != 0 its gradients
-  /// (grad_scale = 1 / targets in the global batch, so the loss is a global token mean).
-  /// d_out receives d loss / d (stage output) [N, H].
-  LossSum loss(Acts& a, T grad_scale, T* d_out) {
-    const std::int64_t N = a.tokens();
+  /// Last stage: the summed token loss of `a` (evaluation: no gradients).
+  LossSum loss(Acts& a) {
+    hooks_->acquire(0, UnitUse::head);
+    const LossSum s = head_loss(a, Stat(0));
+    hooks_->release(0);
+    return s;
+  }
+
+  /// Last stage: the head's backward. The summed token loss of `a` and its gradients
+  /// through the tied LM head (into the table's) and ln_f: d_out[N, H] = d loss / d (stage
+  /// output). grad_scale is each token's loss gradient (the loss scale over the global
+  /// batch's targets); 0 or no d_out: the loss only, as loss().
+  LossSum head_backward(Acts& a, T grad_scale, T* d_out) {
     const auto gs = static_cast<Stat>(grad_scale);
-    const bool backward = gs != Stat(0) && d_out;
-    grow(*arena_, head_dh_, N * H);
-    hooks_->acquire(0, backward ? UnitUse::head_backward : UnitUse::head);
-    LossSum s = lm_head_loss<D>(
-        head_dh_.data(), backward ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
-        vocab_, backward ? gs : Stat(0), head_scratch_, *arena_, axis_,
-        options_.logits_bytes > 0 ? options_.logits_bytes : Ops<D>::logits_chunk_bytes);
-    if (backward) {
-      hooks_->acquire(last_unit(), UnitUse::backward);
-      const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
-      const auto g = FinalTensors<T>::bind(grads(last_unit()), units_.back());
-      Ops<D>::fill(d_out, T(0.0f), N * H);
-      Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(),
-                                 a.hf_mean.data(), a.hf_rstd.data(), f.ln_w, N, H);
-      hooks_->grads_ready(last_unit());
-      hooks_->release(last_unit());
-    }
-    // The table stays for the embedding's backward when this stage has it.
-    if (!backward || !stage_.embedding) {
-      if (backward) hooks_->grads_ready(0);
+    if (gs == Stat(0) || !d_out) return loss(a);
+    const std::int64_t N = a.tokens();
+    hooks_->acquire(0, UnitUse::head_backward);
+    const LossSum s = head_loss(a, gs);  // d ln_f output in head_dh_
+    hooks_->acquire(last_unit(), UnitUse::backward);
+    const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
+    const auto g = FinalTensors<T>::bind(grads(last_unit()), units_.back());
+    Ops<D>::fill(d_out, T(0.0f), N * H);
+    Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(),
+                               a.hf_mean.data(), a.hf_rstd.data(), f.ln_w, N, H);
+    hooks_->grads_ready(last_unit());
+    hooks_->release(last_unit());
+    if (!stage_.embedding) {  // else the table stays for the embedding's backward
+      hooks_->grads_ready(0);
       hooks_->release(0);
     }
     return s;
@@ -353,24 +340,14 @@ class BloomStack {
     for (int i = 0; i < 2; ++i)
       a.x.emplace_back(ar, static_cast<std::size_t>(N * H), Memory::activations);
     a.blocks.resize(1);
-    fit(a.emb, ar, N * H, Memory::activations);
-    fit(a.emb_mean, ar, N, Memory::activations);
-    fit(a.emb_rstd, ar, N, Memory::activations);
-    embed(a.x[0].data(), a.emb.data(), a.emb_mean.data(), a.emb_rstd.data(), a.ids.data(), N);
+    embed(a);
     BlockScratch<T, Arena> probs;  // the attention probabilities, which no backward needs
-    for (std::int64_t l = 0; l < L; ++l) {
-      const auto u = static_cast<std::size_t>(l + 1);
-      hooks_->acquire(u, UnitUse::forward);
-      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
+    forward_blocks([&](std::int64_t l, const BlockTensors<const T>& w) {
       block_prefill<D>(a.x[(l + 1) % 2].data(), a.x[l % 2].data(),
                        c.blocks[static_cast<std::size_t>(l)], c.capacity, a.blocks[0], w, a,
                        slopes_.data(), shape_, &probs, options_.attention, ar, axis_);
-      hooks_->release(u);
-    }
-    fit(a.hf, ar, N * H, Memory::activations);
-    fit(a.hf_mean, ar, N, Memory::activations);
-    fit(a.hf_rstd, ar, N, Memory::activations);
-    final_norm(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), a.x[L % 2].data(), N);
+    });
+    final_norm(a, a.x[L % 2].data());
     std::vector<std::int32_t> last(static_cast<std::size_t>(B));
     for (std::int64_t r = 0; r < B; ++r)
       last[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r * P + P - 1);
@@ -421,14 +398,10 @@ class BloomStack {
     O::upload(sc.ids.data(), ids.data(), B);
     embed(sc.x[0].data(), sc.emb.data(), sc.mean.data(), sc.rstd.data(), sc.ids.data(),
           B);  // [B, H]
-    for (std::int64_t l = 0; l < L; ++l) {
-      const auto u = static_cast<std::size_t>(l + 1);
-      hooks_->acquire(u, UnitUse::forward);
-      const auto w = BlockTensors<const T>::bind(params(u), units_[u]);
+    forward_blocks([&](std::int64_t l, const BlockTensors<const T>& w) {
       block_decode<D>(sc.x[(l + 1) % 2].data(), sc.x[l % 2].data(),
                       c.blocks[static_cast<std::size_t>(l)], c, w, slopes_.data(), shape_, axis_);
-      hooks_->release(u);
-    }
+    });
     final_norm(c.hidden.data(), sc.mean.data(), sc.rstd.data(), sc.x[L % 2].data(), B);
     c.length = t + 1;
   }
@@ -497,6 +470,45 @@ class BloomStack {
  private:
   std::size_t last_unit() const { return units_.size() - 1; }
 
+  // The loss of `a` over the tied table (acquired); with gs != 0 also head_dh_[N, H] = d
+  // loss / d hf and the table's gradient.
+  LossSum head_loss(Acts& a, Stat gs) {
+    grow(*arena_, head_dh_, a.tokens() * H);
+    return lm_head_loss<D>(
+        head_dh_.data(), gs != Stat(0) ? grads(0) : nullptr, a.hf.data(), params(0), a.targets, H,
+        vocab_, gs, head_scratch_, *arena_, axis_,
+        options_.logits_bytes > 0 ? options_.logits_bytes : Ops<D>::logits_chunk_bytes);
+  }
+
+  // run(l, w) for each block l of this stage in order, its parameters acquired for a
+  // forward and bound as w: the one loop of the forward, prefill and a decoding step.
+  template <class Run>
+  void forward_blocks(Run&& run) {
+    for (std::int64_t l = 0; l < stage_.count(); ++l) {
+      const auto u = static_cast<std::size_t>(stage_.first + l + 1);
+      hooks_->acquire(u, UnitUse::forward);
+      run(l, BlockTensors<const T>::bind(params(u), units_[u]));
+      hooks_->release(u);
+    }
+  }
+
+  // a.x[0] = the embedding of a's ids, its raw rows and statistics kept in `a`.
+  void embed(Acts& a) {
+    const std::int64_t N = a.tokens();
+    fit(a.emb, *arena_, N * H, Memory::activations);
+    fit(a.emb_mean, *arena_, N, Memory::activations);
+    fit(a.emb_rstd, *arena_, N, Memory::activations);
+    embed(a.x[0].data(), a.emb.data(), a.emb_mean.data(), a.emb_rstd.data(), a.ids.data(), N);
+  }
+  // a.hf = ln_f(x), x[a.tokens(), H], its statistics kept in `a`.
+  void final_norm(Acts& a, const T* x) {
+    const std::int64_t N = a.tokens();
+    fit(a.hf, *arena_, N * H, Memory::activations);
+    fit(a.hf_mean, *arena_, N, Memory::activations);
+    fit(a.hf_rstd, *arena_, N, Memory::activations);
+    final_norm(a.hf.data(), a.hf_mean.data(), a.hf_rstd.data(), x, N);
+  }
+
   // out[N, H] = word_embeddings_layernorm(emb), emb[N, H] = the table's rows of ids[N]
   void embed(T* out, T* emb, Stat* mean, Stat* rstd, const std::int32_t* ids, std::int64_t N) {
     hooks_->acquire(0, UnitUse::forward);
@@ -533,5 +545,17 @@ class BloomStack {
   UnitHooks no_hooks_;
   UnitHooks* hooks_ = &no_hooks_;
 };
+
+namespace detail {
+template <class S>
+inline constexpr bool is_bloom_stack = false;
+template <BloomModel M, Device D, class T, TensorAxis Axis>
+inline constexpr bool is_bloom_stack<BloomStack<M, D, T, Axis>> = true;
+}  // namespace detail
+
+/// A BloomStack of any model, device, storage type and tensor axis: what the pipeline
+/// schedule, checkpoints and decoding run.
+template <class S>
+concept ModelStack = detail::is_bloom_stack<S>;
 
 }  // namespace seqpar::inline v0

@@ -21,11 +21,11 @@ enum class LrWarmup : std::uint8_t { linear, log };
 /// lr 0; DeepSpeed's WarmupLR and WarmupDecayLR, where min_ratio is warmup_min_lr /
 /// warmup_max_lr).
 struct LrSchedule {
-  double peak = 1e-4;
-  std::int64_t warmup = 0;
-  std::int64_t total = 0;  // 0 with a decay: no decay (constant after warmup)
+  double peak = 1e-4;       // learning_rate
+  std::int64_t warmup = 0;  // warmup_steps
+  std::int64_t total = 0;   // where the decay ends; 0: none (constant after warmup)
   LrDecay decay = LrDecay::linear;
-  double min_ratio = 0.0;
+  double min_ratio = 0.0;  // warmup_min_lr / peak: where warmup starts and decay ends
   LrWarmup warmup_shape = LrWarmup::linear;
 
   double at(std::int64_t step) const {

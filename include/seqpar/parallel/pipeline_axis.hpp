@@ -26,6 +26,13 @@ struct StageLayers {
   bool embedding = true, head = true;
   std::int64_t count() const { return last - first; }
 
+  /// The layers stage p of `stages` holds of a model of `layers` blocks: layers / stages
+  /// consecutive blocks, the embedding on stage 0, ln_f and the head on the last.
+  static StageLayers of(std::int64_t layers, int stages, int p) {
+    const std::int64_t per = layers / stages;
+    return {p * per, (p + 1) * per, p == 0, p == stages - 1};
+  }
+
   /// Whether the stage holds unit u of a model of `layers` blocks (the table of unit 0 is
   /// the head's too).
   bool holds(std::size_t u, std::int64_t layers) const {
@@ -66,12 +73,8 @@ class PipelineAxis {
   bool first() const { return stage() == 0; }
   bool last() const { return stage() == stages() - 1; }
 
-  /// The layers stage p holds: L / S consecutive blocks, the embedding on stage 0, ln_f
-  /// and the head on stage S - 1.
-  StageLayers layers_of(int p) const {
-    const std::int64_t per = layers_ / stages();
-    return {p * per, (p + 1) * per, p == 0, p == stages() - 1};
-  }
+  /// The layers stage p holds (StageLayers::of).
+  StageLayers layers_of(int p) const { return StageLayers::of(layers_, stages(), p); }
   /// This rank's layers.
   StageLayers layers() const { return layers_of(stage()); }
 

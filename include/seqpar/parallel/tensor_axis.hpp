@@ -2,6 +2,7 @@
 // The collectives a tensor-split layer calls, as named hooks. A degree of one needs
 // none: NoTensorAxis makes every hook a no-op the compiler removes.
 
+#include <concepts>
 #include <cstdint>
 
 #include "seqpar/comm/any_comm.hpp"
@@ -35,5 +36,17 @@ struct TensorGroup {
     comm.all_reduce(data, static_cast<std::size_t>(n), ReduceOp::max);
   }
 };
+
+/// What a layer calls on the tensor axis: its rank and size, and the sum and maximum of
+/// values over it (NoTensorAxis, TensorGroup).
+template <class A>
+concept TensorAxis = requires(A& a, float* f, double* d, std::int64_t n) {
+  { a.rank() } -> std::convertible_to<int>;
+  { a.size() } -> std::convertible_to<int>;
+  a.sum(f, n);
+  a.sum(d, n);
+  a.max(f, n);
+};
+static_assert(TensorAxis<NoTensorAxis> && TensorAxis<TensorGroup>);
 
 }  // namespace seqpar::inline v0

@@ -2,8 +2,10 @@
 // UnitHooks: the interface through which a data axis follows the model's use of each
 // unit's buffers (parallel/data_axis.hpp implements it; nn/model.hpp calls it).
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace seqpar::inline v0 {
 
@@ -30,6 +32,26 @@ struct UnitHooks {
   virtual void release(std::size_t /*u*/) {}
   /// Unit u's gradients for this micro-batch are complete.
   virtual void grads_ready(std::size_t /*u*/) {}
+};
+
+/// What a data axis uses of the stack whose units it serves: which units it holds, their
+/// flat parameter and gradient buffers (padded to the data degree) in its arena, the order
+/// it uses them in, and the hooks it calls.
+template <class S>
+concept UnitStore = requires(S& s, const S& cs, std::size_t u, UnitHooks* hooks) {
+  typename S::Arena;
+  typename S::Scalar;
+  { cs.units().size() } -> std::convertible_to<std::size_t>;
+  { cs.holds(u) } -> std::convertible_to<bool>;
+  { cs.padded_numel(u) } -> std::convertible_to<std::int64_t>;
+  { cs.unit_order() } -> std::convertible_to<std::vector<std::size_t>>;
+  { s.params(u) } -> std::same_as<typename S::Scalar*>;
+  { s.grads(u) } -> std::same_as<typename S::Scalar*>;
+  s.param_buffer(u).reset();
+  s.grad_buffer(u).reset();
+  { s.arena() } -> std::same_as<typename S::Arena&>;
+  s.set_hooks(hooks);
+  s.zero_grads();
 };
 
 }  // namespace seqpar::inline v0

@@ -61,6 +61,16 @@ inline std::vector<Hardware> hardware_presets() {
   };
 }
 
+/// A CPU rank (seqpar-plan --device cpu): its memory is the host's, so its device and host
+/// bytes share one budget; the rates are what seqpar's step reaches on two cores of an AMD
+/// EPYC (family 25, model 1: AVX2 + FMA, no AVX-512; docs/cpu.md), bf16 computing in fp32
+/// there (the conversion path), the ranks of a machine exchanging through its memory.
+inline Hardware cpu_hardware() {
+  // name, GiB, 16-bit TFLOP/s, fp32 TFLOP/s, efficiency (the rates are reached ones), memory
+  // GB/s, between ranks of a machine, network, "PCIe" (a copy in memory), host, ranks/machine
+  return {"cpu", 64, 0.1, 0.1, 1.0, 20, 10, 12.5, 10, 20, 2};
+}
+
 inline std::optional<Hardware> hardware_preset(const std::string& name) {
   for (const Hardware& h : hardware_presets())
     if (h.name == name) return h;
@@ -118,14 +128,16 @@ inline double step_seconds(const PlanQuery& q, const PlanPrediction& pred, const
   return w;
 }
 
-/// The largest micro-batch (rows) whose worst rank's device peak fits in `budget_bytes`,
-/// at most `limit`; 0 when not even one row fits. The peak grows with the rows.
+/// The largest micro-batch (rows) whose worst rank's device peak fits in `budget_bytes`
+/// (with `joint`, its device and host bytes together: a CPU rank, whose device memory is
+/// the host's), at most `limit`; 0 when not even one row fits. The peak grows with the rows.
 inline std::int64_t max_micro_batch(PlanQuery q, std::int64_t budget_bytes,
-                                    std::int64_t limit = 1 << 16) {
+                                    std::int64_t limit = 1 << 16, bool joint = false) {
   const auto fits = [&](std::int64_t rows) {
     q.micro_batch_rows = rows;
     q.targets_per_micro_batch = -1;
-    return predict(q).worst_device_peak() <= budget_bytes;
+    const PlanPrediction p = predict(q);
+    return (joint ? p.worst_joint_peak() : p.worst_device_peak()) <= budget_bytes;
   };
   if (!fits(1)) return 0;
   std::int64_t lo = 1, hi = 2;

@@ -6,7 +6,9 @@
 //
 // File layout: "transformer.<name>" (the weights; the file loads in transformers as it is),
 // "optimizer.m.transformer.<name>" and "optimizer.v.transformer.<name>" (AdamW moments,
-// checkpoints only), metadata "seqpar.*" (step, seed, model shape) plus the caller's own.
+// checkpoints only), metadata "seqpar.*" (step, seed, model shape) plus the caller's own,
+// and the CRC-32C of every tensor and of the metadata ("seqpar.crc32c.*", added by
+// write_safetensors), which every load verifies when it opens the file.
 //
 // RankState<Model, Stack, Data> is one rank's side of it: what the rank sends towards a
 // saved file (its units, whole along the data axis) and reads back from one.
@@ -31,6 +33,7 @@
 #include "seqpar/core/parse.hpp"
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/safetensors.hpp"
+#include "seqpar/nn/model.hpp"
 #include "seqpar/optim/offload.hpp"
 #include "seqpar/parallel/mesh.hpp"
 #include "seqpar/parallel/pipeline_axis.hpp"
@@ -74,11 +77,10 @@ class StateAssembler {
   explicit StateAssembler(StateKinds kinds) : kinds_(state_kinds(kinds)) {
     for (const auto& u : bloom_units<M>(1, 0))
       for (const auto& p : u.params) {
-        const std::int64_t rows = p.real_rows;
         for (const StateKind k : kinds_)
-          full_[static_cast<int>(k)][p.name].assign(static_cast<std::size_t>(rows * p.cols), 0.0f);
-        shapes_[p.name] =
-            p.vector ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols};
+          full_[static_cast<int>(k)][p.name].assign(static_cast<std::size_t>(p.real_rows * p.cols),
+                                                    0.0f);
+        shapes_[p.name] = p.file_shape();
       }
   }
 
@@ -87,8 +89,7 @@ class StateAssembler {
   void place(StateKind k, const UnitTable& unit, const float* values) {
     for (const auto& p : unit.params) {
       auto& dst = full_[static_cast<int>(k)].at(p.name);
-      const std::int64_t rows = std::min(p.local_rows, p.real_rows - p.row0);
-      for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t r = 0; r < p.local_real_rows(); ++r)
         std::memcpy(dst.data() + (p.row0 + r) * p.cols + p.col0,
                     values + p.offset + r * p.local_cols,
                     static_cast<std::size_t>(p.local_cols) * sizeof(float));
@@ -238,7 +239,7 @@ TrainingPosition read_training_position(const std::map<std::string, std::string>
 /// One rank's side of the whole-model state: the units its pipeline stage holds, split as
 /// its tensor rank holds them, with `Data` (the rank's DataAxis) holding its range of each
 /// unit's optimizer state. A view of the trainer's parts, made for each call.
-template <BloomModel M, class Stack, class Data>
+template <BloomModel M, ModelStack Stack, class Data>
 class RankState {
  public:
   using T = typename Stack::Scalar;

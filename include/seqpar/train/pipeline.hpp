@@ -21,7 +21,8 @@
 
 namespace seqpar::inline v0 {
 
-template <class Stack>
+/// The micro-batch schedule of one stage over its stack.
+template <ModelStack Stack>
 class StageRunner {
  public:
   using T = typename Stack::Scalar;
@@ -35,58 +36,17 @@ class StageRunner {
   bool first() const { return stage() == 0; }
   bool last() const { return stage() == stages() - 1; }
 
-  /// Forward and backward of every micro-batch; gradients accumulate in the model.
-  /// Returns the summed token loss on the last stage, 0 elsewhere.
+  /// Forward and backward of every micro-batch; gradients accumulate in the model. Each
+  /// token's loss gradient starts from `loss_gradient`. Returns the summed token loss on
+  /// the last stage, 0 elsewhere.
   template <class Schedule>
-  double train(std::span<const BatchView> mbs, T grad_scale) {
-    const auto m = static_cast<std::int64_t>(mbs.size());
+  double train(std::span<const BatchView> mbs, T loss_gradient) {
     reset(mbs.size());
-    scale_ = grad_scale;
-    if constexpr (std::is_same_v<Schedule, GPipe>) {
-      for (std::int64_t i = 0; i < m; ++i) {
-        receive_input(mbs, i);
-        forward(mbs, i, true);
-        send_output(mbs, i);
-      }
-      for (std::int64_t i = 0; i < m; ++i) {
-        receive_grad(mbs, i);
-        backward(i);
-        send_grad(mbs, i);
-        release(i);
-      }
-    } else {
-      const std::int64_t warm = std::min<std::int64_t>(stages() - stage() - 1, m);
-      for (std::int64_t i = 0; i < warm; ++i) {
-        receive_input(mbs, i);
-        forward(mbs, i, true);
-        send_output(mbs, i);
-      }
-      if (warm < m) receive_input(mbs, warm);
-      for (std::int64_t i = warm, k = 0; i < m; ++i, ++k) {  // forward i, backward k
-        forward(mbs, i, true);
-        if (!last()) {
-          alloc_grad(mbs, k);
-          pipe_.sendrecv(output(i), hidden_elems(mbs, i), fwd_tag(i), grads_[k].data(),
-                         hidden_elems(mbs, k), bwd_tag(k), stage() + 1);
-        }
-        backward(k);
-        if (i + 1 == m) {
-          send_grad(mbs, k);
-        } else {
-          prepare(mbs, i + 1);
-          if (!first())
-            pipe_.sendrecv(grads_[k].data(), hidden_elems(mbs, k), bwd_tag(k), input(i + 1),
-                           hidden_elems(mbs, i + 1), fwd_tag(i + 1), stage() - 1);
-        }
-        release(k);
-      }
-      for (std::int64_t k = m - warm; k < m; ++k) {
-        receive_grad(mbs, k);
-        backward(k);
-        send_grad(mbs, k);
-        release(k);
-      }
-    }
+    loss_gradient_ = loss_gradient;
+    if constexpr (std::is_same_v<Schedule, GPipe>)
+      gpipe(mbs);
+    else
+      one_f_one_b(mbs);
     return loss_;
   }
 
@@ -97,7 +57,7 @@ class StageRunner {
       receive_input(mbs, i);
       forward(mbs, i, false);
       send_output(mbs, i);
-      if (last()) loss_ += model_->loss(records_[static_cast<std::size_t>(i)], T(0), nullptr).sum;
+      if (last()) loss_ += model_->loss(records_[static_cast<std::size_t>(i)]).sum;
       release(i);
     }
     return loss_;
@@ -134,15 +94,76 @@ class StageRunner {
   void send_output(std::span<const BatchView> mbs, std::int64_t i) {
     if (!last()) pipe_.send(output(i), hidden_elems(mbs, i), stage() + 1, fwd_tag(i));
   }
-  // The stage's layers on micro-batch i; on the last stage with `with_loss` also the loss
-  // and the head's backward, whose gradient becomes grads_[i].
-  void forward(std::span<const BatchView> mbs, std::int64_t i, bool with_loss) {
-    Acts& a = records_[static_cast<std::size_t>(i)];
-    model_->forward(mbs[static_cast<std::size_t>(i)], a, with_loss);
-    if (last() && with_loss) {
-      alloc_grad(mbs, i);
-      loss_ += model_->loss(a, scale_, grads_[static_cast<std::size_t>(i)].data()).sum;
+  // GPipe: every forward, then every backward (all micro-batches in flight).
+  void gpipe(std::span<const BatchView> mbs) {
+    const auto m = static_cast<std::int64_t>(mbs.size());
+    for (std::int64_t i = 0; i < m; ++i) {
+      receive_input(mbs, i);
+      forward(mbs, i, true);
+      head_backward(mbs, i);
+      send_output(mbs, i);
     }
+    for (std::int64_t i = 0; i < m; ++i) {
+      receive_grad(mbs, i);
+      backward(i);
+      send_grad(mbs, i);
+      release(i);
+    }
+  }
+
+  // 1F1B: S - stage - 1 forwards, then one forward and one backward in turn, then the
+  // backwards left. In the steady state each pair of messages that cross goes as one
+  // sendrecv (output i forward with gradient k back, gradient k back with input i + 1).
+  void one_f_one_b(std::span<const BatchView> mbs) {
+    const auto m = static_cast<std::int64_t>(mbs.size());
+    const std::int64_t warm = std::min<std::int64_t>(stages() - stage() - 1, m);
+    for (std::int64_t i = 0; i < warm; ++i) {
+      receive_input(mbs, i);
+      forward(mbs, i, true);
+      send_output(mbs, i);
+    }
+    if (warm < m) receive_input(mbs, warm);
+    for (std::int64_t i = warm, k = 0; i < m; ++i, ++k) {  // forward i, backward k
+      forward(mbs, i, true);
+      head_backward(mbs, i);
+      if (!last()) {
+        alloc_grad(mbs, k);
+        pipe_.sendrecv(output(i), hidden_elems(mbs, i), fwd_tag(i), grads_[k].data(),
+                       hidden_elems(mbs, k), bwd_tag(k), stage() + 1);
+      }
+      backward(k);
+      if (i + 1 == m) {
+        send_grad(mbs, k);
+      } else {
+        prepare(mbs, i + 1);
+        if (!first())
+          pipe_.sendrecv(grads_[k].data(), hidden_elems(mbs, k), bwd_tag(k), input(i + 1),
+                         hidden_elems(mbs, i + 1), fwd_tag(i + 1), stage() - 1);
+      }
+      release(k);
+    }
+    for (std::int64_t k = m - warm; k < m; ++k) {
+      receive_grad(mbs, k);
+      backward(k);
+      send_grad(mbs, k);
+      release(k);
+    }
+  }
+
+  // The stage's layers on micro-batch i (`for_backward`: its record keeps what a backward needs).
+  void forward(std::span<const BatchView> mbs, std::int64_t i, bool for_backward) {
+    model_->forward(mbs[static_cast<std::size_t>(i)], records_[static_cast<std::size_t>(i)],
+                    for_backward);
+  }
+  // The last stage's backward starts at the loss: micro-batch i's loss, and its gradient
+  // through the head into grads_[i] (d stage output).
+  void head_backward(std::span<const BatchView> mbs, std::int64_t i) {
+    if (!last()) return;
+    alloc_grad(mbs, i);
+    loss_ += model_
+                 ->head_backward(records_[static_cast<std::size_t>(i)], loss_gradient_,
+                                 grads_[static_cast<std::size_t>(i)].data())
+                 .sum;
   }
   void alloc_grad(std::span<const BatchView> mbs, std::int64_t i) {
     grads_[static_cast<std::size_t>(i)] =
@@ -182,7 +203,7 @@ class StageRunner {
   std::vector<Acts> records_;
   std::vector<Buffer<T, Arena>> grads_;
   double loss_ = 0;
-  T scale_ = 0;
+  T loss_gradient_{};
 };
 
 }  // namespace seqpar::inline v0

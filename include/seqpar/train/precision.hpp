@@ -3,13 +3,14 @@
 // type of the optimizer's master weights and moments, and whether the loss is scaled by
 // default; LossScaleOptions and StepGuard: the loss scale at run time and the step verdicts.
 // The storage type of a dtype belongs to the device (StorageOf<Device, DType>): bf16 and
-// fp16 exist on Cuda; asking for them on the CPU stops the build with a message.
+// fp16 exist on Cpu (the host bit types, fp32 arithmetic) and on Cuda.
 
 #include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/core/dtype.hpp"
@@ -99,6 +100,42 @@ enum class StepVerdict : std::uint8_t {
   fault,     // a non-finite loss, or a non-finite gradient norm no loss scale explains
 };
 
+/// The gradient each token's loss starts from in storage type T: the loss scale over the
+/// token count, rounded to T once. In fp32 and fp64 it is 1/targets times the scale, so
+/// that a power-of-two scale changes no bit of the unscaled result; a 16-bit T holds
+/// neither every count (bf16 rounds 257 to 256) nor a count past 65504 (fp16), so its
+/// quotient is taken in double (in fp16 it is subnormal past 16384 targets unscaled).
+template <class T>
+T loss_gradient(double scale, std::int64_t targets) {
+  if (targets <= 0) return T(0);
+  if constexpr (!std::is_same_v<StatScalar<T>, T>)
+    return static_cast<T>(scale / static_cast<double>(targets));
+  else
+    return T(1) / static_cast<T>(targets) * static_cast<T>(scale);
+}
+
+/// A step's loss scaling: the gradient its token losses start from, and the factor that
+/// brings the model's gradients back to those of the token-mean loss (StepGuard::scaling).
+template <class T>
+struct LossScaling {
+  double scale = 1;    // the loss scale this step uses
+  T loss_gradient{};   // loss_gradient<T>(scale, targets)
+  double unscale = 1;  // the model's gradients are `unscale` times the token mean's
+};
+
+/// What a step does with its reduced gradients once its loss and norm are known
+/// (StepGuard::judge): nothing unless taken; a float or double model multiplies them by
+/// `factor[0..factors)` in turn, exactly; a 16-bit model's optimizer multiplies them by
+/// `grad_factor` while it updates the master weights.
+template <class T>
+struct GradientUpdate {
+  StepVerdict verdict = StepVerdict::take;
+  int factors = 0;
+  T factor[2]{};
+  double grad_factor = 1;
+  bool take() const { return verdict == StepVerdict::take; }
+};
+
 /// Everything a StepGuard carries from step to step (checkpoints save all of it).
 struct LossScaleState {
   double scale = 1;
@@ -108,24 +145,11 @@ struct LossScaleState {
   std::int64_t faults_in_a_row = 0;
 };
 
-/// The one place that decides whether a step's update is made, for every precision
-/// policy: a step whose loss or gradient norm is not finite is skipped. It also keeps the
-/// run's loss scale and counts the skipped steps.
-///
-/// The dynamic scale follows DeepSpeed's DynamicLossScaler.update_scale step for step:
-/// - an overflow while hysteresis > 1 takes one from the hysteresis and keeps the scale;
-///   with the hysteresis at 1 the scale halves, never below min_loss_scale;
-/// - every overflow restarts the window: a clean step that follows loss_scale_window clean
-///   steps since the last overflow (or 2 windows, 3, ...) doubles the scale, and refills the
-///   hysteresis (which consecutive_hysteresis refills on every clean step). So with a window
-///   of 2 the scales of clean steps from the start are s, s, s, 2s, 2s, 4s (DeepSpeed 0.19;
-///   releases before its "stable interval" doubled one step earlier).
-/// Where seqpar differs, on purpose: DeepSpeed raises at once on an overflow at
-/// min_loss_scale with no hysteresis left; here that step is a fault, skipped, and the run
-/// stops after TrainOptions::max_nonfinite_steps faults in a row. A non-finite loss is a
-/// fault that leaves the scaler as it was (DeepSpeed, which looks only at the gradients,
-/// would count it an overflow). Under a static scale an overflow is a fault too (DeepSpeed
-/// skips it without a count): nothing will change the scale.
+/// The one home of a step's loss-scale decisions, for every precision policy: the loss
+/// gradient and its unscaling (scaling), whether the update is made (update: a step whose
+/// loss or gradient norm is not finite is skipped), the fault stop and the clipping
+/// (judge). Its dynamic scale follows DeepSpeed's DynamicLossScaler.update_scale step for
+/// step; where it differs, and why, is docs/reliability.md's "Loss scaling".
 template <Precision P>
 class StepGuard {
  public:
@@ -191,6 +215,52 @@ class StepGuard {
       }
     }
     return v;
+  }
+
+  /// The loss scaling of a step over `targets` tokens in storage type T.
+  template <class T>
+  LossScaling<T> scaling(std::int64_t targets) const {
+    LossScaling<T> s;
+    s.scale = value();
+    s.loss_gradient = loss_gradient<T>(s.scale, targets);
+    if constexpr (std::is_same_v<StatScalar<T>, T>)
+      s.unscale = 1.0 / s.scale;
+    else if (targets > 0)
+      s.unscale = 1.0 / (static_cast<double>(s.loss_gradient) * static_cast<double>(targets));
+    return s;
+  }
+
+  /// After the step's loss and (unscaled) gradient norm are known, the same on every rank:
+  /// the verdict (update()), and for a step taken the unscaling and clipping of its
+  /// gradients. Clipping is torch.nn.utils.clip_grad_norm_'s: a factor max_grad_norm /
+  /// (norm + 1e-6) when below 1 (max_grad_norm <= 0: none). A float model's scaled
+  /// gradients are unscaled first, by their own product: exact for a power-of-two scale
+  /// (even one whose inverse is subnormal), so the clipping and the update that follow have
+  /// the bits of an unscaled run. Throws, naming `step`, after `max_faults` faults in a row.
+  template <class T>
+  GradientUpdate<T> judge(double loss, double norm, const LossScaling<T>& s, double max_grad_norm,
+                          std::int64_t step, std::int64_t max_faults) {
+    GradientUpdate<T> g;
+    g.verdict = update(loss, norm);
+    // (A NaN's sign bit means nothing; printed without it.)
+    SEQPAR_CHECK(state_.faults_in_a_row < max_faults, "step ", step, ": the loss (",
+                 std::isnan(loss) ? std::fabs(loss) : loss, ") or the gradient norm (",
+                 std::isnan(norm) ? std::fabs(norm) : norm, ") was not finite in ",
+                 state_.faults_in_a_row,
+                 " steps in a row (TrainOptions::max_nonfinite_steps = ", max_faults,
+                 "); no update was made in them. Training stops: lower the learning rate or check "
+                 "the data and the weights");
+    if (!g.take()) return g;
+    const double coef = max_grad_norm / (norm + 1e-6);
+    const bool clip = max_grad_norm > 0 && coef < 1.0;
+    if constexpr (!std::is_same_v<StatScalar<T>, T>) {
+      g.grad_factor = s.unscale;
+      if (clip) g.grad_factor *= coef;
+    } else {
+      if (s.scale != 1.0) g.factor[g.factors++] = static_cast<T>(s.unscale);
+      if (clip) g.factor[g.factors++] = static_cast<T>(coef);
+    }
+    return g;
   }
 
  private:

@@ -36,50 +36,30 @@
 
 namespace seqpar::inline v0 {
 
-/// What a training run is asked to do (Hugging Face Trainer names in comments).
+/// What a training run is asked to do (Hugging Face Trainer names in comments; the memory
+/// trades are docs/architecture.md's, the faults and loss scale docs/reliability.md's).
 struct TrainOptions {
-  double lr = 2e-5;  // learning_rate (the peak)
+  LrSchedule schedule{.peak = 2e-5};  // learning_rate, warmup_steps, the decay
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0.0;  // on matrices only
-  std::int64_t warmup_steps = 0;
-  std::int64_t total_steps = 0;  // for the decay; 0 keeps the lr constant after warmup
-  LrDecay decay = LrDecay::linear;
-  // DeepSpeed's WarmupLR and WarmupDecayLR: a logarithmic warmup (their default shape), and
-  // min_lr, where warmup starts and the decay ends (their warmup_min_lr).
-  LrWarmup warmup_shape = LrWarmup::linear;
-  double min_lr = 0.0;
+  double weight_decay = 0.0;          // on matrices only
   double max_grad_norm = 1.0;         // <= 0: no clipping
   std::int64_t micro_batch_rows = 0;  // rows per micro-batch; 0: the whole local batch at once
   std::uint64_t seed = 42;            // initialisation and data order
   double init_std = 0.02;
-  // The most bytes of logits the LM head holds at once; 0: the device's default
-  // (Ops<D>::logits_chunk_bytes: 32 MiB on Cpu, 256 MiB on Cuda). When the logits of a
-  // micro-batch over the rank's vocabulary rows fit, the gradient pass reuses them; when
-  // they do not, it computes them again, chunk by chunk.
+  // Logits the LM head holds at once; 0: Ops<D>::logits_chunk_bytes (32 MiB Cpu, 256 MiB Cuda).
   std::int64_t logits_bytes = 0;
-  // What a block keeps for its backward and what the backward makes again, bit for bit
-  // (Recompute, nn/block.hpp): `none` keeps everything; `selective` recomputes the
-  // attention probabilities ([rows, heads, seq, seq] per block and micro-batch; one more
-  // q k^T GEMM and softmax per block, Megatron's selective recomputation); `full` keeps
-  // only the input of every recompute_every-th block (1: every block, Hugging Face's
-  // gradient_checkpointing) and runs its forward again in the backward.
+  // What a block keeps for its backward (Recompute: none, selective, full); full recomputes
+  // every recompute_every-th block (gradient_checkpointing). The same bits in every mode.
   Recompute recompute = Recompute::none;
   std::int64_t recompute_every = 1;
-  // AttentionKind::fused: flash-style attention that never holds the probabilities; a block
-  // keeps a log-sum-exp per query ([rows, heads, seq]) and its backward recomputes them per
-  // tile (Recompute::selective is then moot). The same function within rounding.
+  // fused: flash-style attention, a log-sum-exp per query kept instead of the probabilities.
   AttentionKind attention = AttentionKind::standard;
-  // The loss scale, as DeepSpeed's fp16 block sets it (dynamic by default under
-  // Fp16Mixed; off under the other policies unless loss_scale.enabled asks for it).
+  // DeepSpeed's fp16 block (dynamic under Fp16Mixed; off elsewhere unless enabled).
   LossScaleOptions loss_scale;
-  // A step whose loss or gradient norm is not finite makes no update (StepGuard); after
-  // this many such faults in a row step() throws, naming the step (a loss-scale overflow
-  // that the scaler answers is not a fault).
+  // Non-finite steps in a row after which step() throws (each one makes no update).
   std::int64_t max_nonfinite_steps = 10;
-  // Which state lives in host memory (DeepSpeed's offload_optimizer / offload_param): the
-  // fp32 master weights and AdamW moments (Offload::optimizer, any data-axis policy: the
-  // update runs on the host, host_adamw) and, for ZeRO-3, also the parameter shards
-  // (Offload::optimizer_and_params). The same losses and weights as without.
+  // Master weights and moments in host memory (optimizer), and ZeRO-3's parameter shards
+  // too (optimizer_and_params): DeepSpeed's offload_optimizer / offload_param.
   Offload offload = Offload::none;
 };
 
@@ -95,12 +75,10 @@ struct StepStats {
   double tokens_per_s = 0;
   MemoryStats memory;              // this rank's arena
   bool skipped = false;            // no update was made: the loss or gradient norm was not finite
-  bool overflow = false;           // skipped because the scaled gradients overflowed (the
-                                   // scaler lowered the scale or its hysteresis)
+  bool overflow = false;           // skipped: the scaled gradients overflowed, the scaler adapts
   double loss_scale = 1;           // the loss scale this step used (1 without loss scaling)
   std::int64_t skipped_steps = 0;  // steps skipped so far by this trainer, this one included
-  std::int64_t nonfinite_in_a_row =
-      0;  // faults in a row (non-finite values no loss scale explains)
+  std::int64_t nonfinite_in_a_row = 0;  // faults in a row (no loss scale explains them)
 };
 
 /// The training stack of one rank for model `Model` under plan `Plan` (Replicated<N>,
@@ -113,7 +91,7 @@ class Trainer {
   using Traits = PlanTraits<Plan>;
 
  public:
-  /// The storage type of weights, activations and gradients (float, double; bf16 or fp16 on Cuda).
+  /// The storage type of weights, activations and gradients (float, double; bf16 or fp16).
   using T = ComputeType<Prec, Dev>;
   /// The type of the optimizer's master weights and moments, and of host-side weights
   /// given to write_params: float for 16-bit T, T otherwise.
@@ -142,14 +120,8 @@ class Trainer {
         mesh_(Mesh::make<Plan>(std::move(world))),
         pipe_(Model::layers, mesh_.pipeline),
         model_(arena_, make_axis(mesh_), pipe_.layers(), mesh_.data_degree),
-        schedule_{opts.lr,
-                  opts.warmup_steps,
-                  opts.total_steps,
-                  opts.decay,
-                  opts.lr > 0 ? opts.min_lr / opts.lr : 0.0,
-                  opts.warmup_shape},
         runner_(model_, mesh_.pipeline),
-        loss_scale_(opts.loss_scale) {
+        guard_(opts.loss_scale) {
     SEQPAR_CHECK(opts_.max_nonfinite_steps > 0, "TrainOptions::max_nonfinite_steps is ",
                  opts_.max_nonfinite_steps,
                  "; expected at least 1 (the faulty steps in a row that stop a run)");
@@ -164,97 +136,32 @@ class Trainer {
     if (pipe_.sums_tied_gradients()) data_->defer_download(0);  // final after the tied sum
   }
 
-  /// One optimizer step on a global batch: forward and backward over micro-batches,
-  /// a loss that is the token mean over the whole batch, clipping, AdamW.
-  /// With 16-bit weights the loss gradient is the loss scale over the token count, rounded
-  /// to T once; the optimizer divides exactly that back out of the gradients (with the
-  /// clipping coefficient) while it updates the fp32 master weights.
+  /// One optimizer step on a global batch: forward and backward over micro-batches, the
+  /// gradients reduced, their norm, the step guard's verdict (loss scale, faults,
+  /// clipping), AdamW. The loss is the token mean over the whole batch.
   StepStats step(const BatchView& batch) {
-    Ops<Dev>::synchronize();  // work queued before this step is not timed with it
-    const auto t0 = std::chrono::steady_clock::now();
-    batch.validate(Model::vocab_size);
-    arena_.reset_peaks();
-    data_->reset_host_peaks();
+    const auto t0 = start_step(batch);
     const std::int64_t targets = batch.target_count();
-    const double loss_scale = loss_scale_.value();
-    // The loss gradient: the scale over the token count. In fp32 and fp64 it is 1/targets
-    // times the scale, so that a power-of-two scale changes no bit of the unscaled result.
-    T scale = T(0);
-    if (targets > 0) {
-      if constexpr (mixed)
-        scale = static_cast<T>(loss_scale / static_cast<double>(targets));
-      else
-        scale = inverse_count(targets) * static_cast<T>(loss_scale);
-    }
-    double loss_sum = accumulate(local_slice(batch), scale);
-    // The model's gradients are `unscale` times those of the token-mean loss.
-    const double unscale = !mixed ? 1.0 / loss_scale
-                           : targets > 0
-                               ? 1.0 / (static_cast<double>(scale) * static_cast<double>(targets))
-                               : 1.0;
-    const double norm = grad_norm() * unscale;
-    const double lr = schedule_.at(step_);
-    const double loss = targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0;
-    const StepVerdict verdict = loss_scale_.update(loss, norm);
-    const bool take = verdict == StepVerdict::take;
-    // (A NaN's sign bit means nothing; printed without it.)
-    SEQPAR_CHECK(
-        loss_scale_.faults_in_a_row() < opts_.max_nonfinite_steps, "step ", step_ + 1,
-        ": the loss (", std::isnan(loss) ? std::fabs(loss) : loss, ") or the gradient norm (",
-        std::isnan(norm) ? std::fabs(norm) : norm, ") was not finite in ",
-        loss_scale_.faults_in_a_row(),
-        " steps in a row (TrainOptions::max_nonfinite_steps = ", opts_.max_nonfinite_steps,
-        "); no update was made in them. Training stops: lower the learning rate or check the data "
-        "and the weights");
-    double grad_factor = unscale;
-    // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
-    if (const double coef = opts_.max_grad_norm / (norm + 1e-6);
-        take && opts_.max_grad_norm > 0 && coef < 1.0) {
-      if constexpr (mixed) {
-        grad_factor *= coef;
-      } else {
-        // A scaled fp32 gradient is unscaled first, by its own product: exact for a
-        // power-of-two scale (even one whose inverse is subnormal), so the clipping and the
-        // update that follow have the bits of an unscaled run.
-        if (loss_scale != 1.0) data_->scale_grads(static_cast<T>(unscale));
-        data_->scale_grads(static_cast<T>(coef));
-      }
-    } else if (!mixed && take && loss_scale != 1.0) {
-      data_->scale_grads(static_cast<T>(unscale));
-    }
-    if (take) {
-      ++step_;
-      const auto coeffs =
-          adam_coeffs({opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay}, lr, step_);
-      if constexpr (mixed)
-        data_->optimizer_step(coeffs, grad_factor);
-      else
-        data_->optimizer_step(coeffs);
-    } else {
+    const auto scaling = guard_.template scaling<T>(targets);
+    const double loss_sum = forward_backward(local_slice(batch), scaling.loss_gradient);
+    reduce_gradients();
+    const double loss = token_mean(global_sum(loss_sum), targets);
+    const double norm = grad_norm() * scaling.unscale;
+    const double lr = opts_.schedule.at(step_);
+    const auto update = guard_.judge(loss, norm, scaling, opts_.max_grad_norm, step_ + 1,
+                                     opts_.max_nonfinite_steps);
+    if (update.take())
+      optimizer_step(update, lr);
+    else
       data_->skip_update();
-    }
-    Ops<Dev>::synchronize();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    StepStats st{step_,          loss,    norm, lr,
-                 batch.tokens(), targets, secs, static_cast<double>(batch.tokens()) / secs,
-                 memory_stats()};
-    st.skipped = !take;
-    st.overflow = verdict == StepVerdict::overflow;
-    st.loss_scale = loss_scale;
-    st.skipped_steps = loss_scale_.skipped_steps();
-    st.nonfinite_in_a_row = loss_scale_.faults_in_a_row();
-    return st;
+    return step_stats(batch, t0, loss, norm, lr, scaling.scale, update.verdict);
   }
 
   /// Loss (token mean) of a batch without touching the weights.
   double evaluate(const BatchView& batch) {
     batch.validate(Model::vocab_size);
-    const std::int64_t targets = batch.target_count();
-    double sum = runner_.evaluate(micro_batches(local_slice(batch)));
-    mesh_.pipeline.all_reduce(&sum, 1, ReduceOp::sum);
-    mesh_.data.all_reduce(&sum, 1, ReduceOp::sum);
-    return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
+    const double loss_sum = runner_.evaluate(micro_batches(local_slice(batch)));
+    return token_mean(global_sum(loss_sum), batch.target_count());
   }
 
   /// Logits [rows * seq, vocab] of a whole batch on every rank (materialised: for
@@ -304,10 +211,8 @@ class Trainer {
   /// Loads weights from a safetensors file or a pytorch_model.bin (Hugging Face names);
   /// a file with tensors this model does not have is refused, listing them.
   void load_weights(const std::filesystem::path& path) {
-    const TensorFile f(path);
-    const TensorLookup lookup = [&f](std::string_view n) { return f.find(n); };
-    check_bloom_weights<Model>(f.names(), lookup, path.string());
-    load_weights(lookup, path.string());
+    const BloomWeightsFile<Model> f(path);
+    load_weights(f.lookup(), f.name());
   }
 
   /// Collective. Writes every parameter, full-size, with its Hugging Face name
@@ -329,10 +234,9 @@ class Trainer {
   /// (load_checkpoint).
   void save_checkpoint(const std::filesystem::path& path,
                        const std::map<std::string, std::string>& metadata = {}) {
-    state().write(
-        path, StateKinds::weights | StateKinds::moments,
-        checkpoint_metadata(metadata, step_, opts_.seed, loss_scale_.state(), loss_scale_.scaled()),
-        DType::f32);
+    state().write(path, StateKinds::weights | StateKinds::moments,
+                  checkpoint_metadata(metadata, step_, opts_.seed, guard_.state(), guard_.scaled()),
+                  DType::f32);
   }
 
   /// Restores a checkpoint written under any plan: every rank reads its own pieces. The
@@ -342,21 +246,20 @@ class Trainer {
   std::map<std::string, std::string> load_checkpoint(const std::filesystem::path& path) {
     const SafetensorsFile f(path);
     const std::string file = path.string();
-    const TrainingPosition at =
-        read_training_position<Model>(f.metadata(), file, loss_scale_.dynamic());
+    const TrainingPosition at = read_training_position<Model>(f.metadata(), file, guard_.dynamic());
     load_weights([&f](std::string_view n) { return f.find(n); }, file);
     state().load_moments(f, file);
     step_ = at.step;
-    LossScaleState guard = loss_scale_.state();
+    LossScaleState guard = guard_.state();
     guard.skipped_steps = at.guard.skipped_steps;
     guard.faults_in_a_row = at.guard.faults_in_a_row;
     if (at.has_scale) {
       guard.scale = at.guard.scale;
       guard.clean_steps = at.guard.clean_steps;
       guard.hysteresis =
-          at.guard.hysteresis > 0 ? at.guard.hysteresis : loss_scale_.options().hysteresis;
+          at.guard.hysteresis > 0 ? at.guard.hysteresis : guard_.options().hysteresis;
     }
-    loss_scale_.restore(guard);
+    guard_.restore(guard);
     return f.metadata();
   }
 
@@ -404,8 +307,9 @@ class Trainer {
   double compute_gradients(const BatchView& batch) {
     batch.validate(Model::vocab_size);
     const std::int64_t targets = batch.target_count();
-    const double sum = accumulate(local_slice(batch), inverse_count(targets));
-    return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
+    const double loss_sum = forward_backward(local_slice(batch), loss_gradient<T>(1.0, targets));
+    reduce_gradients();
+    return token_mean(global_sum(loss_sum), targets);
   }
 
   Stack& model() { return model_; }
@@ -421,9 +325,9 @@ class Trainer {
   MemoryStats memory() const { return memory_stats(); }
   std::int64_t steps_taken() const { return step_; }
   /// The loss scale the next step uses (1 when the loss is not scaled).
-  double loss_scale() const { return loss_scale_.value(); }
+  double loss_scale() const { return guard_.value(); }
   /// The step guard: the loss scaler's state and the skip counters.
-  const StepGuard<Prec>& step_guard() const { return loss_scale_; }
+  const StepGuard<Prec>& step_guard() const { return guard_; }
   const TrainOptions& options() const { return opts_; }
 
  private:
@@ -466,31 +370,67 @@ class Trainer {
     return out;
   }
 
-  // 1 / targets in T, rounded once: a 16-bit T holds neither every count (bf16 rounds 257
-  // to 256) nor a count past 65504 (fp16), so its quotient is taken in double. (In fp16
-  // it is subnormal past 16384 targets: step() scales the loss up first, compute_gradients
-  // does not.)
-  static T inverse_count(std::int64_t targets) {
-    if (targets <= 0) return T(0);
-    if constexpr (std::is_floating_point_v<T>)
-      return T(1) / static_cast<T>(targets);
-    else
-      return static_cast<T>(1.0 / static_cast<double>(targets));
+  // Work queued before this step is not timed with it.
+  std::chrono::steady_clock::time_point start_step(const BatchView& batch) {
+    Ops<Dev>::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    batch.validate(Model::vocab_size);
+    arena_.reset_peaks();
+    data_->reset_host_peaks();
+    return t0;
   }
 
-  // Forward and backward of every micro-batch through the pipeline schedule, then the
-  // gradients reduced over the data axis and the tied embedding made one again; returns
-  // the global loss sum on every rank.
-  double accumulate(const BatchView& batch, T scale) {
-    const auto mbs = micro_batches(batch);
+  // Forward and backward of every micro-batch of this data rank's rows through the
+  // pipeline schedule, each token's loss gradient starting from `loss_gradient`; returns
+  // this rank's share of the summed token loss (the last stage's).
+  double forward_backward(const BatchView& slice, T loss_gradient) {
+    const auto mbs = micro_batches(slice);
     data_->begin_step(static_cast<std::int64_t>(mbs.size()));
-    double sum = runner_.template train<typename Traits::pipeline::schedule>(mbs, scale);
+    return runner_.template train<typename Traits::pipeline::schedule>(mbs, loss_gradient);
+  }
+
+  // The gradients summed over the data axis, and the tied embedding's over the first and
+  // last stage: every rank then holds the whole batch's gradients of its range.
+  void reduce_gradients() {
     data_->reduce_gradients();
     pipe_.sum_tied_gradients<Dev>(data_->grad_storage(0), data_->range_size(0), arena_);
     data_->gradients_final(0);
-    mesh_.pipeline.all_reduce(&sum, 1, ReduceOp::sum);
-    mesh_.data.all_reduce(&sum, 1, ReduceOp::sum);
-    return sum;
+  }
+
+  // A rank's share of a loss sum summed over the pipeline and data axes.
+  double global_sum(double local) {
+    mesh_.pipeline.all_reduce(&local, 1, ReduceOp::sum);
+    mesh_.data.all_reduce(&local, 1, ReduceOp::sum);
+    return local;
+  }
+  static double token_mean(double sum, std::int64_t targets) {
+    return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
+  }
+
+  // The guard's factors on the gradients, then AdamW at rate lr.
+  void optimizer_step(const GradientUpdate<T>& update, double lr) {
+    for (int i = 0; i < update.factors; ++i) data_->scale_grads(update.factor[i]);
+    ++step_;
+    const AdamWConfig adam{opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay};
+    data_->optimizer_step(adam_coeffs(adam, lr, step_), update.grad_factor);
+  }
+
+  StepStats step_stats(const BatchView& batch, std::chrono::steady_clock::time_point t0,
+                       double loss, double norm, double lr, double loss_scale, StepVerdict v) {
+    Ops<Dev>::synchronize();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    StepStats st{step_,          loss,
+                 norm,           lr,
+                 batch.tokens(), batch.target_count(),
+                 secs,           static_cast<double>(batch.tokens()) / secs,
+                 memory_stats()};
+    st.skipped = v != StepVerdict::take;
+    st.overflow = v == StepVerdict::overflow;
+    st.loss_scale = loss_scale;
+    st.skipped_steps = guard_.skipped_steps();
+    st.nonfinite_in_a_row = guard_.faults_in_a_row();
+    return st;
   }
 
   // The global gradient norm: tensor-split pieces summed over the tensor group,
@@ -506,18 +446,15 @@ class Trainer {
     return std::sqrt(s);
   }
 
-  static constexpr bool mixed = !std::is_same_v<Master, T>;
-
   TrainOptions opts_;
   Arena arena_;
   Mesh mesh_;
   PipelineAxis pipe_;
   Stack model_;
-  LrSchedule schedule_;
   StageRunner<Stack> runner_;
   std::optional<Data> data_;
   std::int64_t step_ = 0;
-  StepGuard<Prec> loss_scale_;
+  StepGuard<Prec> guard_;
 };
 
 }  // namespace seqpar::inline v0

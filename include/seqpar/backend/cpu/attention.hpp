@@ -2,7 +2,9 @@
 // Causal ALiBi attention on the CPU, a (batch row, head) pair per iteration: scores and
 // context through gemm, the masked ALiBi softmax a row at a time while the head's scores
 // are in cache. The element arithmetic (ALiBi bias, softmax backward) is that of
-// backend/kernels.hpp, as in the CUDA kernels. Part of Ops<Cpu>.
+// backend/kernels.hpp, as in the CUDA kernels. 16-bit storage keeps qkv, the context and
+// the probabilities in bf16 or fp16; scores, softmax and its backward are in float, positions
+// and slopes too. Part of Ops<Cpu>.
 //
 // qkv[B*T, 3*Hl] is laid out per head as (head, {q,k,v}, hd); ctx[B*T, Hl]; probs[B, nh, T, T].
 // pos[B*T] is each key's ALiBi position, valid[B*T] whether it may be attended; a query with
@@ -17,6 +19,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "seqpar/backend/cpu/gemm.hpp"
 #include "seqpar/backend/cpu/loops.hpp"
@@ -45,88 +49,127 @@ void alibi_softmax_row(T* s, const T* pos, const std::uint8_t* valid, T slope, s
 }
 
 // Head (b, h) of attention_probs: P[T, T] = scale q k^T, then + alibi, masked, softmax
-// per row; returns P.
-template <class T>
-T* head_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid, const T* slopes,
-              std::int64_t b, std::int64_t h, std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
+// per row; returns P. For 16-bit storage the scores are made and normalised in `wide`
+// (float, [T, T]) and P is their rounding.
+template <class T, class S>
+T* head_probs(T* probs, const T* qkv, const S* pos, const std::uint8_t* valid, const S* slopes,
+              std::int64_t b, std::int64_t h, std::int64_t Tn, std::int64_t nh, std::int64_t hd,
+              S* wide) {
+  static_assert(std::is_same_v<S, Wide<T>>, "positions and slopes are kept in Wide<T>");
   const std::int64_t ld = 3 * nh * hd;
-  const T scale = T(1) / std::sqrt(T(hd));
+  const S scale = S(1) / std::sqrt(S(hd));
   const T* q = qkv + b * Tn * ld + h * 3 * hd;
   T* P = probs + (b * nh + h) * Tn * Tn;
-  gemm<T>(false, true, Tn, Tn, hd, scale, q, ld, q + hd, ld, T(0), P, Tn);
-  const T* pb = pos + b * Tn;
+  S* scores = [&] {
+    if constexpr (Half<T>)
+      return wide;
+    else
+      return P;
+  }();
+  gemm<T>(false, true, Tn, Tn, hd, scale, q, ld, q + hd, ld, S(0), scores, Tn);
+  const S* pb = pos + b * Tn;
   const std::uint8_t* vb = valid + b * Tn;
-  for (std::int64_t i = 0; i < Tn; ++i) alibi_softmax_row(P + i * Tn, pb, vb, slopes[h], i, Tn);
+  for (std::int64_t i = 0; i < Tn; ++i)
+    alibi_softmax_row(scores + i * Tn, pb, vb, slopes[h], i, Tn);
+  if constexpr (Half<T>) convert_n(P, scores, Tn * Tn);
   return P;
 }
 
+// The float scratch a thread needs for one head: [T, T] scores for 16-bit storage, none else.
 template <class T>
-void attention_forward(T* ctx, T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
-                       const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+std::vector<Wide<T>> head_scratch(std::int64_t Tn) {
+  return std::vector<Wide<T>>(Half<T> ? static_cast<std::size_t>(Tn * Tn) : 0);
+}
+
+template <class T, class S>
+void attention_forward(T* ctx, T* probs, const T* qkv, const S* pos, const std::uint8_t* valid,
+                       const S* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
                        std::int64_t hd) {
   const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
-  SEQPAR_OMP(parallel for collapse(2) schedule(static))
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t h = 0; h < nh; ++h) {
-      const T* P = head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd);
-      // ctx[T, hd] = P v (while P is still in cache)
-      gemm<T>(false, false, Tn, hd, Tn, T(1), P, Tn, qkv + b * Tn * ld + h * 3 * hd + 2 * hd, ld,
-              T(0), ctx + b * Tn * Hl + h * hd, Hl);
-    }
+  SEQPAR_OMP(parallel)
+  {
+    auto wide = head_scratch<T>(Tn);
+    SEQPAR_OMP(for collapse(2) schedule(static))
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < nh; ++h) {
+        const T* P = head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd, wide.data());
+        // ctx[T, hd] = P v (while P is still in cache)
+        gemm<T>(false, false, Tn, hd, Tn, S(1), P, Tn, qkv + b * Tn * ld + h * 3 * hd + 2 * hd, ld,
+                S(0), ctx + b * Tn * Hl + h * hd, Hl);
+      }
+  }
 }
 
 // The probabilities of attention_forward alone: the same values bit for bit.
-template <class T>
-void attention_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
-                     const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+template <class T, class S>
+void attention_probs(T* probs, const T* qkv, const S* pos, const std::uint8_t* valid,
+                     const S* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
                      std::int64_t hd) {
-  SEQPAR_OMP(parallel for collapse(2) schedule(static))
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t h = 0; h < nh; ++h)
-      head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd);
+  SEQPAR_OMP(parallel)
+  {
+    auto wide = head_scratch<T>(Tn);
+    SEQPAR_OMP(for collapse(2) schedule(static))
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < nh; ++h)
+        head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd, wide.data());
+  }
 }
 
 // dqkv[B*T, 3*Hl] = attention backward of dctx[B*T, Hl]; scratch holds B*nh*T*T elements (dS per
-// head)
+// head). For 16-bit storage dP and the softmax backward are in float (a [T, T] scratch a
+// thread), dS is rounded once into scratch.
 template <class T>
 void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
                         const std::uint8_t* valid, T* scratch, std::int64_t B, std::int64_t Tn,
                         std::int64_t nh, std::int64_t hd) {
+  using S = Wide<T>;
   const std::int64_t ld = 3 * nh * hd, Hl = nh * hd;
-  const T scale = T(1) / std::sqrt(T(hd));
-  SEQPAR_OMP(parallel for collapse(2) schedule(static))
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t h = 0; h < nh; ++h) {
-      const T* q = qkv + b * Tn * ld + h * 3 * hd;
-      const T* k = q + hd;
-      const T* v = q + 2 * hd;
-      T* dq = dqkv + b * Tn * ld + h * 3 * hd;
-      T* dk = dq + hd;
-      T* dv = dq + 2 * hd;
-      const T* P = probs + (b * nh + h) * Tn * Tn;
-      const T* dc = dctx + b * Tn * Hl + h * hd;
-      T* dS = scratch + (b * nh + h) * Tn * Tn;
-      // dP[T, T] = dctx v^T;  dv[T, hd] = P^T dctx
-      gemm<T>(false, true, Tn, Tn, hd, T(1), dc, Hl, v, ld, T(0), dS, Tn);
-      gemm<T>(true, false, Tn, hd, Tn, T(1), P, Tn, dc, Hl, T(0), dv, ld);
-      const std::uint8_t* vb = valid + b * Tn;
-      bool any_valid = false;
-      for (std::int64_t i = 0; i < Tn; ++i) {
-        any_valid = any_valid || vb[i];
-        // A query with no valid key attended uniformly to all keys through an additive mask;
-        // its gradient flows through every score, as autograd passes it through the mask.
-        const std::int64_t keys = any_valid ? i + 1 : Tn;
-        T* row = dS + i * Tn;
-        const T* p = P + i * Tn;
-        T dot = 0;
-        for (std::int64_t j = 0; j < keys; ++j) dot += p[j] * row[j];
-        for (std::int64_t j = 0; j < keys; ++j) row[j] = kernels::softmax_grad(p[j], row[j], dot);
-        std::fill(row + keys, row + Tn, T(0));
+  const S scale = S(1) / std::sqrt(S(hd));
+  SEQPAR_OMP(parallel)
+  {
+    auto wide = head_scratch<T>(Tn);
+    SEQPAR_OMP(for collapse(2) schedule(static))
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < nh; ++h) {
+        const T* q = qkv + b * Tn * ld + h * 3 * hd;
+        const T* k = q + hd;
+        const T* v = q + 2 * hd;
+        T* dq = dqkv + b * Tn * ld + h * 3 * hd;
+        T* dk = dq + hd;
+        T* dv = dq + 2 * hd;
+        const T* P = probs + (b * nh + h) * Tn * Tn;
+        const T* dc = dctx + b * Tn * Hl + h * hd;
+        T* dS = scratch + (b * nh + h) * Tn * Tn;
+        S* dP = [&] {
+          if constexpr (Half<T>)
+            return wide.data();
+          else
+            return dS;
+        }();
+        // dP[T, T] = dctx v^T;  dv[T, hd] = P^T dctx
+        gemm<T>(false, true, Tn, Tn, hd, S(1), dc, Hl, v, ld, S(0), dP, Tn);
+        gemm<T>(true, false, Tn, hd, Tn, S(1), P, Tn, dc, Hl, S(0), dv, ld);
+        const std::uint8_t* vb = valid + b * Tn;
+        bool any_valid = false;
+        for (std::int64_t i = 0; i < Tn; ++i) {
+          any_valid = any_valid || vb[i];
+          // A query with no valid key attended uniformly to all keys through an additive mask;
+          // its gradient flows through every score, as autograd passes it through the mask.
+          const std::int64_t keys = any_valid ? i + 1 : Tn;
+          S* row = dP + i * Tn;
+          const T* p = P + i * Tn;
+          S dot = 0;
+          for (std::int64_t j = 0; j < keys; ++j) dot += widen(p[j]) * row[j];
+          for (std::int64_t j = 0; j < keys; ++j)
+            row[j] = kernels::softmax_grad(widen(p[j]), row[j], dot);
+          std::fill(row + keys, row + Tn, S(0));
+        }
+        if constexpr (Half<T>) convert_n(dS, dP, Tn * Tn);
+        // dq = scale dS k;  dk = scale dS^T q
+        gemm<T>(false, false, Tn, hd, Tn, scale, dS, Tn, k, ld, S(0), dq, ld);
+        gemm<T>(true, false, Tn, hd, Tn, scale, dS, Tn, q, ld, S(0), dk, ld);
       }
-      // dq = scale dS k;  dk = scale dS^T q
-      gemm<T>(false, false, Tn, hd, Tn, scale, dS, Tn, k, ld, T(0), dq, ld);
-      gemm<T>(true, false, Tn, hd, Tn, scale, dS, Tn, q, ld, T(0), dk, ld);
-    }
+  }
 }
 
 }  // namespace seqpar::inline v0::detail::cpu

@@ -51,17 +51,17 @@ void cpu_kv_gather(T* dst, const T* src, const Id* index, std::int64_t B, std::i
 
 // ctx[B, nh*hd] = attention of each row's new query (in qkv[B, 3*nh*hd]) to its cached
 // keys [0, len): k, v[B, nh, cap, hd], pos and valid [B, cap], slopes[nh]; scores
-// [B, nh, cap] scratch.
-template <class T>
-void cpu_decode_attention(T* ctx, T* scores, const T* qkv, const T* k, const T* v, const T* pos,
-                          const std::uint8_t* valid, const T* slopes, std::int64_t B,
+// [B, nh, cap] scratch. The arithmetic is in S (float for 16-bit storage).
+template <class T, class S>
+void cpu_decode_attention(T* ctx, S* scores, const T* qkv, const T* k, const T* v, const S* pos,
+                          const std::uint8_t* valid, const S* slopes, std::int64_t B,
                           std::int64_t nh, std::int64_t hd, std::int64_t cap, std::int64_t len) {
   const std::int64_t Hl = nh * hd;
   SEQPAR_OMP(parallel for collapse(2) schedule(static))
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < nh; ++h) {
       const std::int64_t head = (b * nh + h) * cap;
-      kernels::decode_attention_head<T>(kernels::SerialTeam<T>{}, scores + head,
+      kernels::decode_attention_head<S>(kernels::SerialTeam<S>{}, scores + head,
                                         ctx + b * Hl + h * hd, qkv + b * 3 * Hl + h * 3 * hd,
                                         k + head * hd, v + head * hd, pos + b * cap,
                                         valid + b * cap, slopes[h], len, hd);

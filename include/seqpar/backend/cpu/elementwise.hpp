@@ -1,7 +1,8 @@
 #pragma once
 // Element- and row-wise ops on the CPU: biases, vector arithmetic, type conversion, GELU
-// (the bodies of backend/kernels.hpp, eight lanes at a time for float where AVX2 is on) and
-// whole-row moves. Part of Ops<Cpu>.
+// (the bodies of backend/kernels.hpp, eight lanes at a time for float and 16-bit storage
+// where AVX2 is on) and whole-row moves. 16-bit values are computed in float and rounded
+// once. Part of Ops<Cpu>.
 
 #ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
 #error \
@@ -23,7 +24,11 @@ template <class T>
 void add_bias(T* y, const T* b, std::int64_t n, std::int64_t d) {
   SEQPAR_OMP(parallel for schedule(static))
   for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < d; ++j) y[i * d + j] += b[j];
+    for_lanes_here<T>(d, [&](auto lane, std::int64_t j) {
+      using V = decltype(lane);
+      T* yi = y + i * d;
+      store_lanes(yi + j, load_lanes<V>(yi + j) + load_lanes<V>(b + j));
+    });
 }
 
 // y[n, d] += b[d] + r[n, d]  (the bias of a row-parallel linear, added once after its reduction)
@@ -31,7 +36,11 @@ template <class T>
 void add_bias_residual(T* y, const T* b, const T* r, std::int64_t n, std::int64_t d) {
   SEQPAR_OMP(parallel for schedule(static))
   for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < d; ++j) y[i * d + j] += b[j] + r[i * d + j];
+    for_lanes_here<T>(d, [&](auto lane, std::int64_t j) {
+      using V = decltype(lane);
+      const std::int64_t at = i * d + j;
+      store_lanes(y + at, load_lanes<V>(y + at) + (load_lanes<V>(b + j) + load_lanes<V>(r + at)));
+    });
 }
 
 template <class T>
@@ -54,14 +63,25 @@ void gelu_backward(T* dx, const T* dy, const T* x, std::int64_t n) {
 // y[i] += x[i] (x may have another type: a 16-bit term added to a float sum)
 template <class T, class U>
 void add(T* y, const U* x, std::int64_t n) {
-  SEQPAR_OMP(parallel for schedule(static) if (n > parallel_min_elements))
-  for (std::int64_t i = 0; i < n; ++i) y[i] += static_cast<T>(x[i]);
+  if constexpr (simd_storage<T> == simd_storage<U>) {
+    for_lanes<T>(n, [&](auto lane, std::int64_t i) {
+      using V = decltype(lane);
+      store_lanes(y + i, load_lanes<V>(y + i) + load_lanes<V>(x + i));
+    });
+  } else {
+    SEQPAR_OMP(parallel for schedule(static) if (n > parallel_min_elements))
+    for (std::int64_t i = 0; i < n; ++i)
+      y[i] = narrow<T>(widen(y[i]) + static_cast<Wide<T>>(widen(x[i])));
+  }
 }
 
 template <class T>
 void scale(T* y, T s, std::int64_t n) {
-  SEQPAR_OMP(parallel for schedule(static) if (n > parallel_min_elements))
-  for (std::int64_t i = 0; i < n; ++i) y[i] *= s;
+  const Wide<T> f = widen(s);
+  for_lanes<T>(n, [&](auto lane, std::int64_t i) {
+    using V = decltype(lane);
+    store_lanes(y + i, load_lanes<V>(y + i) * V(f));
+  });
 }
 
 template <class T>
@@ -75,10 +95,12 @@ void fill(T* y, T v, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = v;
 }
 
-// y[i] = x[i] converted to To
+// y[i] = x[i] converted to To (to 16-bit storage: rounded to nearest even)
 template <class To, class From>
 void convert(To* y, const From* x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<To>(x[i]);
+  constexpr std::int64_t block = std::int64_t{1} << 14;
+  SEQPAR_OMP(parallel for schedule(static) if (n > parallel_min_elements))
+  for (std::int64_t i = 0; i < n; i += block) convert_n(y + i, x + i, std::min(block, n - i));
 }
 
 // dst[r, :] = src[index[r], :] for r < n

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "seqpar/backend/cpu/loops.hpp"
 #include "seqpar/backend/kernels.hpp"
@@ -26,19 +28,30 @@ void embedding_forward(T* y, const Id* ids, const T* table, std::int64_t n, std:
     if (r >= 0)
       std::copy(table + r * d, table + (r + 1) * d, yi);
     else
-      std::fill(yi, yi + d, T(0));
+      std::fill(yi, yi + d, T{});
   }
 }
 
-// dtable[ids[n] - row0, :] += dy[n, :] (in token order: reproducible)
+// dtable[ids[n] - row0, :] += dy[n, :], the tokens of a row added in token order: one sum
+// per row (in float for 16-bit storage), the row rounded once.
 template <class T, class Id>
 void embedding_backward(T* dtable, const Id* ids, const T* dy, std::int64_t n, std::int64_t d,
                         std::int64_t row0, std::int64_t rows) {
+  // (local row, token) of every token in the shard, by row, tokens in order
+  std::vector<std::pair<std::int64_t, std::int64_t>> hits;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (const std::int64_t r = kernels::local_index(ids[i], row0, rows); r >= 0)
+      hits.emplace_back(r, i);
+  std::sort(hits.begin(), hits.end());
   for_columns(d, n * d, [&](std::int64_t j0, std::int64_t j1) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t r = kernels::local_index(ids[i], row0, rows);
-      if (r < 0) continue;
-      for (std::int64_t j = j0; j < j1; ++j) dtable[r * d + j] += dy[i * d + j];
+    for (std::size_t h = 0; h < hits.size();) {
+      const std::int64_t r = hits[h].first;
+      WideRange<T> acc(dtable + r * d, j0, j1);
+      for (; h < hits.size() && hits[h].first == r; ++h) {
+        const T* g = dy + hits[h].second * d;
+        for (std::int64_t j = j0; j < j1; ++j) acc[j] += widen(g[j]);
+      }
+      acc.store();
     }
   });
 }

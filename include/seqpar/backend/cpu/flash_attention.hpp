@@ -20,7 +20,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "seqpar/backend/cpu/loops.hpp"  // SEQPAR_CPU_SIMD, F32x8
+#include "seqpar/backend/cpu/elementwise.hpp"  // cpu::convert
+#include "seqpar/backend/cpu/loops.hpp"        // SEQPAR_CPU_SIMD, F32x8, cpu::Half
 #include "seqpar/backend/flash_tiles.hpp"
 #include "seqpar/core/omp.hpp"
 
@@ -303,6 +304,39 @@ void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv
         }
       }
   }
+}
+
+// 16-bit storage: the float loops above on widened copies of the inputs (transient,
+// freed on return; q, k and v are read many times, so they are widened once a call), the
+// outputs rounded once. lse, delta, positions and slopes are float.
+template <class T>
+requires(cpu::Half<T>) void flash_attention_forward(T* ctx, float* lse, const T* qkv,
+                                                    const float* pos, const std::uint8_t* valid,
+                                                    const float* slopes, std::int64_t B,
+                                                    std::int64_t Tn, std::int64_t nh,
+                                                    std::int64_t hd) {
+  const std::int64_t N = B * Tn, Hl = nh * hd;
+  std::vector<float> q(static_cast<std::size_t>(N * 3 * Hl)), c(static_cast<std::size_t>(N * Hl));
+  cpu::convert(q.data(), qkv, N * 3 * Hl);
+  flash_attention_forward(c.data(), lse, q.data(), pos, valid, slopes, B, Tn, nh, hd);
+  cpu::convert(ctx, c.data(), N * Hl);
+}
+template <class T>
+requires(cpu::Half<T>) void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx,
+                                                     const T* qkv, const float* lse,
+                                                     const float* pos, const std::uint8_t* valid,
+                                                     const float* slopes, float* delta,
+                                                     std::int64_t B, std::int64_t Tn,
+                                                     std::int64_t nh, std::int64_t hd) {
+  const std::int64_t N = B * Tn, Hl = nh * hd;
+  std::vector<float> q(static_cast<std::size_t>(N * 3 * Hl)), dq(q.size()),
+      c(static_cast<std::size_t>(N * Hl)), dc(c.size());
+  cpu::convert(q.data(), qkv, N * 3 * Hl);
+  cpu::convert(c.data(), ctx, N * Hl);
+  cpu::convert(dc.data(), dctx, N * Hl);
+  flash_attention_backward(dq.data(), dc.data(), c.data(), q.data(), lse, pos, valid, slopes, delta,
+                           B, Tn, nh, hd);
+  cpu::convert(dqkv, dq.data(), N * 3 * Hl);
 }
 
 }  // namespace seqpar::inline v0::detail

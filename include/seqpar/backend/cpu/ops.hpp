@@ -4,10 +4,13 @@
 // layernorm.hpp, embedding.hpp, attention.hpp, cross_entropy.hpp, next_token.hpp (decoding's
 // scores and candidates), optimizer.hpp (AdamW);
 // loops.hpp holds their loops. Row- and element-wise arithmetic is that of
-// backend/kernels.hpp, shared with the CUDA kernels. Compiled for AVX2 + FMA, float GEMMs
-// take the packed kernel of sgemm_avx2.hpp and (except under nvcc) the float loops run
-// eight lanes at a time on F32x8 (simd_avx2.hpp). Every op is templated on the scalar so
-// that gradient checks run it in double. Matrices are row-major. The device is the host:
+// backend/kernels.hpp, shared with the CUDA kernels. Storage is float, double (gradient
+// checks) or 16 bits (Bf16Bits, F16Bits: Bf16Mixed and Fp16Mixed), which every op widens to
+// float as it reads and rounds once as it writes; per-row statistics, positions and slopes
+// (S) are then float, as on Cuda. Compiled for AVX2 + FMA, GEMMs take the packed kernel of
+// sgemm_avx2.hpp (bf16 takes bf16 dot products under AVX512_BF16; gemm.hpp says which code
+// runs which product) and (except under nvcc) the float and 16-bit loops run eight lanes
+// at a time on F32x8 (simd_avx2.hpp). Matrices are row-major. The device is the host:
 // upload, download and synchronize are plain copies and a no-op (as are the events of
 // the copies behind the computation), so that code written once for every device (nn/,
 // the trainer, the offloaded optimizer) runs here unchanged.
@@ -78,11 +81,20 @@ struct Ops<Cpu> {
 
   /// C[M,N] = alpha * op(A) op(B) + beta * C, with op(A) [M,K] and op(B) [K,N];
   /// A is [M,K] (or [K,M] when ta), B is [K,N] (or [N,K] when tb); ld* are row strides.
-  template <class T>
+  /// 16-bit operands accumulate in float; C may then be float (a sum kept in float over
+  /// many products: the LM head's dh over its vocabulary chunks).
+  template <class T, class Out>
   static void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
-                   const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
+                   const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, Out* C,
                    std::int64_t ldc) {
-    detail::cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    detail::cpu::gemm<T, Out>(ta, tb, M, N, K, detail::cpu::widen(alpha), A, lda, B, ldb,
+                              detail::cpu::widen(beta), C, ldc);
+  }
+  /// Which code runs GEMMs of storage type T in this translation unit (the flags it was
+  /// compiled with decide): for the benchmarks' and programs' logs.
+  template <class T>
+  static constexpr const char* gemm_path() {
+    return detail::cpu::gemm_path<T>();
   }
   // y[N, out] = x[N, in] W[out, in]^T (+ b[out])
   template <class T>
@@ -171,16 +183,16 @@ struct Ops<Cpu> {
 
   // --- layernorm (layernorm.hpp) and embedding (embedding.hpp) ---------------------------
 
-  // y[n, d] = layernorm(x) * w + b; keeps mean[n] and rstd[n] for the backward
-  template <class T>
-  static void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b,
+  // y[n, d] = layernorm(x) * w + b; keeps mean[n] and rstd[n] (S: float for 16-bit T)
+  template <class T, class S>
+  static void layernorm_forward(T* y, S* mean, S* rstd, const T* x, const T* w, const T* b,
                                 std::int64_t n, std::int64_t d, double eps) {
     detail::cpu::layernorm_forward(y, mean, rstd, x, w, b, n, d, eps);
   }
   // dx[n, d] += layernorm'(dy); dw[d] += sum dy * xhat; db[d] += sum dy
-  template <class T>
-  static void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* mean,
-                                 const T* rstd, const T* w, std::int64_t n, std::int64_t d) {
+  template <class T, class S>
+  static void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const S* mean,
+                                 const S* rstd, const T* w, std::int64_t n, std::int64_t d) {
     detail::cpu::layernorm_backward(dx, dw, db, dy, x, mean, rstd, w, n, d);
   }
   // y[n, d] = table[ids[n] - row0, :] for ids inside [row0, row0 + rows), else 0
@@ -204,6 +216,16 @@ struct Ops<Cpu> {
                     const kernels::AdamCoeffs& c) {
     detail::cpu::adamw(p, g, m, v, decay, c);
   }
+  /// Mixed-precision AdamW over every segment of `decay`: fp32 master weights and moments,
+  /// gradient g (bf16, fp16 or float) times grad_factor (1 / loss scale); the updated master
+  /// weight is rounded into weight[i], the working copy the model computes with (skipped
+  /// when weight is null).
+  template <class W, class G>
+  static void adamw_mixed(float* master, W* weight, const G* g, float* m, float* v,
+                          const kernels::Segments<bool>& decay, const kernels::AdamCoeffs& c,
+                          float grad_factor = 1.0f) {
+    detail::cpu::adamw_mixed(master, weight, g, m, v, decay, c, grad_factor);
+  }
 
   // --- the chunked cross-entropy (cross_entropy.hpp; nn/lm_head.hpp) ---------------------
 
@@ -213,7 +235,6 @@ struct Ops<Cpu> {
   template <class T, class S, std::integral Id>
   static void softmax_stats(S* mx, S* sum, S* picked, const T* L, const Id* target, std::int64_t n,
                             std::int64_t cw, std::int64_t col0) {
-    static_assert(std::is_same_v<T, S>, "the CPU keeps logits and their statistics in one type");
     detail::cpu::softmax_stats(mx, sum, picked, L, target, n, cw, col0);
   }
   /// sum[r] *= exp(mx[r] - global_mx[r]): a shard's sum of exps against the global max.
@@ -231,7 +252,6 @@ struct Ops<Cpu> {
   template <class T, class S, std::integral Id>
   static void cross_entropy_grad(T* L, const S* lse, const Id* target, std::int64_t n,
                                  std::int64_t cw, std::int64_t col0, S grad_scale) {
-    static_assert(std::is_same_v<T, S>, "the CPU keeps logits and their statistics in one type");
     detail::cpu::cross_entropy_grad(L, lse, target, n, cw, col0, grad_scale);
   }
 
@@ -280,17 +300,18 @@ struct Ops<Cpu> {
   /// pos[B*T] is each key's ALiBi position, valid[B*T] whether it may be attended; a query with
   /// no valid key (left padding) attends uniformly to every key, as the fully masked softmax
   /// row of an additive-mask implementation does.
-  template <class T>
-  static void attention_forward(T* ctx, T* probs, const T* qkv, const T* pos,
-                                const std::uint8_t* valid, const T* slopes, std::int64_t B,
+  /// pos and slopes are S: T, or float for 16-bit T.
+  template <class T, class S>
+  static void attention_forward(T* ctx, T* probs, const T* qkv, const S* pos,
+                                const std::uint8_t* valid, const S* slopes, std::int64_t B,
                                 std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
     detail::cpu::attention_forward(ctx, probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
   }
   /// The probabilities of attention_forward alone: the same values bit for bit, so that a
   /// backward can recompute them instead of keeping them.
-  template <class T>
-  static void attention_probs(T* probs, const T* qkv, const T* pos, const std::uint8_t* valid,
-                              const T* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
+  template <class T, class S>
+  static void attention_probs(T* probs, const T* qkv, const S* pos, const std::uint8_t* valid,
+                              const S* slopes, std::int64_t B, std::int64_t Tn, std::int64_t nh,
                               std::int64_t hd) {
     detail::cpu::attention_probs(probs, qkv, pos, valid, slopes, B, Tn, nh, hd);
   }
@@ -319,9 +340,9 @@ struct Ops<Cpu> {
                         std::int64_t cap, std::int64_t hd, std::int64_t len) {
     detail::cpu_kv_gather(dst, src, index, B, nh, cap, hd, len);
   }
-  template <class T>
-  static void decode_attention(T* ctx, T* scores, const T* qkv, const T* k, const T* v,
-                               const T* pos, const std::uint8_t* valid, const T* slopes,
+  template <class T, class S>
+  static void decode_attention(T* ctx, S* scores, const T* qkv, const T* k, const T* v,
+                               const S* pos, const std::uint8_t* valid, const S* slopes,
                                std::int64_t B, std::int64_t nh, std::int64_t hd, std::int64_t cap,
                                std::int64_t len) {
     detail::cpu_decode_attention(ctx, scores, qkv, k, v, pos, valid, slopes, B, nh, hd, cap, len);
@@ -329,18 +350,18 @@ struct Ops<Cpu> {
 
   /// Fused attention (backend/cpu/flash_attention.hpp): attention_forward's ctx without
   /// its probabilities; lse[B, nh, T] keeps each query's log-sum-exp for the backward.
-  template <class T>
-  static void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos,
-                                      const std::uint8_t* valid, const T* slopes, std::int64_t B,
+  template <class T, class S>
+  static void flash_attention_forward(T* ctx, S* lse, const T* qkv, const S* pos,
+                                      const std::uint8_t* valid, const S* slopes, std::int64_t B,
                                       std::int64_t Tn, std::int64_t nh, std::int64_t hd) {
     detail::flash_attention_forward(ctx, lse, qkv, pos, valid, slopes, B, Tn, nh, hd);
   }
   /// attention_backward from the forward's ctx and lse (probabilities made again per tile);
   /// delta[B, nh, T] is scratch.
-  template <class T>
+  template <class T, class S>
   static void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv,
-                                       const T* lse, const T* pos, const std::uint8_t* valid,
-                                       const T* slopes, T* delta, std::int64_t B, std::int64_t Tn,
+                                       const S* lse, const S* pos, const std::uint8_t* valid,
+                                       const S* slopes, S* delta, std::int64_t B, std::int64_t Tn,
                                        std::int64_t nh, std::int64_t hd) {
     detail::flash_attention_backward(dqkv, dctx, ctx, qkv, lse, pos, valid, slopes, delta, B, Tn,
                                      nh, hd);

@@ -1,6 +1,7 @@
 #pragma once
 // Reductions on the CPU, each in a fixed order whatever the number of threads: column sums
-// (a bias gradient), and sums of squares in double (the gradient norm). Part of Ops<Cpu>.
+// (a bias gradient; in float for 16-bit storage), and sums of squares in double (the
+// gradient norm). Part of Ops<Cpu>.
 
 #ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
 #error "backend/cpu/reduce.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
@@ -16,17 +17,20 @@
 
 namespace seqpar::inline v0::detail::cpu {
 
-// acc[d] += sum over rows of y[n, d]
+// acc[d] += sum over rows of y[n, d] (16-bit storage: summed in float, acc rounded once)
 template <class T>
 void column_sum(T* acc, const T* y, std::int64_t n, std::int64_t d) {
   for_columns(d, n * d, [&](std::int64_t j0, std::int64_t j1) {
+    WideRange<T> a(acc, j0, j1);
     std::int64_t i = 0;
     for (; i + 4 <= n; i += 4) {  // four rows a pass: a quarter of the loads and stores of acc
       const T *y0 = y + i * d, *y1 = y0 + d, *y2 = y1 + d, *y3 = y2 + d;
-      for (std::int64_t j = j0; j < j1; ++j) acc[j] += (y0[j] + y1[j]) + (y2[j] + y3[j]);
+      for (std::int64_t j = j0; j < j1; ++j)
+        a[j] += (widen(y0[j]) + widen(y1[j])) + (widen(y2[j]) + widen(y3[j]));
     }
     for (; i < n; ++i)
-      for (std::int64_t j = j0; j < j1; ++j) acc[j] += y[i * d + j];
+      for (std::int64_t j = j0; j < j1; ++j) a[j] += widen(y[i * d + j]);
+    a.store();
   });
 }
 
@@ -41,7 +45,7 @@ double sum_squares(const T* x, std::int64_t n) {
   for (std::int64_t b = 0; b < blocks; ++b) {
     double s = 0;
     for (std::int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i)
-      s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      s += static_cast<double>(widen(x[i])) * static_cast<double>(widen(x[i]));
     part[static_cast<std::size_t>(b)] = s;
   }
   double s = 0;

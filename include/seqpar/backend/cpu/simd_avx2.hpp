@@ -8,6 +8,11 @@
 // within 2 ulp of std::exp over the normal range, 0 below -87.33, +inf above 88.72, NaN kept.
 // tanh: its odd Taylor polynomial to x^13 for |x| < 0.4, 1 - 2 / (e^2x + 1) elsewhere;
 // within 4e-7 relative of std::tanh.
+//
+// Loads and stores also take the 16-bit storage types (Float16): bf16 widened by a shift
+// and narrowed to nearest even (NaN kept, quiet) as core/dtype.hpp's float_to_bf16; fp16
+// through F16C's conversions where the unit is compiled for them, element by element
+// otherwise.
 
 #if !defined(__AVX2__) || !defined(__FMA__)
 #error \
@@ -19,7 +24,55 @@
 #include <cstdint>
 #include <limits>
 
+#include "seqpar/core/dtype.hpp"
+
 namespace seqpar::inline v0::detail {
+
+// Eight 16-bit values widened to floats, and eight floats rounded to them (as Float16).
+inline __m256 load8(const Bf16Bits* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline void store8(Bf16Bits* p, __m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r =
+      _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  r = _mm256_blendv_epi8(r, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+}
+inline __m256 load8(const F16Bits* p) {
+#ifdef __F16C__
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+  alignas(32) float f[8];
+  for (int i = 0; i < 8; ++i) f[i] = p[i].to_float();
+  return _mm256_load_ps(f);
+#endif
+}
+inline void store8(F16Bits* p, __m256 v) {
+#ifdef __F16C__
+  // F16C keeps a NaN's payload; core/dtype.hpp's float_to_f16 makes it sign | 0x7e00
+  const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256i nan = _mm256_or_si256(
+      _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 16), _mm256_set1_epi32(0x8000)),
+      _mm256_set1_epi32(0x7e00));
+  const __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m128i nan16 =
+      _mm_packus_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+  const __m128i mask16 =
+      _mm_packs_epi32(_mm256_castsi256_si128(is_nan), _mm256_extracti128_si256(is_nan, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_blendv_epi8(h, nan16, mask16));
+#else
+  alignas(32) float f[8];
+  _mm256_store_ps(f, v);
+  for (int i = 0; i < 8; ++i) p[i] = F16Bits(f[i]);
+#endif
+}
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
 
 struct F32x8 {
   static constexpr int lanes = 8;
@@ -31,6 +84,10 @@ struct F32x8 {
 
   static F32x8 load(const float* p) { return _mm256_loadu_ps(p); }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
+  static F32x8 load(const Bf16Bits* p) { return load8(p); }
+  void store(Bf16Bits* p) const { store8(p, v); }
+  static F32x8 load(const F16Bits* p) { return load8(p); }
+  void store(F16Bits* p) const { store8(p, v); }
   /// The sum of the eight lanes.
   float sum() const {
     const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -54,6 +111,12 @@ struct F32x8 {
   /// a * b + c in one rounding.
   friend F32x8 fma(F32x8 a, F32x8 b, F32x8 c) { return _mm256_fmadd_ps(a.v, b.v, c.v); }
   friend F32x8 fma_of(F32x8 a, F32x8 b, F32x8 c) { return fma(a, b, c); }
+  /// kernels::mul_of's product: rounded on its own, never contracted into a later sum.
+  friend F32x8 mul_of(F32x8 a, F32x8 b) {
+    __m256 p = _mm256_mul_ps(a.v, b.v);
+    asm("" : "+x"(p));
+    return p;
+  }
   friend F32x8 max(F32x8 a, F32x8 b) { return _mm256_max_ps(a.v, b.v); }
   /// Correctly rounded, as std::sqrt.
   friend F32x8 sqrt_of(F32x8 x) { return _mm256_sqrt_ps(x.v); }

@@ -80,6 +80,7 @@ SEQPAR_DECL NerDataset read_conll(const std::filesystem::path& path, const ReadO
                " (read CLUENER JSON with read_cluener)");
   NerDataset d;
   d.report.file = file;
+  d.report.task = NluTask::ner;
   detail::BadRecords bad(options, d.report);
   detail::ConllSentence cur;
   std::int64_t record = 0;
@@ -92,6 +93,7 @@ SEQPAR_DECL NerDataset read_conll(const std::filesystem::path& path, const ReadO
       bad.add(cur.reason, where + ": " + cur.problem);
     } else {
       NerRecord r{std::move(cur.text), std::move(cur.spans), true, cur.line};
+      r.id.number = cur.line;  // a sentence is known by the line where it starts
       std::string problem;
       if (std::string reason = detail::check_record(r, options, problem); !reason.empty()) {
         bad.add(reason, where + ": " + problem);

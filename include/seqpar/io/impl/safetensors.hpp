@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -28,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "seqpar/core/crc32c.hpp"
 #include "seqpar/io/detail/json_kind.hpp"
 #include "seqpar/io/safetensors.hpp"
 
@@ -177,7 +179,78 @@ inline HeaderTensor parse_header_tensor(const std::string& name, const nlohmann:
   return t;
 }
 
-SEQPAR_DECL SafetensorsIndex parse(std::span<const std::byte> bytes, const std::string& file_name) {
+// A checksum as the metadata holds it: eight hex digits.
+inline std::string checksum_text(std::uint32_t crc) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", static_cast<unsigned>(crc));
+  return text;
+}
+
+inline std::uint32_t parse_checksum(const std::string& text, const std::string& file,
+                                    const std::string& key) {
+  // Lowercase only, as written: then no change to the text leaves its value alone.
+  const bool hex =
+      text.size() == 8 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+  SEQPAR_CHECK(hex, file, ": metadata '", key, "' is '", text,
+               "'; expected a CRC-32C as eight lowercase hexadecimal digits");
+  return static_cast<std::uint32_t>(std::stoul(text, nullptr, 16));
+}
+
+SEQPAR_DECL std::uint32_t metadata_crc32c(const std::map<std::string, std::string>& metadata) {
+  const std::string prefix = checksum_key("");
+  std::uint32_t crc = 0;
+  const auto add = [&crc](std::string_view s) {
+    std::array<std::byte, 8> length{};
+    for (std::size_t i = 0; i < 8; ++i)
+      length[i] = static_cast<std::byte>((static_cast<std::uint64_t>(s.size()) >> (8 * i)) & 0xff);
+    crc = crc32c(length, crc);
+    crc = crc32c(std::as_bytes(std::span<const char>(s.data(), s.size())), crc);
+  };
+  for (const auto& [key, value] : metadata) {
+    if (key.starts_with(prefix)) continue;
+    add(key);
+    add(value);
+  }
+  return crc;
+}
+
+// A file with checksums has one for every tensor and one for its metadata, and each names
+// a tensor it holds; with `verify`, each is compared with the bytes, in data-offset order.
+inline void check_checksums(const SafetensorsIndex& index, const std::string& file,
+                            Checksums verify) {
+  const std::string meta_key = checksum_key("__metadata__");
+  std::set<std::string_view> names;
+  for (const auto& e : index.entries) names.insert(e.name);
+  for (const auto& [name, crc] : index.checksums)
+    SEQPAR_CHECK(name == "__metadata__" || names.count(name), file, ": metadata '",
+                 checksum_key(name), "' is the checksum of tensor '", name,
+                 "', which the file does not hold (is the header damaged?)");
+  const std::size_t others = index.checksums.size() - index.checksums.count("__metadata__");
+  for (const auto& e : index.entries)
+    SEQPAR_CHECK(index.checksums.count(e.name), file, ": tensor '", e.name,
+                 "' has no checksum (metadata '", checksum_key(e.name), "') though ", others,
+                 " other tensors have one; expected one for every tensor (is the header damaged?)");
+  const auto meta = index.checksums.find("__metadata__");
+  SEQPAR_CHECK(meta != index.checksums.end(), file,
+               ": the tensors have checksums but the metadata has none (metadata '", meta_key,
+               "'); expected both (is the header damaged?)");
+  if (verify == Checksums::none) return;
+  const std::uint32_t got = metadata_crc32c(index.metadata);
+  SEQPAR_CHECK(got == meta->second, file, ": the metadata's CRC-32C is ", checksum_text(got),
+               " but the file records ", checksum_text(meta->second), " (metadata '", meta_key,
+               "'): a metadata value was changed or damaged; expected an intact copy of the file");
+  for (const auto& e : index.entries) {
+    const std::uint32_t want = index.checksums.at(e.name), have = crc32c(e.bytes);
+    SEQPAR_CHECK(have == want, file, ": tensor '", e.name, "': its bytes' CRC-32C is ",
+                 checksum_text(have), " but the file records ", checksum_text(want), " (metadata '",
+                 checksum_key(e.name),
+                 "'): the file is damaged (a flipped bit, a torn or altered copy); expected an "
+                 "intact copy of the file");
+  }
+}
+
+SEQPAR_DECL SafetensorsIndex parse(std::span<const std::byte> bytes, const std::string& file_name,
+                                   Checksums verify) {
   const std::string& file = file_name;
   SEQPAR_CHECK(bytes.size() >= 8, file, ": file is ", bytes.size(),
                " bytes; expected at least 8 (the safetensors header length)");
@@ -252,6 +325,16 @@ SEQPAR_DECL SafetensorsIndex parse(std::span<const std::byte> bytes, const std::
     }
     tensors.push_back(parse_header_tensor(key, value, file));
   }
+  const std::string prefix = checksum_key("");
+  for (auto it = index.metadata.begin(); it != index.metadata.end();) {
+    if (!it->first.starts_with(prefix)) {
+      ++it;
+      continue;
+    }
+    index.checksums.emplace(it->first.substr(prefix.size()),
+                            parse_checksum(it->second, file, it->first));
+    it = index.metadata.erase(it);
+  }
 
   const std::uint64_t data_size = bytes.size() - 8 - n;
   std::sort(tensors.begin(), tensors.end(), [](const HeaderTensor& a, const HeaderTensor& b) {
@@ -292,6 +375,7 @@ SEQPAR_DECL SafetensorsIndex parse(std::span<const std::byte> bytes, const std::
     t.entry.bytes = std::span<const std::byte>(data + t.begin, t.end - t.begin);
     index.entries.push_back(std::move(t.entry));
   }
+  if (!index.checksums.empty()) check_checksums(index, file, verify);
   return index;
 }
 
@@ -311,22 +395,35 @@ inline bool write_all(int fd, std::span<const std::byte> bytes) {
 
 }  // namespace detail::safetensors
 
-SEQPAR_DECL SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
+SEQPAR_DECL SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, Checksums verify)
     : path_(path), map_(path) {
-  auto index = detail::safetensors::parse(map_.bytes(), path_.string());
+  auto index = detail::safetensors::parse(map_.bytes(), path_.string(), verify);
   entries_ = std::move(index.entries);
   metadata_ = std::move(index.metadata);
+  checksums_ = std::move(index.checksums);
   for (std::size_t i = 0; i < entries_.size(); ++i) by_name_.emplace(entries_[i].name, i);
 }
 
 SEQPAR_DECL void write_safetensors(const std::filesystem::path& path,
                                    std::span<const TensorToWrite> tensors,
-                                   const std::map<std::string, std::string>& metadata) {
+                                   const std::map<std::string, std::string>& metadata,
+                                   Checksums checksums) {
   namespace st = detail::safetensors;
   const std::string file = path.string();
+  const bool sums = checksums == Checksums::crc32c;
+  std::map<std::string, std::string> meta = metadata;
+  if (sums) {
+    const std::string prefix = checksum_key("");
+    for (const auto& [key, value] : metadata)
+      SEQPAR_CHECK(!key.starts_with(prefix), file, ": metadata key '", key,
+                   "' is one of the checksums the writer adds; expected none of the caller's "
+                   "keys to start with '",
+                   prefix, "' (or Checksums::none)");
+    meta[checksum_key("__metadata__")] = st::checksum_text(st::metadata_crc32c(metadata));
+  }
   std::set<std::string_view> seen;
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  if (!meta.empty()) header["__metadata__"] = nullptr;  // first in the header, filled below
   std::uint64_t offset = 0;
   for (const auto& t : tensors) {
     SEQPAR_CHECK(t.name != "__metadata__", file,
@@ -348,7 +445,9 @@ SEQPAR_DECL void write_safetensors(const std::filesystem::path& path,
     entry["shape"] = t.shape;
     entry["data_offsets"] = {offset, offset + *nbytes};
     offset += *nbytes;
+    if (sums) meta[checksum_key(t.name)] = st::checksum_text(crc32c(t.bytes));
   }
+  if (!meta.empty()) header["__metadata__"] = meta;
   std::string text;
   try {
     text = header.dump();

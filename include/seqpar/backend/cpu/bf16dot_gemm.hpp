@@ -1,0 +1,217 @@
+#pragma once
+// bf16 GEMM on bf16 dot products: the blocking of sgemm_avx2.hpp with packed pairs instead of
+// widened floats. Ops<Cpu>::gemm takes it for bf16 operands when the translation unit is
+// compiled for AVX512_BF16 (bf16dot_avx512.hpp: VDPBF16PS; -march=znver4,
+// -march=sapphirerapids, or -mavx512f -mavx512bf16).
+//
+//   for jc in N by NC:                        B panel [KC, NC] packed once, shared by threads
+//     for pc in K by KC:
+//       pack B[pc:pc+KC, jc:jc+NC] as NR-wide slivers of k pairs: [KC/2][NR] pairs
+//       for ic in M by MC, shared out:        A block [MC, KC] packed per thread: [KC/2][MR]
+//         for jr by NR, ir by MR:              one register tile: C[12, 32] (+)= A sliver . B
+//         sliver
+//
+// A pair is two bf16 of consecutive k in one 32-bit word, k + 1 in the high half. A lane
+// type L does the arithmetic of sixteen fp32 sums: L::dot adds to each sum the products of
+// one pair of A (the same for all sixteen) and sixteen pairs of B, as VDPBF16PS does. This
+// header is plain C++ so that the driver runs with any lane type: the instruction's, or the
+// scalar model of it the tests run on every machine (tests/support/dot_bf16_model.hpp). A
+// tile's sums over one K block are scaled by alpha and added to beta C (one fma), in float;
+// a bf16 C is rounded once, after the last block (the sums before kept in a float panel,
+// MB rows at a time).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <type_traits>
+
+#include "seqpar/core/dtype.hpp"
+#include "seqpar/core/omp.hpp"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace seqpar::inline v0::detail::bf16dot {
+
+inline constexpr std::int64_t MR = 12;    // rows of the register tile: 24 accumulators
+inline constexpr std::int64_t NR = 32;    // columns: two vectors of 16 sums
+inline constexpr std::int64_t KC = 256;   // depth of a packed block (128 pairs): slivers in L1
+inline constexpr std::int64_t MC = 96;    // rows of a packed A block, the unit threads take
+inline constexpr std::int64_t NC = 4096;  // columns of a packed B panel
+/// A 16-bit C summed over more than one K block is computed in bands of this many rows,
+/// so that the float panel of its partial sums ([MB, NC], 9 MiB) is reused, not faulted in
+/// anew, from one call to the next (a larger allocation goes back to the system each time).
+inline constexpr std::int64_t MB = 576;
+/// Below this many multiply-adds a call runs on one thread.
+inline constexpr std::int64_t parallel_min_flops = std::int64_t{1} << 21;
+
+/// op(A)[i, k] of a row-major bf16 A ([M, K], or [K, M] when transposed).
+struct View {
+  const Bf16Bits* p;
+  std::int64_t ld;
+  bool trans;
+  std::uint16_t at(std::int64_t i, std::int64_t k) const {
+    return (trans ? p[k * ld + i] : p[i * ld + k]).bits;
+  }
+};
+
+// The pair (k, k + 1) of row i of v; k + 1 at or past `end` (the block's end) reads as zero.
+inline std::uint32_t pair_of(const View& v, std::int64_t i, std::int64_t k, std::int64_t end) {
+  const std::uint32_t lo = v.at(i, k), hi = k + 1 < end ? v.at(i, k + 1) : 0;
+  return lo | (hi << 16);
+}
+
+// dst[kc/2][MR] pairs per sliver of MR rows of op(A)[i0:i0+mc, p0:p0+kc], rows past mc and
+// the pair past an odd kc zero.
+inline void pack_a(std::uint32_t* dst, const View& a, std::int64_t i0, std::int64_t mc,
+                   std::int64_t p0, std::int64_t kc) {
+  const std::int64_t pairs = (kc + 1) / 2;
+  for (std::int64_t s = 0; s < mc; s += MR, dst += pairs * MR)
+    for (std::int64_t r = 0; r < MR; ++r) {
+      if (s + r >= mc) {
+        for (std::int64_t q = 0; q < pairs; ++q) dst[q * MR + r] = 0;
+        continue;
+      }
+      if (!a.trans && kc % 2 == 0) {  // a row's pairs are consecutive words
+        const Bf16Bits* row = a.p + (i0 + s + r) * a.ld + p0;
+        for (std::int64_t q = 0; q < pairs; ++q) std::memcpy(&dst[q * MR + r], row + 2 * q, 4);
+        continue;
+      }
+      for (std::int64_t q = 0; q < pairs; ++q)
+        dst[q * MR + r] = pair_of(a, i0 + s + r, p0 + 2 * q, p0 + kc);
+    }
+}
+
+// dst[kc/2][NR] pairs per sliver of NR columns of op(B)[p0:p0+kc, j0:j0+nc], slivers
+// [s0, s1) only; columns past nc and the pair past an odd kc zero.
+inline void pack_b(std::uint32_t* dst, const View& b, std::int64_t p0, std::int64_t kc,
+                   std::int64_t j0, std::int64_t nc, std::int64_t s0, std::int64_t s1) {
+  const std::int64_t pairs = (kc + 1) / 2;
+  // op(B)[k, j] is row j, column k of op(B)^T: read as A is, with the transposition flipped
+  const View bt{b.p, b.ld, !b.trans};
+  for (std::int64_t s = s0; s < s1; ++s) {
+    std::uint32_t* d = dst + s * pairs * NR;
+    for (std::int64_t c = 0; c < NR; ++c) {
+      const std::int64_t j = s * NR + c;
+      for (std::int64_t q = 0; q < pairs; ++q)
+        d[q * NR + c] = j < nc ? pair_of(bt, j0 + j, p0 + 2 * q, p0 + kc) : 0;
+    }
+  }
+}
+
+// out[rows, cols] = alpha (A sliver . B sliver) + beta in (beta == 0: `in` is not read), in
+// and out float or bf16; `pairs` k pairs. L::Vec holds 16 sums; L::dot(acc, a, b) adds the
+// products of pair a with the pairs b[0, 16); L::put(out, acc, alpha, beta, in) writes 16.
+template <class L, class In, class Out>
+void kernel(std::int64_t pairs, const std::uint32_t* __restrict a,
+            const std::uint32_t* __restrict b, const In* in, std::int64_t ldi, Out* out,
+            std::int64_t ldo, std::int64_t rows, std::int64_t cols, float alpha, float beta) {
+  typename L::Vec acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = L::zero();
+  for (std::int64_t q = 0; q < pairs; ++q, a += MR, b += NR) {
+    const auto b0 = L::load_pairs(b), b1 = L::load_pairs(b + 16);
+    for (int r = 0; r < MR; ++r) {
+      acc[r][0] = L::dot(acc[r][0], a[r], b0);
+      acc[r][1] = L::dot(acc[r][1], a[r], b1);
+    }
+  }
+  if (rows == MR && cols == NR) {
+    for (int r = 0; r < MR; ++r)
+      for (int h = 0; h < 2; ++h)
+        L::put(out + r * ldo + 16 * h, acc[r][h], alpha, beta, in + r * ldi + 16 * h);
+    return;
+  }
+  alignas(64) float tile[MR][NR];
+  for (int r = 0; r < MR; ++r)
+    for (int h = 0; h < 2; ++h) L::put(tile[r] + 16 * h, acc[r][h], alpha, 0.0f, tile[r]);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      float v = tile[r][j];
+      if (beta != 0.0f) v = std::fma(beta, static_cast<float>(in[r * ldi + j]), v);
+      if constexpr (std::is_same_v<Out, float>)
+        out[r * ldo + j] = v;
+      else
+        out[r * ldo + j] = Out(v);
+    }
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+template <class W>
+using Scratch = std::unique_ptr<W[], AlignedFree>;
+template <class W>
+Scratch<W> scratch(std::int64_t n) {
+  return Scratch<W>(static_cast<W*>(
+      ::operator new[](sizeof(W) * static_cast<std::size_t>(n), std::align_val_t{64})));
+}
+
+/// C[M, N] = alpha op(A) op(B) + beta C for M, N, K > 0 on lanes L, A and B bf16, C float or
+/// bf16; see Ops<Cpu>::gemm for the layout.
+template <class L, class Out>
+void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+          const Bf16Bits* A, std::int64_t lda, const Bf16Bits* B, std::int64_t ldb, float beta,
+          Out* C, std::int64_t ldc) {
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, Bf16Bits>,
+                "bf16dot: C holds floats or bf16");
+  constexpr bool rounded_c = !std::is_same_v<Out, float>;
+  if (rounded_c && K > KC && M > MB) {
+    for (std::int64_t i0 = 0; i0 < M; i0 += MB)
+      gemm<L>(ta, tb, std::min(MB, M - i0), N, K, alpha, ta ? A + i0 : A + i0 * lda, lda, B, ldb,
+              beta, C + i0 * ldc, ldc);
+    return;
+  }
+  const View a{A, lda, ta}, b{B, ldb, tb};
+  const std::int64_t kc_max = std::min(KC, K), pairs_max = (kc_max + 1) / 2,
+                     nc_max = std::min(NC, (N + NR - 1) / NR * NR);
+  auto bpack = scratch<std::uint32_t>(pairs_max * nc_max);
+  auto part = rounded_c && K > KC ? scratch<float>(M * nc_max) : Scratch<float>();
+  [[maybe_unused]] bool parallel = M * N * K >= parallel_min_flops;
+#ifdef _OPENMP
+  parallel = parallel && !omp_in_parallel() && omp_get_max_threads() > 1;
+#endif
+  const std::int64_t row_blocks = (M + MC - 1) / MC;
+  SEQPAR_OMP(parallel if (parallel))
+  {
+    auto apack = scratch<std::uint32_t>(std::min(MC, (M + MR - 1) / MR * MR) * pairs_max);
+    for (std::int64_t jc = 0; jc < N; jc += NC) {
+      const std::int64_t nc = std::min(NC, N - jc), slivers = (nc + NR - 1) / NR;
+      for (std::int64_t pc = 0; pc < K; pc += KC) {
+        const std::int64_t kc = std::min(KC, K - pc), pairs = (kc + 1) / 2;
+        const bool first = pc == 0, last = pc + kc == K;
+        const float block_beta = first ? beta : 1.0f;
+        SEQPAR_OMP(for schedule(static))
+        for (std::int64_t s = 0; s < slivers; ++s) pack_b(bpack.get(), b, pc, kc, jc, nc, s, s + 1);
+        SEQPAR_OMP(for schedule(dynamic, 1))
+        for (std::int64_t blk = 0; blk < row_blocks; ++blk) {
+          const std::int64_t ic = blk * MC, mc = std::min(MC, M - ic);
+          pack_a(apack.get(), a, ic, mc, pc, kc);
+          for (std::int64_t jr = 0; jr < nc; jr += NR)
+            for (std::int64_t ir = 0; ir < mc; ir += MR) {
+              const std::uint32_t* ap = apack.get() + ir * pairs;
+              const std::uint32_t* bp = bpack.get() + jr * pairs;
+              const std::int64_t rows = std::min(MR, mc - ir), cols = std::min(NR, nc - jr);
+              Out* c = C + (ic + ir) * ldc + jc + jr;
+              if (!rounded_c || (first && last)) {
+                kernel<L>(pairs, ap, bp, c, ldc, c, ldc, rows, cols, alpha, block_beta);
+                continue;
+              }
+              float* p = part.get() + (ic + ir) * nc_max + jr;
+              if (first)
+                kernel<L>(pairs, ap, bp, c, ldc, p, nc_max, rows, cols, alpha, block_beta);
+              else if (last)
+                kernel<L>(pairs, ap, bp, p, nc_max, c, ldc, rows, cols, alpha, 1.0f);
+              else
+                kernel<L>(pairs, ap, bp, p, nc_max, p, nc_max, rows, cols, alpha, 1.0f);
+            }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace seqpar::inline v0::detail::bf16dot

@@ -1,0 +1,37 @@
+#pragma once
+// How a model decodes unless told otherwise: for SeqGPT-560M, the settings its authors
+// publish with it (their inference script: beam search of 4, transformers' repetition
+// penalty 2.0, at most 256 new tokens, prompts of at most 1,024 tokens truncated on the left);
+// for any other model, greedy without a penalty within the same lengths. These numbers live
+// here alone: a program copies num_beams, repetition_penalty and max_new_tokens into
+// nn/generate.hpp's GenerateOptions and cuts its prompts to max_prompt_tokens
+// (batched_answers, prompt_tail).
+
+#include <cstdint>
+
+#include "seqpar/config/bloom.hpp"
+
+namespace seqpar::inline v0 {
+
+/// Decoding settings: what generation and the prompts' truncation take by default.
+struct DecodingDefaults {
+  std::int64_t num_beams = 1;             // 1: greedy
+  double repetition_penalty = 1.0;        // transformers' penalty of seen tokens; 1: none
+  std::int64_t max_new_tokens = 256;      // tokens an answer may have
+  std::int64_t max_prompt_tokens = 1024;  // a longer prompt loses its first tokens
+  bool operator==(const DecodingDefaults&) const = default;
+};
+
+/// SeqGPT's published inference settings (num_beams=4, do_sample=False, max_new_tokens=256,
+/// repetition_penalty=2.0; tokenizer truncation on the left at max_length=1024).
+inline constexpr DecodingDefaults seqgpt_decoding{4, 2.0, 256, 1024};
+
+/// The default decoding of model M: SeqGPT's for SeqGPT560M (SeqGPT-560M's shape, which
+/// BLOOMZ-560M shares), greedy without a penalty for every other model.
+template <BloomModel M>
+inline constexpr DecodingDefaults decoding_defaults = DecodingDefaults{};
+
+template <>
+inline constexpr DecodingDefaults decoding_defaults<SeqGPT560M> = seqgpt_decoding;
+
+}  // namespace seqpar::inline v0

@@ -1,0 +1,322 @@
+#pragma once
+// Records as the readers return them, for every task: a text, its id and what it is
+// annotated with (NER mentions, a class, relation triples); the options every reader takes;
+// ReadReport: what a read kept, what it skipped and why.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "seqpar/core/error.hpp"
+#include "seqpar/io/detail/utf8.hpp"
+
+namespace seqpar::inline v0 {
+
+/// The tasks seqpar trains, each made of SeqGPT's two atomic prompts, 抽取 and 分类
+/// (docs/tasks.md): entity recognition, classification (intent, topic) and relation
+/// extraction.
+enum class NluTask : std::uint8_t { ner, classification, relation };
+
+/// "ner", "classification" or "relation" (command lines, prediction files).
+constexpr std::string_view nlu_task_name(NluTask t) {
+  return t == NluTask::ner ? "ner" : t == NluTask::classification ? "classification" : "relation";
+}
+
+/// What nlu_task_name prints, back; `what` names the option or field in the error.
+inline NluTask parse_nlu_task(std::string_view s, std::string_view what = "task") {
+  for (const NluTask t : {NluTask::ner, NluTask::classification, NluTask::relation})
+    if (s == nlu_task_name(t)) return t;
+  throw Error(std::string(what) + ": '" + std::string(s) +
+              "' is not a task; expected ner, classification or relation");
+}
+
+/// One labelled mention: code points [start, end] of its record's text (end inclusive,
+/// CLUENER's convention; indices count characters, not bytes).
+struct NerSpan {
+  std::string label;
+  std::int64_t start = 0, end = 0;
+  std::string text;  // the mention itself: the text's code points start..end
+  bool operator==(const NerSpan&) const = default;
+};
+
+/// Code points [start, end] of a record's text, end inclusive (CLUENER's convention).
+struct CharSpan {
+  std::int64_t start = 0, end = 0;
+  auto operator<=>(const CharSpan&) const = default;
+};
+
+/// One relation as a file lists it: head, relation, tail, and where head and tail are in
+/// the text when the file says (FinRE says nothing where the string occurs twice).
+struct RelationTriple {
+  std::string head, relation, tail;
+  std::optional<CharSpan> head_span, tail_span;
+  bool operator==(const RelationTriple&) const = default;
+};
+
+/// A record's id: the "id" of its JSON object (an integer or a string, written back as
+/// read), else the 1-based line where the record starts (for a top-level array, which has
+/// no lines, its 1-based place in the array).
+struct RecordId {
+  std::int64_t number = 0;  // an integer id, or the line
+  std::string string;       // a string id
+  bool is_string = false;
+  bool from_file = false;  // the record's own "id" (else its line)
+
+  /// "17", or the string.
+  std::string text() const { return is_string ? string : std::to_string(number); }
+  bool operator==(const RecordId&) const = default;
+};
+
+/// One record of any task: its text, id and annotation. NER mentions are sorted by (start,
+/// end, label); a classification record has its class; a relation record its triples as the
+/// file lists them (none: a negative). A record without annotation (a test split) has
+/// labelled == false.
+struct TextRecord {
+  std::string text;
+  std::vector<NerSpan> spans;  // NER
+  bool labelled = true;
+  std::int64_t line = 0;  // 1-based line of the file where the record starts; 0 when unknown
+  RecordId id{};
+  std::string label{};                      // classification
+  std::vector<RelationTriple> relations{};  // relation extraction
+  bool same_content(const TextRecord& o) const {
+    return text == o.text && spans == o.spans && label == o.label && relations == o.relations;
+  }
+};
+
+/// What a reader does with a record that fails a check.
+enum class OnBadRecord : std::uint8_t {
+  skip,  // count it in ReadReport and go on
+  fail,  // throw seqpar::Error naming the file, line, record and problem
+};
+
+/// Checks a reader applies to every record.
+struct ReadOptions {
+  std::vector<std::string> labels;  // the allowed labels (NER, classes, relations); empty: any
+  std::int64_t max_chars = 512;     // longer texts (in code points) are bad records; 0: no limit
+  bool require_labels = false;      // a record without labels is bad (else: labelled = false)
+  OnBadRecord on_bad = OnBadRecord::skip;
+  std::size_t keep_problems = 10;  // problem messages kept verbatim in ReadReport
+};
+
+/// What a read kept and skipped. Each skipped record is counted under one reason
+/// ("malformed_json", "unknown_label", "span_outside_text", "span_mismatch", "too_long",
+/// ...), and the first few problems are kept as full messages.
+struct ReadReport {
+  std::string file;
+  std::optional<NluTask> task;  // what the records are annotated for; none: text only
+  std::int64_t records = 0;     // records kept
+  std::int64_t mentions = 0;    // NER spans, or relation triples, in the kept records
+  std::int64_t skipped = 0;     // records (or stretches of text) skipped
+  std::map<std::string, std::int64_t> skipped_by_reason;
+  std::vector<std::string> problems;
+
+  /// One line: "<file>: 10748 records, 23971 mentions, 2 skipped (too_long 2)" (relation
+  /// files count "relations"; classification and text-only files neither).
+  std::string summary() const {
+    std::ostringstream os;
+    os << file << ": " << records << " records, ";
+    if (task == NluTask::ner) os << mentions << " mentions, ";
+    if (task == NluTask::relation) os << mentions << " relations, ";
+    os << skipped << " skipped";
+    if (!skipped_by_reason.empty()) {
+      os << " (";
+      bool first = true;
+      for (const auto& [reason, n] : skipped_by_reason) {
+        os << (first ? "" : ", ") << reason << ' ' << n;
+        first = false;
+      }
+      os << ')';
+    }
+    return os.str();
+  }
+};
+
+/// Records read from one file and the report of the read.
+struct TextDataset {
+  std::vector<TextRecord> records;
+  ReadReport report;
+
+  /// What the records are annotated for (none: text only).
+  std::optional<NluTask> task() const { return report.task; }
+
+  /// The distinct labels, sorted: of the mentions (NER), the classes, or the relations.
+  std::vector<std::string> labels() const {
+    std::set<std::string> s;
+    for (const auto& r : records) {
+      for (const auto& sp : r.spans) s.insert(sp.label);
+      if (!r.label.empty()) s.insert(r.label);
+      for (const auto& t : r.relations) s.insert(t.relation);
+    }
+    return {s.begin(), s.end()};
+  }
+  std::int64_t mention_count() const {
+    std::int64_t n = 0;
+    for (const auto& r : records) n += static_cast<std::int64_t>(r.spans.size());
+    return n;
+  }
+};
+
+namespace detail {
+
+/// Byte offset of each code point of well-formed UTF-8 `s`, and s.size() at the end.
+inline std::vector<std::size_t> code_point_offsets(std::string_view s) {
+  std::vector<std::size_t> out;
+  out.reserve(s.size() + 1);
+  std::size_t i = 0;
+  while (i < s.size()) {
+    out.push_back(i);
+    utf8_next(s, i);
+  }
+  out.push_back(s.size());
+  return out;
+}
+
+/// Number of code points of well-formed UTF-8 `s`.
+inline std::int64_t code_point_count(std::string_view s) {
+  std::int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+/// Where a record is: "file:line: record n" (the line left out when unknown).
+inline std::string record_where(const std::string& file, std::int64_t line, std::int64_t record) {
+  std::string s = file;
+  if (line > 0) s += ":" + std::to_string(line);
+  return s + ": record " + std::to_string(record);
+}
+
+/// Counts bad records into a ReadReport, or throws in OnBadRecord::fail mode.
+class BadRecords {
+ public:
+  BadRecords(const ReadOptions& options, ReadReport& report) : options_(options), report_(report) {}
+
+  void add(const std::string& reason, const std::string& message) {
+    if (options_.on_bad == OnBadRecord::fail) fail(message);
+    ++report_.skipped;
+    ++report_.skipped_by_reason[reason];
+    if (report_.problems.size() < options_.keep_problems) report_.problems.push_back(message);
+  }
+
+ private:
+  const ReadOptions& options_;
+  ReadReport& report_;
+};
+
+/// Checks common to every reader: the length limit and the allowed labels (of the
+/// mentions, the class or the relations). Returns the reason and sets `problem`, or returns
+/// an empty string when the record is fine.
+inline std::string check_record(const TextRecord& r, const ReadOptions& o, std::string& problem) {
+  if (o.max_chars > 0) {
+    const std::int64_t n = code_point_count(r.text);
+    if (n > o.max_chars) {
+      problem = "text has " + std::to_string(n) + " characters; the limit is " +
+                std::to_string(o.max_chars) + " (ReadOptions::max_chars)";
+      return "too_long";
+    }
+  }
+  if (!o.labels.empty()) {
+    const auto allowed = [&](const std::string& label) {
+      if (std::find(o.labels.begin(), o.labels.end(), label) != o.labels.end()) return true;
+      problem = "label '" + label + "' is not one of the allowed labels (";
+      for (std::size_t i = 0; i < o.labels.size(); ++i) problem += (i ? ", " : "") + o.labels[i];
+      problem += ")";
+      return false;
+    };
+    for (const auto& sp : r.spans)
+      if (!allowed(sp.label)) return "unknown_label";
+    if (!r.label.empty() && !allowed(r.label)) return "unknown_label";
+    for (const auto& t : r.relations)
+      if (!allowed(t.relation)) return "unknown_label";
+  }
+  if (o.require_labels && !r.labelled) {
+    problem = "has no labels (ReadOptions::require_labels)";
+    return "missing_label";
+  }
+  return {};
+}
+
+/// Why `label` cannot be listed in a SeqGPT prompt, or an empty string when it can: a
+/// prompt joins labels with '，', SeqGPT's inference turns ',' into '，' first, and an
+/// answer line is "label: spans".
+inline std::string label_problem(std::string_view label) {
+  if (label.empty()) return "is empty";
+  for (const std::string_view bad : {"，", ",", ": ", "\n"})
+    if (label.find(bad) != std::string_view::npos)
+      return "holds '" + std::string(bad == "\n" ? "\\n" : bad) +
+             "', which a prompt's label list cannot hold";
+  return {};
+}
+
+inline void sort_spans(std::vector<NerSpan>& spans) {
+  std::sort(spans.begin(), spans.end(), [](const NerSpan& a, const NerSpan& b) {
+    if (a.start != b.start) return a.start < b.start;
+    if (a.end != b.end) return a.end < b.end;
+    return a.label < b.label;
+  });
+}
+
+/// The whole file as bytes; throws naming the file when it cannot be read. `kind` says
+/// what was expected ("CLUENER JSON", "CoNLL BIO text").
+inline std::string read_text_file(const std::filesystem::path& path, const char* kind) {
+  const std::string file = path.string();
+  std::error_code ec;
+  SEQPAR_CHECK(std::filesystem::exists(path, ec), file, ": no such file; expected ", kind);
+  SEQPAR_CHECK(std::filesystem::is_regular_file(path, ec), file, ": not a regular file; expected ",
+               kind);
+  std::ifstream in(path, std::ios::binary);
+  SEQPAR_CHECK(in.good(), file, ": cannot be opened for reading");
+  std::ostringstream os;
+  os << in.rdbuf();
+  std::string s = os.str();
+  SEQPAR_CHECK(!in.bad(), file, ": reading failed");
+  const auto nul = s.find('\0');
+  SEQPAR_CHECK(nul == std::string::npos, file, ": holds a NUL byte at offset ", nul,
+               ", so it is a binary file; expected ", kind, " (UTF-8 text)");
+  if (s.starts_with("\xEF\xBB\xBF")) s.erase(0, 3);  // a UTF-8 byte order mark
+  return s;
+}
+
+/// Line (1-based) of byte offset `at` in `s`.
+inline std::int64_t line_of(std::string_view s, std::size_t at) {
+  return 1 + std::count(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(std::min(at, s.size())),
+                        '\n');
+}
+
+/// Writes `content` to a temporary file next to `path` and renames it over `path`.
+inline void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    SEQPAR_CHECK(f.good(), tmp.string(), ": cannot be created");
+    f.write(content.data(), static_cast<std::streamsize>(content.size()));
+    f.flush();
+    SEQPAR_CHECK(f.good(), tmp.string(), ": writing failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  SEQPAR_CHECK(!ec, path.string(), ": cannot rename ", tmp.string(), " over it: ", ec.message());
+}
+
+/// Throws when a read kept nothing: a file of only bad records is the wrong kind of file.
+inline void require_records(const TextDataset& d, const char* kind) {
+  if (!d.records.empty()) return;
+  const ReadReport& r = d.report;
+  SEQPAR_CHECK(r.skipped > 0, r.file, ": holds no records; expected ", kind);
+  fail(r.file, ": no record could be read (", r.skipped, " skipped); expected ", kind,
+       ". First problem: ", r.problems.empty() ? std::string("?") : r.problems.front());
+}
+
+}  // namespace detail
+
+}  // namespace seqpar::inline v0

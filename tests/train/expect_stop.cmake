@@ -1,0 +1,37 @@
+# cmake -DMPIRUN=<mpirun;-np;2;...> -DPROGRAM=<run_control> -DOUT=<folder> -P expect_stop.cmake
+# Runs run_control three times under mpirun: 6 steps; 6 steps with SIGTERM on rank 1 after
+# step 3; and 6 steps resumed from the checkpoint the second run saved. Passes when the
+# second run stops after step 3 on both ranks with exit code 0 and a checkpoint, and the
+# third prints the losses of steps 4 to 6 that the first printed, to the last bit.
+cmake_policy(SET CMP0007 NEW)
+file(REMOVE_RECURSE "${OUT}")
+file(MAKE_DIRECTORY "${OUT}")
+function(run name)
+  execute_process(COMMAND ${MPIRUN} ${PROGRAM} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err TIMEOUT 60)
+  message("--- ${name}: exit ${rc}\n${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name} exited with ${rc}")
+  endif()
+  set(${name} "${out}" PARENT_SCOPE)
+endfunction()
+run(full --steps 6)
+run(stopped --steps 6 --signal-rank 1 --signal-step 3 --out ${OUT})
+run(resumed --steps 6 --resume ${OUT}/step-3.safetensors)
+foreach(rank 0 1)
+  string(FIND "${stopped}" "rank ${rank}: stopped after step 3: SIGTERM (rank 1); checkpoint" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "rank ${rank} did not report stopping after step 3")
+  endif()
+endforeach()
+string(FIND "${stopped}" "step 4 loss" at)
+if(NOT at EQUAL -1 OR NOT EXISTS "${OUT}/step-3.safetensors")
+  message(FATAL_ERROR "the stopped run went past step 3 or left no step-3.safetensors")
+endif()
+foreach(step 4 5 6)
+  string(REGEX MATCH "step ${step} loss [^\n]*" want "${full}")
+  string(REGEX MATCH "step ${step} loss [^\n]*" got "${resumed}")
+  if(want STREQUAL "" OR NOT want STREQUAL got)
+    message(FATAL_ERROR "resumed '${got}', uninterrupted '${want}'")
+  endif()
+endforeach()
