@@ -9,7 +9,8 @@
 // Under MpiComm "on" is one more all-reduce of 6 integers before each collective; under
 // ThreadComm, whose rendezvous compares the calls either way, it is the history alone. A
 // step is timed by rank 0 between two barriers of its communicator; the table gives the
-// median of all blocks' steps and the collectives one rank makes a step.
+// median of all blocks' steps and the collectives one rank makes a step. A last row times
+// a bare all_reduce of one float (microseconds a call), the fingerprint's whole price.
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -80,6 +81,22 @@ Block run_block(AnyComm world, const Batch& batch, int steps) {
   return b;
 }
 
+// `calls` bare all-reduces of one float on `world`, timed by rank 0 (one "step" each).
+Block bare_all_reduces(AnyComm world, int calls) {
+  Block b;
+  float x = 1;
+  world.barrier();
+  for (int i = 0; i < calls; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    world.all_reduce(&x, 1, ReduceOp::sum);
+    if (world.rank() == 0)
+      b.seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  b.collectives = 1;
+  return b;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -90,8 +107,8 @@ struct Result {
   std::uint64_t collectives = 0;
 };
 
-void print(const char* transport, const char* model, const Result& r) {
-  const double on = median(r.on) * 1e3, off = median(r.off) * 1e3;
+void print(const char* transport, const char* model, const Result& r, double unit = 1e3) {
+  const double on = median(r.on) * unit, off = median(r.off) * unit;
   std::printf("%-10s %-5s %6llu %12.3f %12.3f %+9.1f %%\n", transport, model,
               static_cast<unsigned long long>(r.collectives), off, on, 100.0 * (on - off) / off);
   std::fflush(stdout);
@@ -101,6 +118,7 @@ void header(int steps, int blocks) {
   std::printf("TensorSplit<2>, %d blocks of %d steps per setting, median step\n", blocks, steps);
   std::printf("%-10s %-5s %6s %12s %12s %11s\n", "transport", "model", "calls", "off ms", "on ms",
               "on vs off");
+  std::printf("(model bare: one all_reduce of one float, in microseconds)\n");
 }
 
 // `block(checks_on)` runs one block on every rank and returns rank 0's.
@@ -116,13 +134,14 @@ Result alternate(int blocks, RunBlock&& block) {
   return r;
 }
 
-template <class M>
-Result on_threads(const Batch& batch, int steps, int blocks) {
+// `block(world)` on 2 ThreadComm ranks, the checks on or off, for each block.
+template <class RunBlock>
+Result on_threads(int blocks, RunBlock&& block) {
   return alternate(blocks, [&](bool on) {
     Block rank0;
     run_ranks(2, [&](ThreadComm& world) {
       world.set_checks(on);
-      Block b = run_block<M>(AnyComm(world), batch, steps);
+      Block b = block(AnyComm(world));
       if (world.rank() == 0) rank0 = std::move(b);
     });
     return rank0;
@@ -130,15 +149,14 @@ Result on_threads(const Batch& batch, int steps, int blocks) {
 }
 
 #if defined(SEQPAR_WITH_MPI)
-template <class M>
-Result on_mpi(MpiComm& world, const Batch& batch, int steps, int blocks) {
-  // Two communicators of the same ranks, one with the checks and one without; the trainers'
-  // groups, split from them, keep their setting.
+// `block(world)` on two communicators of the same ranks, one with the checks and one
+// without (the trainers' groups, split from them, keep their setting), block by block.
+template <class RunBlock>
+Result on_mpi(MpiComm& world, int blocks, RunBlock&& block) {
   MpiComm with = world.split(0, world.rank()), without = world.split(0, world.rank());
   with.set_checks(true);
   without.set_checks(false);
-  return alternate(
-      blocks, [&](bool on) { return run_block<M>(AnyComm(on ? with : without), batch, steps); });
+  return alternate(blocks, [&](bool on) { return block(AnyComm(on ? with : without)); });
 }
 #endif
 
@@ -155,19 +173,25 @@ int main(int argc, char** argv) {
   }
   const Batch tiny = make_batch<Tiny>(4, 32), mid = make_batch<Mid>(8, 128);
   const int mid_steps = std::max(1, steps / 4);
+  const auto tiny_block = [&](AnyComm w) { return run_block<Tiny>(w, tiny, steps); };
+  const auto mid_block = [&](AnyComm w) { return run_block<Mid>(w, mid, mid_steps); };
+  const auto bare_block = [&](AnyComm w) { return bare_all_reduces(w, 200 * steps); };
   if (!mpi) {
     header(steps, blocks);
-    print("ThreadComm", "tiny", on_threads<Tiny>(tiny, steps, blocks));
-    print("ThreadComm", "mid", on_threads<Mid>(mid, mid_steps, blocks));
+    print("ThreadComm", "tiny", on_threads(blocks, tiny_block));
+    print("ThreadComm", "mid", on_threads(blocks, mid_block));
+    print("ThreadComm", "bare", on_threads(blocks, bare_block), 1e6);
     return 0;
   }
 #if defined(SEQPAR_WITH_MPI)
   return mpi_main(argc, argv, [&](MpiComm& world) {
     if (world.rank() == 0) header(steps, blocks);
-    const Result t = on_mpi<Tiny>(world, tiny, steps, blocks);
+    const Result t = on_mpi(world, blocks, tiny_block);
     if (world.rank() == 0) print("MpiComm", "tiny", t);
-    const Result m = on_mpi<Mid>(world, mid, mid_steps, blocks);
+    const Result m = on_mpi(world, blocks, mid_block);
     if (world.rank() == 0) print("MpiComm", "mid", m);
+    const Result b = on_mpi(world, blocks, bare_block);
+    if (world.rank() == 0) print("MpiComm", "bare", b, 1e6);
   });
 #else
   std::fprintf(stderr, "bench_comm_checks: built without MPI; --mpi is not available\n");

@@ -12,9 +12,12 @@ For each shape (SeqGPT-560M, rows x tokens, default 4 x 128 and 8 x 256), one tr
 each in a process of its own (the peak resident memory it reports, getrusage's, is its own), on
 --threads threads, one warm-up step then --steps timed ones. Then the loss curve of the tiny
 model (examples/train_tiny's) in seqpar bf16 against seqpar fp32 over --curve-steps steps.
-Prints the machine (its processor and flags), the GEMM path seqpar's build took, a table
-(median wall and CPU seconds per step, peak resident GB, seqpar bf16's speed-up over each)
-and the curve's largest relative difference; --json adds everything as one JSON line.
+Prints the machine (its processor and flags), the GEMM path seqpar's build took, each
+measurement as a JSON line as it is made, a table (median wall and CPU seconds per step,
+peak resident GB, seqpar bf16's speed-up over each in wall and in CPU time) and the curve's
+largest relative difference; --json adds everything as one JSON line. A measurement that
+fails (killed for memory, say) or, for autocast, runs past --autocast-limit is recorded as
+unfinished and the run goes on.
 """
 
 import argparse
@@ -23,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -51,13 +55,23 @@ def machine():
     return info
 
 
-def run(cmd, env=None):
-    """Runs cmd; returns its last JSON line."""
+class Unfinished(Exception):
+    """A measurement stopped at its time limit, or that failed (killed for memory, say)."""
+
+
+def run(cmd, env=None, limit=None):
+    """Runs cmd; returns its last JSON line. Past limit seconds it is stopped (Unfinished)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, **(env or {})))
-    out, err = proc.communicate()
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise Unfinished(f"not finished in {limit:.0f} s")
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}: {err.strip()[-2000:]}")
+        raise Unfinished(f"{os.path.basename(cmd[1] if cmd[0] == sys.executable else cmd[0])} exited with "
+                         f"{proc.returncode}: {err.strip()[-300:]}")
     lines = [l for l in out.splitlines() if l.startswith("{")]
     if not lines:
         raise RuntimeError(f"{' '.join(cmd)} printed no JSON: {out[-500:]}")
@@ -71,13 +85,15 @@ def seqpar_step(exe, precision, rows, seq, steps, threads):
             "arena_peak": r["arena_peak_bytes"], "all_s": [t / 1e3 for t in r["ms_per_step"]]}
 
 
-def torch_step(autocast, rows, seq, steps, threads):
+def torch_step(autocast, rows, seq, steps, warmup, threads, limit=None):
     cmd = [sys.executable, os.path.join(HERE, "bench_torch_step.py"), "--seqgpt560m", "--batch", str(rows),
-           "--seq", str(seq), "--steps", str(steps), "--warmup", "1", "--threads", str(threads)]
+           "--seq", str(seq), "--steps", str(steps), "--warmup", str(warmup), "--threads", str(threads)]
     if autocast:
         cmd.append("--autocast")
-    r = run(cmd)
-    return {"s": statistics.median(r["ms_per_step_all"]) / 1e3, "cpu_s": statistics.median(r["cpu_ms_per_step"]) / 1e3,
+    t0 = time.monotonic()
+    r = run(cmd, limit=limit)
+    return {"process_s": time.monotonic() - t0, "s": statistics.median(r["ms_per_step_all"]) / 1e3,
+            "cpu_s": statistics.median(r["cpu_ms_per_step"]) / 1e3,
             "rss": r["max_rss_bytes"], "torch": r["torch"], "all_s": [t / 1e3 for t in r["ms_per_step_all"]]}
 
 
@@ -90,6 +106,15 @@ def main():
     ap.add_argument("--steps", type=int, default=2, help="timed steps per measurement (default 2)")
     ap.add_argument("--curve-steps", type=int, default=50)
     ap.add_argument("--skip-torch", action="store_true", help="seqpar only (no PyTorch installed)")
+    ap.add_argument("--autocast-shapes", default=None,
+                    help="the shapes PyTorch autocast runs (default: all); where the CPU has no bf16 "
+                         "matrix instructions its bf16 products take a slow path (on an AVX2 EPYC, "
+                         "0.4 GFLOP/s: an hour a SeqGPT-560M step)")
+    ap.add_argument("--autocast-steps", type=int, default=None, help="timed autocast steps (default --steps)")
+    ap.add_argument("--autocast-warmup", type=int, default=1, help="autocast warm-up steps (default 1)")
+    ap.add_argument("--autocast-limit", type=float, default=None,
+                    help="seconds after which an autocast measurement is stopped; the table then says "
+                         "that its steps took longer (default: no limit)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -98,32 +123,59 @@ def main():
           f"flags: {' '.join(m['flags']) or 'none of avx2 fma f16c avx512f avx512_bf16 amx_bf16'}; "
           f"{args.threads} threads", flush=True)
     results = []
+
+    class Entry(dict):
+        """A shape's measurements; each is printed (one JSON line) as it is made."""
+
+        def __setitem__(self, name, value):
+            super().__setitem__(name, value)
+            if isinstance(value, dict):
+                print(json.dumps({"shape": f"{self['rows']}x{self['seq']}", "implementation": name, **value}),
+                      flush=True)
+
     for shape in args.shapes.split(","):
         rows, seq = (int(x) for x in shape.split("x"))
-        entry = {"rows": rows, "seq": seq}
+        entry = Entry(rows=rows, seq=seq)
         entry["seqpar bf16"] = seqpar_step(args.seqpar, "bf16", rows, seq, args.steps, args.threads)
         print(f"seqpar's bf16 GEMM path: {entry['seqpar bf16']['gemm_path']}", flush=True)
         entry["seqpar fp32"] = seqpar_step(args.seqpar, "fp32", rows, seq, args.steps, args.threads)
         if not args.skip_torch:
-            entry["PyTorch autocast bf16"] = torch_step(True, rows, seq, args.steps, args.threads)
-            entry["PyTorch fp32"] = torch_step(False, rows, seq, args.steps, args.threads)
+            if args.autocast_shapes is None or shape in args.autocast_shapes.split(","):
+                t0 = time.monotonic()
+                try:
+                    entry["PyTorch autocast bf16"] = torch_step(True, rows, seq, args.autocast_steps or args.steps,
+                                                                args.autocast_warmup, args.threads,
+                                                                args.autocast_limit)
+                except Unfinished as e:
+                    entry["PyTorch autocast bf16"] = {"unfinished": str(e), "elapsed_s": time.monotonic() - t0,
+                                                      "steps": args.autocast_warmup + (args.autocast_steps or args.steps)}
+            try:
+                entry["PyTorch fp32"] = torch_step(False, rows, seq, args.steps, 1, args.threads)
+            except Unfinished as e:
+                entry["PyTorch fp32"] = {"unfinished": str(e)}
         results.append(entry)
-        print(f"{rows} x {seq}: " + ", ".join(f"{k} {v['s']:.1f} s" for k, v in entry.items()
-                                             if isinstance(v, dict)), flush=True)
+        print(f"{rows} x {seq}: " + ", ".join(f"{k} " + (f"{v['s']:.1f} s" if "s" in v else v["unfinished"])
+                                             for k, v in entry.items() if isinstance(v, dict)), flush=True)
 
     torch_version = next((v["torch"] for e in results for k, v in e.items() if isinstance(v, dict) and "torch" in v),
                          None)
     print(f"\nSeqGPT-560M, one training step (AdamW), {args.threads} threads"
           + (f"; PyTorch {torch_version}" if torch_version else ""))
-    print("| shape | implementation | s/step (median) | CPU s/step | peak resident GB | seqpar bf16 speed-up |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    print("| shape | implementation | s/step (median) | CPU s/step | peak resident GB | seqpar bf16 speed-up "
+          "(wall, CPU) | steps timed |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for e in results:
-        ours = e["seqpar bf16"]["s"]
+        ours, ours_cpu = e["seqpar bf16"]["s"], e["seqpar bf16"]["cpu_s"]
         for name, v in e.items():
             if not isinstance(v, dict):
                 continue
+            if "s" not in v:
+                what = (f"stopped after {v['elapsed_s']:.0f} s with {v['steps']} step(s) (model construction "
+                        f"included) unfinished" if "elapsed_s" in v else v["unfinished"])
+                print(f"| {e['rows']} x {e['seq']} | {name} | {what} | - | - | - | 0 |")
+                continue
             print(f"| {e['rows']} x {e['seq']} | {name} | {v['s']:.2f} | {v['cpu_s']:.2f} | {v['rss'] / 1e9:.2f} "
-                  f"| {v['s'] / ours:.2f}x |")
+                  f"| {v['s'] / ours:.2f}x, {v['cpu_s'] / ours_cpu:.2f}x | {len(v['all_s'])} |")
 
     curve = run([args.seqpar, "curve", str(args.curve_steps)], {"OMP_NUM_THREADS": str(args.threads)})
     diff = [abs(b - f) / abs(f) for f, b in zip(curve["fp32"], curve["bf16"])]

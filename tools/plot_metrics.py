@@ -4,10 +4,11 @@ dev F1 against the step.
 
     tools/plot_metrics.py OUT/metrics.jsonl [-o metrics.png]
 
-A resumed run appends to the same file: its "resume" event names the step of the
-checkpoint it started from, and the train and eval events logged before it above that
-step were redone, so they are dropped (the newest record of each step wins). Steps that
-made no update (a non-finite loss or gradient norm: "skipped") are not drawn. Needs
+A resumed run drops from the file the rows of the steps it redoes (seqpar::MetricsLog), so
+the file holds each step once; a file written before that still works: its "resume" event
+names the step of the checkpoint it started from, and the train and eval events logged
+before it above that step are dropped here (the newest record of each step wins). Steps
+that made no update (a non-finite loss or gradient norm: "skipped") are not drawn. Needs
 matplotlib; nothing in the build or the tests uses this script.
 """
 

@@ -2,7 +2,9 @@
 // ranks), what each holds per rank by category, what offload needs on the host, the largest
 // micro-batch that fits, and a step time from stated assumptions. The figures are the planner's
 // (include/seqpar/plan/): exact for the arena's categories on a synchronous communicator,
-// see docs/memory.md.
+// see docs/memory.md. Plans are named as seqgpt_ner takes them (plan/registry.hpp: tp2dp4,
+// or --zero-stage 0 --tensor-parallel 2), and only those it can launch are offered
+// (seqpar::StandardPlans) unless --all asks for every plan the planner models.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include "seqpar/io/hf_config.hpp"
 #include "seqpar/plan/plan_desc.hpp"
 #include "seqpar/plan/predict.hpp"
+#include "seqpar/plan/registry.hpp"
 #include "seqpar/plan/step_time.hpp"
 
 namespace {
@@ -27,9 +30,11 @@ using namespace seqpar;
 
 constexpr const char* kUsage = R"(usage: seqpar-plan [options]
 
-Every parallel plan of --gpus GPUs (or --device cpu: --ranks CPU ranks) for a BLOOM model
-(SeqGPT-560M unless --config), with its predicted memory per rank by category, the host
-memory offload needs, the largest micro-batch that fits and a predicted step time.
+Every parallel plan of --gpus GPUs (or --device cpu: --ranks CPU ranks) that seqgpt_ner can
+launch for a BLOOM model (SeqGPT-560M unless --config), named as it takes them (--plan
+tp2dp4, or the flags --zero-stage, --tensor-parallel, --pipeline-parallel), with its
+predicted memory per rank by category, the host memory offload needs, the largest
+micro-batch that fits and a predicted step time.
 
   --config PATH          a Hugging Face BLOOM config.json (default: SeqGPT-560M)
   --device D             gpu | cpu (default gpu). cpu: a rank's device memory is the host's,
@@ -59,6 +64,8 @@ memory offload needs, the largest micro-batch that fits and a predicted step tim
   --host-gbps G          host memory bandwidth (host AdamW)
   --gpus-per-node K      (default 8)
   --sync                 a synchronous communicator (MpiComm): no gathers ahead
+  --all                  every plan the planner models, also those seqgpt_ner does not compile
+                         (marked: tensor degrees above 4, more than 2 pipeline stages)
   --json                 one JSON object instead of the table
   --help
 )";
@@ -101,7 +108,7 @@ struct Options {
   Offload offload = Offload::none;
   std::string offload_name = "none";
   std::int64_t logits_mib = 0;  // 0: the device's default
-  bool sync = false, json = false;
+  bool sync = false, json = false, all = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -120,6 +127,8 @@ Options parse(int argc, char** argv) {
       o.json = true;
     } else if (a == "--sync") {
       o.sync = true;
+    } else if (a == "--all") {
+      o.all = true;
     } else if (a == "--config") {
       const std::string& path = value();
       o.model = read_bloom_config(path);
@@ -218,6 +227,7 @@ Options parse(int argc, char** argv) {
 
 struct Row {
   PlanDesc plan;
+  bool launchable = false;  // compiled in seqpar::StandardPlans
   PlanQuery query;
   PlanPrediction pred;
   std::int64_t max_micro_batch = 0;
@@ -233,9 +243,15 @@ int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   const auto budget = static_cast<std::int64_t>((o.hw.memory_gib - o.reserve_gib) * (1ll << 30));
   std::vector<Row> rows;
+  const std::vector<PlanDesc> compiled = StandardPlans::layouts();
   for (const PlanDesc& p : enumerate_plans(o.model, o.gpus)) {
     Row r;
     r.plan = p;
+    r.launchable = std::any_of(compiled.begin(), compiled.end(), [&](const PlanDesc& c) {
+      return c.tensor == p.tensor && c.pipeline == p.pipeline && c.gpipe == p.gpipe &&
+             c.zero_stage == p.zero_stage;
+    });
+    if (!r.launchable && !o.all) continue;
     PlanQuery& q = r.query;
     q.model = o.model;
     q.plan = p;
@@ -280,6 +296,9 @@ int main(int argc, char** argv) try {
                                                 r.query.micro_batches * r.plan.data);
       plans.push_back(
           {{"plan", r.plan.name()},
+           {"name", plan_name(r.plan)},
+           {"flags", plan_flags(r.plan)},
+           {"launchable", r.launchable},
            {"data", r.plan.data},
            {"tensor", r.plan.tensor},
            {"pipeline", r.plan.pipeline},
@@ -344,25 +363,29 @@ int main(int argc, char** argv) try {
       "joint peak%s)\n\n",
       o.cpu ? "rank" : "GPU", o.cpu ? ", the host's included: it is the same memory" : "");
   std::printf(
-      "| plan | m | params | grads | optim | acts | buffers | gathered | unreduced | total "
-      "| host | fits | max B | step s |\n");
+      "| plan | layout | m | params | grads | optim | acts | buffers | gathered | unreduced | "
+      "total | host | fits | max B | step s |\n");
   std::printf(
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :-: | "
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :-: | "
       "---: | ---: |\n");
   for (const Row& r : rows) {
     const auto w = [&](Memory m) { return gib(r.pred.worst(m)); };
     std::printf(
-        "| `%s` | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s "
-        "| %lld | %.3f |\n",
-        r.plan.name().c_str(), static_cast<long long>(r.query.micro_batches), w(Memory::parameters),
-        w(Memory::gradients), w(Memory::optimizer), w(Memory::activations), w(Memory::buffers),
+        "| `%s`%s | `%s` | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | "
+        "%s | %lld | %.3f |\n",
+        plan_name(r.plan).c_str(), r.launchable ? "" : " (not compiled)", r.plan.name().c_str(),
+        static_cast<long long>(r.query.micro_batches), w(Memory::parameters), w(Memory::gradients),
+        w(Memory::optimizer), w(Memory::activations), w(Memory::buffers),
         w(Memory::gathered_parameters), w(Memory::unreduced_gradients),
         gib(o.cpu ? r.pred.worst_joint_peak() : r.pred.worst_device_peak()),
         gib(r.pred.worst_host_bytes()), r.fits ? "yes" : "no",
         static_cast<long long>(r.max_micro_batch), r.seconds);
   }
   std::printf(
-      "\nm: micro-batches per data rank per step. step s: compute at %.0f%% of %.3g "
+      "\nplan: seqgpt_ner --plan NAME (or its flags: `--plan tp2pp2dp2` is --zero-stage 0 "
+      "--tensor-parallel 2 --pipeline-parallel 2 over 8 ranks).\n");
+  std::printf(
+      "m: micro-batches per data rank per step. step s: compute at %.0f%% of %.3g "
       "TFLOP/s, plus each axis's bytes at %.0f GB/s in a node (%.0f between nodes), plus "
       "AdamW at %.0f GB/s %s%s.\n",
       100 * o.hw.efficiency, o.precision == PlanPrecision::fp32 ? o.hw.tflops_32 : o.hw.tflops_16,

@@ -1,83 +1,147 @@
-// seqgpt_ner: SeqGPT-style Chinese named-entity recognition with seqpar.
+// seqgpt_ner: SeqGPT-style Chinese named-entity recognition with seqpar (docs/ner.md).
 //
-//   seqgpt_ner                      train a tiny BLOOM from scratch on the bundled corpus
-//                                   on 2 in-process ranks and print its dev F1
-//   seqgpt_ner --data-dir ../shared/data/cluener --plan zero2x2
-//   seqgpt_ner --weights SeqGPT-560M/pytorch_model.bin --tokenizer SeqGPT-560M/tokenizer.json
-//              --data-dir cluener --plan single --lr 2e-5 --epochs 3
-//   seqgpt_ner eval  [--out DIR]    dev F1 of the trained weights
-//   seqgpt_ner predict --text "..." answers and entities as JSON lines
-//   mpirun -np 4 seqgpt_ner --plan tp2dp2   one rank per process (also srun)
-//   mpirun -np 4 seqgpt_ner --device cuda --precision bf16 --plan zero3x4
-//                                   one GPU per process (NCCL); built with CUDA
+//   seqgpt_ner                                 a tiny BLOOM from scratch on the bundled corpus,
+//                                              2 thread ranks, dev F1 at the end
+//   seqgpt_ner --data_dir ../shared/data/cluener --zero-stage 2
+//   mpirun -np 8 seqgpt_ner --tensor-parallel 2 --zero-stage 1      TP2 x ZeRO-1 over 4
+//   seqgpt_ner --weights SeqGPT-560M --data_dir cluener              fine-tune published weights
+//   seqgpt_ner eval | predict --text "..." | export --checkpoint F --to DIR
 //
-// docs/ner.md describes the prompt and answer format, the data and the options.
+// The path from main to a training step:
+//   main
+//   -> seqpar::run_world           the ranks: threads, or the processes mpirun or srun started
+//   -> ner::TrainRank::operator()  train.cpp: the loop of one rank
+//   -> seqpar::AnyTrainer::step    the plan, model, device and precision chosen at launch
+//   -> seqpar::Trainer<Model, Plan, Device, Precision>::step
+// Before it, ner::check_launch (the layout over the launch's ranks) and
+// ner::prepare_training (the data, the output folder); after it, ner::finish_training.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <optional>
-#include <stdexcept>
 
-#include "data.hpp"
-#include "deepspeed_config.hpp"
-#include "device_launch.hpp"
-#include "launch.hpp"
+#include "devices.hpp"
 #include "models.hpp"
+#include "ner_eval.hpp"
 #include "options.hpp"
-#include "plans.hpp"
 #include "seqpar/core/error.hpp"
-
+#include "seqpar/train/deepspeed_config.hpp"
+#include "seqpar/train/launch.hpp"
+#include "seqpar/train/stop.hpp"
+#include "train.hpp"
 #if defined(SEQPAR_WITH_MPI)
 #include "seqpar/comm/mpi_comm.hpp"
-#endif
-#if defined(SEQPAR_NER_WITH_CUDA)
-#include "cuda_run.hpp"
 #endif
 
 namespace {
 
-int run(const ner::Options& given, const ner::Launch& launch) {
-  ner::Options o = given;
-  o.model = ner::resolve_model(o);
-#if defined(SEQPAR_NER_WITH_CUDA)
-  if (o.device == "cuda") return ner::run_cuda(o, launch);
-#endif
-  return ner::run_cpu(o, launch);
+// The model: --model; --weights' config.json (a Hugging Face directory); a weights file is
+// SeqGPT-560M's; eval and predict without --weights take the trained run's; else tiny.
+void resolve_model(ner::Options& o) {
+  if (!o.weights.empty() && std::filesystem::is_directory(o.weights)) {
+    const auto hf = seqpar::HfModelDir::open(o.weights);
+    if (o.model.empty())
+      for (const auto& m : ner::models)
+        if (hf.differences(m.config).empty()) o.model = m.name;
+    if (o.model.empty()) o.model = "seqgpt560m";  // checked below, naming what differs
+    hf.check(ner::model_info(o.model).config, o.model);
+    if (o.tokenizer.empty() && !hf.tokenizer.empty()) o.tokenizer = hf.tokenizer;
+    o.weights = hf.weights;
+  }
+  if (o.model.empty() && o.command != "train" && o.weights.empty())
+    if (const auto info = ner::RunInfo::read(o.out_dir); info && !info->model.empty())
+      o.model = info->model;
+  if (o.model.empty()) o.model = o.weights.empty() ? "tiny" : "seqgpt560m";
+}
+
+// The ranks without a launcher: --ranks, else the plan name's, else tensor x pipeline (at
+// least 2: the default run is data parallel over 2 ranks).
+int thread_ranks(const ner::Options& o) {
+  const seqpar::PlanDesc& l = o.train.plan.layout;
+  if (o.ranks > 0) return o.ranks;
+  if (l.data > 0) return l.world_size();
+  return std::max(2, l.tensor * l.pipeline);
+}
+
+void say(bool speaks, const char* what) {
+  if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", what);
+}
+
+// A command on the ranks of `launch`: eval, predict and export on the writer alone; train on
+// every rank. Refusals every rank reaches alike are said once (exit 2 for the launch, 1 for
+// the files); other failures propagate.
+int run_command(ner::Options o, const seqpar::RankLaunch& launch) {
+  const bool writer = launch.writer();
+  try {
+    if (!o.deepspeed.empty()) {
+      SEQPAR_CHECK(o.command == "train", "--deepspeed configures training; ", o.command,
+                   " takes no DeepSpeed configuration");
+      const auto report = seqpar::apply_deepspeed_file(o.train, o.deepspeed, launch.world_size());
+      for (const auto& line : report.lines())
+        if (writer) std::printf("%s\n", line.c_str());
+    }
+    resolve_model(o);
+    if (o.command == "train") ner::apply_fine_tuning_defaults(o);
+  } catch (const seqpar::Error& e) {  // a file's content, not the command line: exit 1
+    say(writer, e.what());
+    return 1;
+  }
+  if (o.command != "train") {
+    if (!writer) return 0;
+    if (o.command == "export") return ner::export_command(o);
+    return o.command == "eval" ? ner::eval_command(o) : ner::predict_command(o);
+  }
+  ner::Launched run;
+  try {
+    run = ner::check_launch(o, launch);  // before any data is read
+  } catch (const seqpar::Error& e) {
+    say(writer, e.what());
+    return 2;
+  }
+  std::unique_ptr<ner::Training> t;
+  try {
+    t = ner::prepare_training(o, launch, run);
+  } catch (const seqpar::Refusal& e) {
+    say(writer, e.what());
+    return 1;
+  }
+  // SIGTERM (what Slurm and mpirun send first) and SIGINT stop every rank at the next step
+  // boundary with a checkpoint; a second signal ends the process at once.
+  const seqpar::StopSignals signals;
+  try {
+    seqpar::run_world(launch, o.device, ner::TrainRank{*t});
+  } catch (const std::exception& e) {
+    ner::log_failure(*t, e.what());
+    throw;
+  }
+  return ner::finish_training(*t);
 }
 
 #if defined(SEQPAR_HAS_MPI_COMM)
-// One rank of a job of processes: MPI's world is the run's. Only rank 0 prints (the
-// others' stdout goes to /dev/null; their errors still reach stderr). A rank that fails
+// One rank of a job of processes: MPI's world is the run's. Only rank 0 prints (the others'
+// stdout goes to /dev/null; their errors still reach stderr). A rank that fails otherwise
 // prints its error and ends the whole job (MPI_Abort), so that no rank waits for it.
-int run_processes(int argc, char** argv, const ner::Options& o, const ner::ProcessLaunch& p) {
+int run_processes(int argc, char** argv, const ner::Options& o, const std::string& launcher) {
   seqpar::MpiSession session(argc, argv);
-  ner::Launch launch;
-  launch.launcher = p.launcher;
   int rank = -1;
   try {
-    seqpar::MpiComm world = seqpar::MpiComm::world();
-    rank = world.rank();
-    launch.node_processes = seqpar::node_local_size(world);
-    launch.world = seqpar::AnyComm(world);
+    seqpar::MpiComm mpi = seqpar::MpiComm::world();
+    rank = mpi.rank();
     if (rank != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
       seqpar::detail::fail("rank ", rank, ": cannot send stdout to /dev/null");
-    if (o.command == "train") {
-      // A job of the wrong size is refused by every rank alike: said once, no abort.
-      const int needed = ner::plan_world_size(o.plan);
-      if (needed != world.size()) {
-        if (rank == 0)
-          std::fprintf(stderr, "seqgpt_ner: %s\n",
-                       ner::world_size_mismatch(o.plan, needed, launch).c_str());
-        return 2;
-      }
-    }
-#if defined(SEQPAR_NER_WITH_CUDA)
-    if (o.device == "cuda") {
-      ner::Options resolved = o;
-      resolved.model = ner::resolve_model(o);
-      return ner::run_cuda_processes(resolved, launch, world);
-    }
-#endif
-    return run(o, launch);
+    if (o.ranks != 0 && o.ranks != mpi.size())
+      throw seqpar::Refusal("--ranks " + std::to_string(o.ranks) + ", but " + launcher +
+                            " started " + std::to_string(mpi.size()) +
+                            " processes; under a launcher its processes are the ranks");
+    seqpar::RankLaunch launch;
+    launch.launcher = launcher;
+    launch.node_processes = seqpar::node_local_size(mpi);
+    launch.processes =
+        o.command == "train" ? ner::process_world(mpi, o.device, launcher) : seqpar::AnyComm(mpi);
+    return run_command(o, launch);
+  } catch (const seqpar::Refusal& e) {
+    say(rank == 0, e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "seqgpt_ner: rank %d: %s\n", rank, e.what());
   }
@@ -91,75 +155,46 @@ int run_processes(int argc, char** argv, const ner::Options& o, const ner::Proce
 
 int main(int argc, char** argv) {
   // Under mpirun or srun every process parses the same command line: rank 0 speaks for all.
-  const std::optional<ner::ProcessLaunch> processes = ner::process_launch_from_environment();
+  const std::optional<seqpar::ProcessLaunch> processes = seqpar::process_launch_from_environment();
   const bool speaks = !processes || processes->rank == 0;
   ner::Options o;
   try {
     o = ner::parse_options(argc, argv);
-  } catch (const std::invalid_argument& e) {
+  } catch (const ner::UsageError& e) {
     if (speaks) {
       if (e.what()[0] != '\0') std::fprintf(stderr, "seqgpt_ner: %s\n\n", e.what());
       std::fputs(ner::usage(), e.what()[0] != '\0' ? stderr : stdout);
     }
     return e.what()[0] != '\0' ? 2 : 0;
   }
-  // The DeepSpeed configuration maps onto the options before the plan is known: its ZeRO
-  // stage spans every rank of the launch (the processes under mpirun, else the threads).
-  try {
-    if (!o.deepspeed.empty()) {
-      SEQPAR_CHECK(o.command == "train", "--deepspeed configures training; ", o.command,
-                   " takes no DeepSpeed configuration");
-      const int ranks = processes && processes->size > 0 ? processes->size : ner::in_process_ranks;
-      const auto report = ner::apply_deepspeed_file(o, ranks);
-      if (speaks)
-        for (const auto& line : report.lines()) std::printf("%s\n", line.c_str());
-    }
-    ner::check_precision_device(o, o.device);
-    ner::check_loss_scale_flags(o);
-  } catch (const std::exception& e) {  // a file's content, not the command line: exit 1
-    if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
-    return 1;
-  }
-  if (o.command == "train" && ner::plan_world_size(o.plan) == 0) {
-    if (speaks)
-      std::fprintf(stderr, "seqgpt_ner: --plan '%s' is not one of: %s\n", o.plan.c_str(),
-                   ner::plan_list().c_str());
+  // --device cuda where this build has no CUDA, or (as threads) no GPU: said before anything.
+  if (o.device == "cuda" && (!ner::built_with_cuda || (!processes && ner::visible_gpus() == 0))) {
+    say(speaks, ner::built_with_cuda
+                    ? "--device cuda: this process sees no CUDA GPU (no driver, or "
+                      "CUDA_VISIBLE_DEVICES hides them all); run with --device cpu"
+                    : "--device cuda: this seqgpt_ner was built without CUDA; build it with the "
+                      "CUDA toolkit (cmake --preset cuda, or -DSEQPAR_WITH_CUDA=ON) or run with "
+                      "--device cpu");
     return 2;
   }
-  // The device this build and the plan allow (the precision's was checked above).
-  try {
-    ner::check_device(o);
-  } catch (const seqpar::Error& e) {
-    if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
-    return 2;
-  }
-#if defined(SEQPAR_NER_WITH_CUDA)
-  // Under a launcher every rank counts its node's GPUs (run_cuda_processes).
-  if (o.device == "cuda" && !processes && ner::visible_gpus() == 0) {
-    std::fprintf(stderr, "seqgpt_ner: %s\n", ner::no_gpu_for_threads().c_str());
-    return 2;
-  }
-#endif
   if (processes) {
 #if defined(SEQPAR_HAS_MPI_COMM)
-    return run_processes(argc, argv, o, *processes);
+    return run_processes(argc, argv, o, processes->launcher);
 #else
-    if (speaks)
-      std::fprintf(stderr,
-                   "seqgpt_ner: started by %s as one of several processes, but this build has no "
-                   "MPI (configure with MPI installed: the seqpar::mpi component); run it "
-                   "without %s to have the plan's ranks as threads\n",
-                   processes->launcher.c_str(), processes->launcher.c_str());
+    say(speaks, ("started by " + processes->launcher +
+                 " as one of several processes, but this build has no MPI (configure with MPI "
+                 "installed: the seqpar::mpi component); run it without " +
+                 processes->launcher + " to have the ranks as threads")
+                    .c_str());
     return 2;
 #endif
   }
   try {
-    return run(o, ner::Launch{});
-  } catch (const seqpar::Error& e) {
-    std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
-    return 1;
+    seqpar::RankLaunch launch;
+    launch.threads = thread_ranks(o);
+    return run_command(o, launch);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "seqgpt_ner: unexpected error: %s\n", e.what());
+    std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
     return 1;
   }
 }

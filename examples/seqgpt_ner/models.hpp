@@ -1,12 +1,23 @@
-// The model types seqgpt_ner is built for. Each has translation units of its own for its
-// services and its trainers under each family of plans (CMakeLists.txt, model_unit.cpp.in).
+// The models seqgpt_ner is built for, and what its commands ask of a model on a device
+// (ModelServices): a trainer for a layout chosen at launch, generation from weights, the
+// weights checked and the transformers directory written. Each model's code is compiled in
+// units of its own, per device, family of plans and precision (CMakeLists.txt,
+// model_unit.cpp.in, model_services.hpp); the commands see only this interface.
 #pragma once
 
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
-#include "launch.hpp"
-#include "options.hpp"
+#include "seqpar/comm/any_comm.hpp"
 #include "seqpar/config/bloom.hpp"
+#include "seqpar/nn/generate.hpp"
+#include "seqpar/plan/plan_desc.hpp"
+#include "seqpar/train/any_trainer.hpp"
+#include "seqpar/train/hf_model_dir.hpp"
 
 namespace ner {
 
@@ -14,7 +25,61 @@ namespace ner {
 using TinyNer =
     seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 4608, .hidden = 128, .layers = 2, .heads = 4}>;
 
-/// Runs the command of `o` (its model resolved) on the CPU (commands.cpp).
-int run_cpu(const Options& o, const Launch& launch);
+/// A model this program is built for: the name --model takes and its shape.
+struct ModelInfo {
+  std::string_view name;
+  seqpar::BloomConfig config;
+  std::int64_t parameter_count = 0;
+  bool seqgpt = false;  // SeqGPT-560M: its authors' decoding is the default
+};
+
+/// Every model of the program, in the order --model lists them.
+inline constexpr ModelInfo models[] = {
+    {"tiny", TinyNer::config, TinyNer::parameter_count, false},
+    {"seqgpt560m", seqpar::SeqGPT560M::config, seqpar::SeqGPT560M::parameter_count, true}};
+
+/// Generation with a whole model on one rank: what evaluation and prediction call.
+using GenerateFn =
+    std::function<seqpar::Generated(const seqpar::BatchView&, const seqpar::GenerateOptions&)>;
+
+/// What the commands ask of a model on a device.
+class ModelServices {
+ public:
+  virtual ~ModelServices() = default;
+  /// This rank's trainer for a resolved layout, in the precision called `precision`; refuses
+  /// a precision the program did not compile for the device, naming those it has.
+  virtual seqpar::AnyTrainer make_trainer(const seqpar::PlanDesc& layout,
+                                          std::string_view precision, seqpar::AnyComm world,
+                                          const seqpar::TrainOptions& options) const = 0;
+  /// The precisions the program compiled for this device, e.g. "fp32" or "fp32, bf16, fp16".
+  virtual std::string precisions() const = 0;
+  /// Checks a weights file against the model from its header alone, before the model is
+  /// allocated.
+  virtual void check_weights(const std::filesystem::path& weights) const = 0;
+  /// Loads `weights` (a model, a checkpoint or pytorch_model.bin: the whole model whatever
+  /// the plan that wrote it) into a whole model on one rank in fp32, made on first use and
+  /// kept for the next loads; returns generation from it.
+  virtual GenerateFn load(const std::filesystem::path& weights) = 0;
+  /// Writes the model directory transformers opens (seqpar::write_hf_model_dir).
+  virtual void write_hf_dir(const std::filesystem::path& dir, const std::filesystem::path& weights,
+                            const std::filesystem::path& tokenizer_file,
+                            const seqpar::HfSpecialTokens& special,
+                            const seqpar::GenerateOptions& decoding,
+                            std::int64_t max_length) const = 0;
+};
+
+/// Model M's services on device Dev (model_services.hpp; each compiled in a unit of its own).
+template <seqpar::BloomModel M, seqpar::Device Dev>
+std::unique_ptr<ModelServices> make_services();
+
+/// The services of the model called `model` on `device` (models.cpp); refuses a device the
+/// program was not built for.
+std::unique_ptr<ModelServices> model_services(std::string_view model, std::string_view device);
+
+/// The ModelInfo of `name`; refuses an unknown one.
+const ModelInfo& model_info(std::string_view name);
+
+/// The precisions compiled for `device`, as make_trainer names them (models.cpp).
+std::vector<std::string_view> compiled_precisions(std::string_view device);
 
 }  // namespace ner

@@ -38,9 +38,19 @@
 #include "seqpar/parallel/policies.hpp"  // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
 #include "seqpar/plan/plan_desc.hpp"     // PlanDesc: plan types as numbers, enumerate_plans
 #include "seqpar/plan/predict.hpp"       // predict: bytes per rank by category, bytes moved
+#include "seqpar/plan/registry.hpp"      // PlanFamily, StandardPlans, plan names, resolve_plan
 #include "seqpar/plan/step_time.hpp"     // Hardware presets, step_time, max_micro_batch
-#include "seqpar/train/stop.hpp"         // StopSignals, StopRequest: stop at a step boundary
-#include "seqpar/train/trainer.hpp"      // Trainer<Model, Plan, Device, Precision>
+#include "seqpar/train/any_trainer.hpp"       // AnyTrainer, make_trainer: a plan chosen at launch
+#include "seqpar/train/deepspeed_config.hpp"  // apply_deepspeed_config: ds_config.json
+#include "seqpar/train/hf_model_dir.hpp"   // write_hf_model_dir, HfModelDir: transformers' folders
+#include "seqpar/train/launch.hpp"         // RankLaunch, run_world: threads or mpirun/srun
+#include "seqpar/train/metrics_log.hpp"    // MetricsLog: metrics.jsonl, one row a step
+#include "seqpar/train/plan_trainers.hpp"  // make_family_trainer: a family's trainers compiled
+#include "seqpar/train/run.hpp"            // TrainingRun: checkpoints, resume, stop, reports
+#include "seqpar/train/run_folder.hpp"     // RunFolder, OutputLock, CheckpointDir
+#include "seqpar/train/stop.hpp"           // StopSignals, StopRequest: stop at a step boundary
+#include "seqpar/train/trainer.hpp"        // Trainer<Model, Plan, Device, Precision>
+#include "seqpar/train/training_arguments.hpp"  // TrainingArguments: Hugging Face's names
 
 #if defined(SEQPAR_WITH_MPI)
 #include "seqpar/comm/mpi_comm.hpp"  // MpiComm, MpiSession, mpi_main

@@ -2,6 +2,11 @@
 // without a penalty for any other model.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "seqpar/core/error.hpp"
 #include "seqpar/data/decoding.hpp"
 
 using namespace seqpar;
@@ -17,4 +22,37 @@ TEST_CASE("SeqGPT-560M decodes as its authors' inference does; other models gree
   CHECK(small.repetition_penalty == 1.0);
   CHECK(small.max_new_tokens == seqgpt_decoding.max_new_tokens);
   CHECK(small.max_prompt_tokens == seqgpt_decoding.max_prompt_tokens);
+}
+
+TEST_CASE("check_decoding refuses settings that cannot decode, naming the setting") {
+  CHECK_NOTHROW(check_decoding(seqgpt_decoding));
+  CHECK_NOTHROW(check_decoding(DecodingDefaults{}));
+  CHECK_NOTHROW(check_decoding(DecodingDefaults{1, 0.5, 1, 1}));
+  const auto refused = [](DecodingDefaults d, const std::string& what) {
+    CAPTURE(what);
+    try {
+      check_decoding(d, "predict's options");
+      FAIL("accepted");
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      CHECK(m.find("predict's options: ") == 0);
+      CHECK(m.find(what) != std::string::npos);
+    }
+  };
+  DecodingDefaults d = seqgpt_decoding;
+  d.num_beams = 0;
+  refused(d, "num_beams is 0; expected at least 1");
+  d.num_beams = -3;
+  refused(d, "num_beams is -3");
+  d = seqgpt_decoding;
+  for (const double p : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    d.repetition_penalty = p;
+    refused(d, "repetition_penalty is ");
+  }
+  d = seqgpt_decoding;
+  d.max_new_tokens = 0;
+  refused(d, "max_new_tokens is 0");
+  d = seqgpt_decoding;
+  d.max_prompt_tokens = 0;
+  refused(d, "max_prompt_tokens is 0");
 }

@@ -85,11 +85,16 @@ TEST_CASE("fixture: one example per record and label chunk: prompt tokens, answe
     CHECK(std::ranges::equal(ex.answer(i), answer));
     CHECK(ex.length(i) == static_cast<std::int64_t>(prompt.size() + answer.size()));
   }
-  o.max_tokens = 60;
+  std::vector<std::int64_t> lengths;
+  for (std::size_t i = 0; i < ex.size(); ++i) lengths.push_back(ex.length(i));
+  std::sort(lengths.begin(), lengths.end());
+  REQUIRE(lengths.front() < lengths.back());
+  o.max_tokens = lengths[lengths.size() / 2 - 1];  // about half the examples fit
   const ExampleSet shorter = make_ner_examples(d.records, o, tok, &rep);
   CHECK(rep.skipped_too_long > 0);
+  CHECK(shorter.size() > 0);
   CHECK(shorter.size() == ex.size() - static_cast<std::size_t>(rep.skipped_too_long));
-  for (std::size_t i = 0; i < shorter.size(); ++i) CHECK(shorter.length(i) <= 60);
+  for (std::size_t i = 0; i < shorter.size(); ++i) CHECK(shorter.length(i) <= o.max_tokens);
 }
 
 TEST_CASE(
@@ -103,7 +108,11 @@ TEST_CASE(
   for (std::size_t i = 0; i < whole.size(); ++i)
     longest_answer =
         std::max<std::int64_t>(longest_answer, static_cast<std::int64_t>(whole.answer(i).size()));
-  o.max_tokens = longest_answer + 5;  // every answer fits, few prompts do
+  std::vector<std::int64_t> lengths;
+  for (std::size_t i = 0; i < whole.size(); ++i) lengths.push_back(whole.length(i));
+  std::sort(lengths.begin(), lengths.end());
+  // Every answer fits, about half the examples do.
+  o.max_tokens = std::max(longest_answer + 5, lengths[lengths.size() / 2 - 1]);
   o.too_long = TooLong::cut_prompt;
   ExampleReport rep;
   const ExampleSet cut = make_ner_examples(d.records, o, tok, &rep);
@@ -134,11 +143,38 @@ TEST_CASE(
   const ExampleSet skipped = make_ner_examples(d.records, skip, tok, &rep);
   CHECK(rep.skipped_too_long == truncated);
   CHECK(skipped.size() == whole.size() - static_cast<std::size_t>(truncated));
-  // An answer that alone fills max_tokens leaves no room for a prompt: skipped, also when cutting.
-  o.max_tokens = 1;
-  const ExampleSet none = make_ner_examples(d.records, o, tok, &rep);
-  CHECK(none.size() == 0);
-  CHECK(rep.skipped_too_long == static_cast<std::int64_t>(whole.size()));
+  // An answer that alone fills max_tokens leaves no room for a prompt: skipped, also when
+  // cutting; a limit that leaves no example at all is refused, naming it and what it needs.
+  o.max_tokens = longest_answer;
+  const ExampleSet some = make_ner_examples(d.records, o, tok, &rep);
+  CHECK(rep.skipped_too_long > 0);
+  CHECK(some.size() == whole.size() - static_cast<std::size_t>(rep.skipped_too_long));
+  std::int64_t shortest_answer = longest_answer;
+  for (std::size_t i = 0; i < whole.size(); ++i)
+    shortest_answer =
+        std::min<std::int64_t>(shortest_answer, static_cast<std::int64_t>(whole.answer(i).size()));
+  o.max_tokens = shortest_answer;
+  CHECK_THROWS_WITH(
+      make_ner_examples(d.records, o, tok, &rep),
+      doctest::Contains(("make_examples: max_tokens " + std::to_string(shortest_answer) +
+                         " leaves none of the " + std::to_string(whole.size()) +
+                         " examples of 5 records "
+                         "(the shortest needs " +
+                         std::to_string(shortest_answer + 1) + " tokens")
+                            .c_str()));
+  skip.max_tokens = 20;
+  CHECK_THROWS_WITH(make_ner_examples(d.records, skip, tok, &rep),
+                    doctest::Contains("make_examples: max_tokens 20 leaves none of the"));
+  for (const std::int64_t m : {1, 0, -5}) {
+    o.max_tokens = m;
+    CHECK_THROWS_WITH(make_ner_examples(d.records, o, tok, &rep),
+                      doctest::Contains(("make_examples: max_tokens is " + std::to_string(m) +
+                                         "; expected at least 2")
+                                            .c_str()));
+  }
+  // No records: no examples, and nothing to refuse.
+  o.max_tokens = 1024;
+  CHECK(make_ner_examples(std::span<const NerRecord>{}, o, tok, &rep).size() == 0);
 }
 
 TEST_CASE("batches are left-padded; the loss sees the answer and eos only") {

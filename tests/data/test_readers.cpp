@@ -230,12 +230,88 @@ TEST_CASE("files that are not CLUENER JSON are refused with an Error that names 
                        doctest::Contains("not a valid JSON array"), Error);
 }
 
-TEST_CASE("invalid UTF-8 inside a record is a malformed record") {
+TEST_CASE("bytes that are not UTF-8 are named by file, line and byte; skipped or stopping") {
   TempDir dir;
-  const auto p = dir.write("u.jsonl", "{\"text\": \"\xE4\xBD\"}\n" + good_line + "\n");
+  // Line 2 cuts a character short (E4 BD, then '"'); line 4 holds a Latin-1 byte.
+  const std::string lines = good_line + "\n{\"text\": \"\xE4\xBD\"}\n" + good_line +
+                            "\n{\"text\": \"caf\xE9\"}\n" + good_line + "\n";
+  const auto p = dir.write("u.jsonl", lines);
   const NerDataset d = read_cluener(p);
-  CHECK(d.records.size() == 1);
-  CHECK(d.report.skipped_by_reason.at("malformed_json") == 1);
+  CHECK(d.records.size() == 3);
+  CHECK(d.report.skipped == 2);
+  CHECK(d.report.skipped_by_reason.at("invalid_utf8") == 2);
+  REQUIRE(d.report.problems.size() == 2);
+  CHECK(d.report.problems[0] == p.string() +
+                                    ":2: record 2: line 2, byte 11: 0xe4 0xbd are not UTF-8; "
+                                    "expected UTF-8 text");
+  CHECK(d.report.problems[1] ==
+        p.string() + ":4: record 4: line 4, byte 14: 0xe9 is not UTF-8; expected UTF-8 text");
+  CHECK(d.report.summary().find("invalid_utf8 2") != std::string::npos);
+  // Stopping instead (OnBadRecord::fail): the first such line, named.
+  ReadOptions strict;
+  strict.on_bad = OnBadRecord::fail;
+  CHECK_THROWS_WITH_AS(
+      read_cluener(p, strict),
+      doctest::Contains((p.string() + ":2: record 2: line 2, byte 11: 0xe4 0xbd").c_str()), Error);
+  // Read as texts (prediction's input) the same.
+  const TextDataset t = read_texts(p);
+  CHECK(t.records.size() == 3);
+  CHECK(t.report.skipped_by_reason.at("invalid_utf8") == 2);
+  // Pretty-printed records: the line of the byte inside its record, the record's first line.
+  const std::string good = "{\n  \"text\": \"王芳\",\n  \"label\": {}\n}\n";
+  const auto c = dir.write("u.json", good + "{\n  \"text\":\n  \"\xFF\"\n}\n" + good);
+  const NerDataset dc = read_cluener(c);
+  CHECK(dc.records.size() == 2);
+  REQUIRE(dc.report.problems.size() == 1);
+  CHECK(dc.report.problems[0] ==
+        c.string() + ":5: record 2: line 7, byte 4: 0xff is not UTF-8; expected UTF-8 text");
+  // A top-level array is parsed whole: refused, naming the line, whatever on_bad says.
+  const auto a = dir.write("u_array.json", "[" + good_line + ",\n{\"text\": \"\xC0\xAF\"}]");
+  CHECK_THROWS_WITH_AS(
+      read_cluener(a),
+      doctest::Contains((a.string() + ": line 2, byte 11: 0xc0 is not UTF-8").c_str()), Error);
+}
+
+TEST_CASE("allowed labels that are empty, repeated or unlistable are refused naming the list") {
+  TempDir dir;
+  const auto p = dir.write("l.jsonl", good_line + "\n");
+  ReadOptions o;
+  o.labels = {"name", "", "company"};
+  CHECK_THROWS_WITH_AS(
+      read_cluener(p, o),
+      doctest::Contains((p.string() + ": ReadOptions::labels: label 2 of 3 ('') is empty").c_str()),
+      Error);
+  o.labels = {"name", "company", "name"};
+  CHECK_THROWS_WITH_AS(read_cluener(p, o),
+                       doctest::Contains("'name' is listed twice (labels 1 and 3)"), Error);
+  o.labels = {"name,company"};
+  CHECK_THROWS_WITH_AS(read_cluener(p, o), doctest::Contains("holds ','"), Error);
+  const auto conll = data_fixture("conll_fixture.txt");
+  o.labels = {""};
+  CHECK_THROWS_WITH_AS(
+      read_conll(conll, o),
+      doctest::Contains((conll.string() + ": ReadOptions::labels: label 1 of 1").c_str()), Error);
+}
+
+TEST_CASE("parse_label_list: a comma-separated list, refused where it names no label") {
+  CHECK(parse_label_list("name,company", "--labels") ==
+        std::vector<std::string>{"name", "company"});
+  CHECK(parse_label_list(" name , company ", "--labels") ==
+        std::vector<std::string>{"name", "company"});
+  CHECK(parse_label_list("体育", "--labels") == std::vector<std::string>{"体育"});
+  CHECK_THROWS_WITH_AS(parse_label_list(",", "--labels"),
+                       doctest::Contains("--labels: label 1 of ',' is empty"), Error);
+  CHECK_THROWS_WITH_AS(parse_label_list("name,,company", "--labels"),
+                       doctest::Contains("--labels: label 2 of 'name,,company' is empty"), Error);
+  CHECK_THROWS_WITH_AS(parse_label_list("name,company,", "--labels"),
+                       doctest::Contains("label 3 of 'name,company,' is empty"), Error);
+  CHECK_THROWS_WITH_AS(parse_label_list("", "--labels"),
+                       doctest::Contains("--labels: label 1 of '' is empty"), Error);
+  CHECK_THROWS_WITH_AS(parse_label_list(" , ", "--labels"), doctest::Contains("is empty"), Error);
+  CHECK_THROWS_WITH_AS(parse_label_list("name,name", "--labels"),
+                       doctest::Contains("--labels 'name,name': 'name' is listed twice"), Error);
+  CHECK_THROWS_WITH_AS(parse_label_list("a: b", "--labels"), doctest::Contains("holds ': '"),
+                       Error);
 }
 
 TEST_CASE("bad CoNLL sentences are skipped, counted and described") {

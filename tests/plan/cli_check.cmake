@@ -1,6 +1,7 @@
 # seqpar-plan, run as a user would: its JSON parsed (CMake's string(JSON)) and held to the
-# planner's figures for SeqGPT-560M (559,214,592 parameters), its table printed, a config.json
-# read, and every bad flag refused with a message naming it.
+# planner's figures for SeqGPT-560M (559,214,592 parameters), the plans named as seqgpt_ner
+# takes them and only those it can launch offered (every plan with --all), its table printed,
+# a config.json read, and every bad flag refused with a message naming it.
 #   cmake -DTOOL=<seqpar-plan> -DWORK=<scratch folder> -P cli_check.cmake
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -66,11 +67,34 @@ endforeach()
 string(JSON host GET "${e}" host_bytes)
 expect("host bytes without offload" "${host}" 0)
 
-# Eight A100 40 GB, bf16: every plan that compiles for 8 (43 of them), each with its fields;
+# Eight A100 40 GB, bf16: what seqgpt_ner launches on 8 (tensor 1, 2 or 4, one or two
+# stages: 30 plans; every plan that compiles for 8 with --all: 43), each with its fields;
 # ZeRO-3 over 8 holds 2 bytes per parameter / 8 of weights.
+run(all --gpus 8 --gpu a100-40 --json --all)
+string(JSON n LENGTH "${all}" plans)
+expect("plans on 8 GPUs with --all" "${n}" 43)
+set(compiled 0)
+math(EXPR last "${n} - 1")
+foreach(i RANGE ${last})
+  string(JSON launchable GET "${all}" plans ${i} launchable)
+  string(JSON tensor GET "${all}" plans ${i} tensor)
+  string(JSON pipeline GET "${all}" plans ${i} pipeline)
+  if(launchable)
+    math(EXPR compiled "${compiled} + 1")
+  endif()
+  if((tensor GREATER 4 OR pipeline GREATER 2) AND launchable)
+    message(FATAL_ERROR "plan ${i} of --all (tensor ${tensor}, pipeline ${pipeline}) is marked launchable")
+  endif()
+endforeach()
 run(json --gpus 8 --gpu a100-40 --json)
 string(JSON n LENGTH "${json}" plans)
-expect("plans on 8 GPUs" "${n}" 43)
+expect("plans seqgpt_ner launches on 8 GPUs" "${n}" 30)
+expect("launchable plans among --all's" "${compiled}" 30)
+plan_entry(e "${json}" "Hybrid<TensorSplit<2>,Pipeline<2,OneFOneB>,Replicated<2>>")
+string(JSON name GET "${e}" name)
+string(JSON flags GET "${e}" flags)
+expect("the name seqgpt_ner takes for TP2 x PP2 x DP2" "${name}" "tp2pp2dp2")
+expect("its flags" "${flags}" "--zero-stage 0 --tensor-parallel 2 --pipeline-parallel 2 --pipeline-schedule 1f1b")
 math(EXPR last "${n} - 1")
 foreach(i RANGE ${last})
   foreach(key plan host_bytes max_micro_batch step_seconds)
@@ -161,8 +185,12 @@ endif()
 
 # The table, and a config.json of another BLOOM.
 run(table --gpus 2 --gpu rtx3090)
-if(NOT table MATCHES "\\| `Sharded<Zero3,2>` \\|")
-  message(FATAL_ERROR "the table has no Sharded<Zero3,2> row:\n${table}")
+if(NOT table MATCHES "\\| `zero3x2` \\| `Sharded<Zero3,2>` \\|")
+  message(FATAL_ERROR "the table has no zero3x2 row:\n${table}")
+endif()
+run(table --gpus 8 --all)
+if(NOT table MATCHES "\\| `tp8` \\(not compiled\\) \\| `TensorSplit<8>` \\|")
+  message(FATAL_ERROR "the table of --all does not mark TensorSplit<8> as not compiled:\n${table}")
 endif()
 file(WRITE "${WORK}/config.json" [[{"vocab_size": 200, "hidden_size": 32, "n_layer": 4, "n_head": 4}]])
 run(json --config "${WORK}/config.json" --gpus 2 --json)

@@ -50,7 +50,7 @@ Batch make_batch(const Args& a, std::int64_t step) {
 template <class Plan>
 int train(MpiComm& world, const Args& a) {
   TrainOptions o;
-  o.lr = 1e-3;
+  o.schedule.peak = 1e-3;
   o.seed = static_cast<std::uint64_t>(a.seed);
   Trainer<Tiny, Plan> t(world, o);
   if (!a.resume.empty()) t.load_checkpoint(a.resume);

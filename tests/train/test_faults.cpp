@@ -104,14 +104,15 @@ TEST_CASE("a NaN in the weights skips every update, counted, until the run stops
   auto o = test::plan_options();
   o.max_nonfinite_steps = 3;
   Trainer<Small, Replicated<1>> t(o);
-  t.step(test::plan_batch(0));
+  CHECK(t.step(test::plan_batch(0)).attempt == 1);
   poison(t, "h.1.mlp.dense_h_to_4h.weight");
   const auto before = test::weights_by_name(t);
   for (int i = 1; i <= 2; ++i) {
     const StepStats st = t.step(test::plan_batch(i));
     CHECK(st.skipped);
     CHECK(std::isnan(st.loss));
-    CHECK(st.step == 1);  // no optimizer step was taken
+    CHECK(st.step == 1);         // no optimizer step was taken
+    CHECK(st.attempt == i + 1);  // the row's own number, not the last update's
     CHECK(st.nonfinite_in_a_row == i);
     CHECK(st.skipped_steps == i);
   }

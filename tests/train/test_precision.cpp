@@ -23,8 +23,8 @@ namespace {
 // A 50-step run with a schedule (warmup, linear decay) over eight batches in turn.
 TrainOptions run_options() {
   auto o = test::plan_options();
-  o.warmup_steps = 5;
-  o.total_steps = 50;
+  o.schedule.warmup = 5;
+  o.schedule.total = 50;
   return o;
 }
 

@@ -5,11 +5,15 @@
 // for any other model, greedy without a penalty within the same lengths. These numbers live
 // here alone: a program copies num_beams, repetition_penalty and max_new_tokens into
 // nn/generate.hpp's GenerateOptions and cuts its prompts to max_prompt_tokens
-// (batched_answers, prompt_tail).
+// (batched_answers, prompt_tail). check_decoding refuses settings that cannot decode, so a
+// program can refuse them before any work.
 
+#include <cmath>
 #include <cstdint>
+#include <string_view>
 
 #include "seqpar/config/bloom.hpp"
+#include "seqpar/core/error.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -33,5 +37,20 @@ inline constexpr DecodingDefaults decoding_defaults = DecodingDefaults{};
 
 template <>
 inline constexpr DecodingDefaults decoding_defaults<SeqGPT560M> = seqgpt_decoding;
+
+/// Throws seqpar::Error naming the setting when `d` cannot decode: fewer than one beam, a
+/// repetition penalty that is not a positive finite number, no new token or no prompt token
+/// allowed. `who` says where the settings came from ("predict's options").
+inline void check_decoding(const DecodingDefaults& d, std::string_view who = "decoding") {
+  SEQPAR_CHECK(d.num_beams >= 1, who, ": num_beams is ", d.num_beams,
+               "; expected at least 1 (1: greedy, more: beam search)");
+  SEQPAR_CHECK(d.repetition_penalty > 0 && std::isfinite(d.repetition_penalty), who,
+               ": repetition_penalty is ", d.repetition_penalty,
+               "; expected a positive finite number (1: no penalty)");
+  SEQPAR_CHECK(d.max_new_tokens >= 1, who, ": max_new_tokens is ", d.max_new_tokens,
+               "; expected at least 1 (an answer of no token scores nothing)");
+  SEQPAR_CHECK(d.max_prompt_tokens >= 1, who, ": max_prompt_tokens is ", d.max_prompt_tokens,
+               "; expected at least 1 (a prompt cut to no token leaves nothing to answer)");
+}
 
 }  // namespace seqpar::inline v0

@@ -196,15 +196,20 @@ class ExampleSetBuilder {
 /// Examples of `records`: one per record and prompt (training_prompts), in record order;
 /// an example's chunk is its prompt's part. Examples longer than options.max_tokens are
 /// skipped or have their prompt cut on the left (options.too_long; counted in `report`).
-/// Throws for a record without annotation.
+/// Throws for a record without annotation, for max_tokens under 2 (a prompt token and eos),
+/// and when records were given but max_tokens leaves none of their examples.
 template <TextEncoder Enc>
 ExampleSet make_examples(std::span<const TextRecord> records, const ExampleOptions& options,
                          const Enc& tok, ExampleReport* report = nullptr) {
   SEQPAR_CHECK(!options.task.labels.empty(), "make_examples: the task has no labels");
+  check_label_list(options.task.labels, "make_examples: the task's labels");
+  SEQPAR_CHECK(options.max_tokens >= 2, "make_examples: max_tokens is ", options.max_tokens,
+               "; expected at least 2 (a prompt token, and the end-of-sequence token)");
   const std::int32_t eos = tok.eos_id();
   SEQPAR_CHECK(eos >= 0, "make_examples: the tokenizer has no end-of-sequence token (</s>)");
   ExampleReport rep;
   ExampleSetBuilder b;
+  std::int64_t fewest = -1;  // the fewest tokens a skipped example needed
   for (std::size_t r = 0; r < records.size(); ++r) {
     for (const TaskPrompt& p : training_prompts(options.task, records[r])) {
       const auto full = tok.encode(p.prompt);
@@ -214,6 +219,9 @@ ExampleSet make_examples(std::span<const TextRecord> records, const ExampleOptio
       const bool fits = static_cast<std::int64_t>(full.size()) <= room;
       if (!fits && (options.too_long == TooLong::skip || room < 1)) {
         ++rep.skipped_too_long;
+        const auto need = static_cast<std::int64_t>(
+            answer.size() + (options.too_long == TooLong::skip ? full.size() : 1));
+        fewest = fewest < 0 ? need : std::min(fewest, need);
         continue;
       }
       const auto prompt = prompt_tail(full, room);
@@ -229,6 +237,11 @@ ExampleSet make_examples(std::span<const TextRecord> records, const ExampleOptio
     }
   }
   if (report) *report = rep;
+  SEQPAR_CHECK(rep.examples > 0 || rep.skipped_too_long == 0, "make_examples: max_tokens ",
+               options.max_tokens, " leaves none of the ", rep.skipped_too_long, " examples of ",
+               records.size(), " records (the shortest needs ", fewest, " tokens",
+               options.too_long == TooLong::skip ? "" : ": its answer, eos and a prompt token",
+               "); expected a limit that keeps some");
   return b.finish();
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -318,5 +319,41 @@ inline void require_records(const TextDataset& d, const char* kind) {
 }
 
 }  // namespace detail
+
+/// Throws seqpar::Error unless `labels` is a list a task can use: at least one label, none
+/// empty, none listed twice, each one a prompt can list (no ',', '，', ": " or newline).
+/// `what` names the list in the message ("--labels", "ReadOptions::labels").
+inline void check_label_list(std::span<const std::string> labels, std::string_view what) {
+  SEQPAR_CHECK(!labels.empty(), what, ": no label; expected at least one");
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const std::string problem = detail::label_problem(labels[i]);
+    SEQPAR_CHECK(problem.empty(), what, ": label ", i + 1, " of ", labels.size(), " ('", labels[i],
+                 "') ", problem);
+    for (std::size_t j = 0; j < i; ++j)
+      SEQPAR_CHECK(labels[j] != labels[i], what, ": '", labels[i], "' is listed twice (labels ",
+                   j + 1, " and ", i + 1, ")");
+  }
+}
+
+/// The labels of a comma-separated list, "name,company" (spaces around a name dropped),
+/// checked by check_label_list: "", "," and "name,,company" are refused naming the empty
+/// label. `what` names where the list came from ("--labels").
+inline std::vector<std::string> parse_label_list(std::string_view list, std::string_view what) {
+  std::vector<std::string> labels;
+  for (std::size_t b = 0;;) {
+    const std::size_t e = std::min(list.find(',', b), list.size());
+    std::string_view name = list.substr(b, e - b);
+    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    labels.emplace_back(name);
+    if (e == list.size()) break;
+    b = e + 1;
+  }
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    SEQPAR_CHECK(!labels[i].empty(), what, ": label ", i + 1, " of '", list,
+                 "' is empty; expected names separated by ',' (\"name,company\")");
+  check_label_list(labels, std::string(what) + " '" + std::string(list) + "'");
+  return labels;
+}
 
 }  // namespace seqpar::inline v0

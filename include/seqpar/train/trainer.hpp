@@ -79,6 +79,9 @@ struct StepStats {
   double loss_scale = 1;           // the loss scale this step used (1 without loss scaling)
   std::int64_t skipped_steps = 0;  // steps skipped so far by this trainer, this one included
   std::int64_t nonfinite_in_a_row = 0;  // faults in a row (no loss scale explains them)
+  /// 1-based count of step() calls, skipped ones included (step + skipped_steps; it resumes
+  /// with a checkpoint): a skipped step's own number, where `step` stays the last update's.
+  std::int64_t attempt = 0;
 };
 
 /// The training stack of one rank for model `Model` under plan `Plan` (Replicated<N>,
@@ -430,6 +433,7 @@ class Trainer {
     st.loss_scale = loss_scale;
     st.skipped_steps = guard_.skipped_steps();
     st.nonfinite_in_a_row = guard_.faults_in_a_row();
+    st.attempt = step_ + guard_.skipped_steps();
     return st;
   }
 

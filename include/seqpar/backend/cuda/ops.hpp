@@ -5,8 +5,7 @@
 // cuBLAS. Ops are queued on the calling thread's stream (CudaContext): results reach the
 // host through download() or synchronize(); download_after() queues a copy on the thread's
 // second, copy stream behind an event instead (optimizer offload's gradients). Beyond the CPU set:
-// strided batched GEMM and AdamW on fp32 master weights (adamw_mixed: the CPU has no 16-bit
-// storage).
+// strided batched GEMM.
 //
 // The ops that launch kernels are declared here and defined in impl/ops.hpp: in every unit
 // that includes this header and holds kernels (nvcc's, or the tests' emulated device's:

@@ -72,6 +72,7 @@ struct ConllSentence {
 SEQPAR_DECL NerDataset read_conll(const std::filesystem::path& path, const ReadOptions& options) {
   constexpr const char* kind = "CoNLL BIO text ('token tag' lines, a blank line between sentences)";
   const std::string file = path.string();
+  if (!options.labels.empty()) check_label_list(options.labels, file + ": ReadOptions::labels");
   const std::string s = detail::read_text_file(path, kind);
   const std::size_t first = s.find_first_not_of(" \t\r\n");
   SEQPAR_CHECK(first != std::string::npos, file, ": holds no records; expected ", kind);

@@ -2,11 +2,14 @@
 // The definitions of data/json_records.hpp: in its headers' units, or compiled once
 // (core/separate_compilation.hpp).
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -252,6 +255,30 @@ inline RecordParse parse_json_record(const nlohmann::json& v, const RecordShape&
   return {std::move(r), {}, {}};
 }
 
+/// Where `text`, which starts at line `line`, first holds bytes that are not UTF-8 ("line 4,
+/// byte 17: 0xff is not UTF-8; expected UTF-8 text"), or an empty string when it is UTF-8.
+inline std::string not_utf8(std::string_view text, std::int64_t line) {
+  if (utf8_valid(text)) return {};
+  std::size_t i = 0, bad = 0;
+  while (i < text.size()) {
+    const std::size_t n = utf8_sequence_at(text, i, bad);
+    if (n == 0) break;
+    i += n;
+  }
+  const std::size_t line_start = text.rfind('\n', i == 0 ? 0 : i - 1);
+  const std::size_t column =
+      line_start == std::string_view::npos || i == 0 ? i + 1 : i - line_start;
+  std::ostringstream os;
+  os << "line "
+     << line + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(i), '\n')
+     << ", byte " << column << ":";
+  for (std::size_t k = i; k < i + bad && k < text.size(); ++k)
+    os << " 0x" << std::hex << std::setw(2) << std::setfill('0')
+       << static_cast<unsigned>(static_cast<unsigned char>(text[k])) << std::dec;
+  os << (bad > 1 ? " are" : " is") << " not UTF-8; expected UTF-8 text";
+  return os.str();
+}
+
 /// Collects records and problems while a file is read, and holds the file to one task.
 class JsonRecordReader {
  public:
@@ -268,6 +295,10 @@ class JsonRecordReader {
   /// Parses and checks the text of record number `record` that starts at `line`.
   void add_text(std::string_view text, std::int64_t line) {
     ++record_;
+    if (const std::string bad = not_utf8(text, line); !bad.empty()) {
+      bad_.add("invalid_utf8", where(line) + ": " + bad);
+      return;
+    }
     nlohmann::json v;
     try {
       v = nlohmann::json::parse(text);
@@ -441,6 +472,7 @@ inline TextDataset read_json_records(const std::filesystem::path& path, std::opt
                                      bool texts_only, const ReadOptions& options, JsonLayout layout,
                                      const char* kind) {
   const std::string file = path.string();
+  if (!options.labels.empty()) check_label_list(options.labels, file + ": ReadOptions::labels");
   const std::string s = read_text_file(path, kind);
   const std::size_t first = s.find_first_not_of(" \t\r\n");
   SEQPAR_CHECK(first != std::string::npos, file, ": holds no records; expected ", kind);
@@ -451,6 +483,11 @@ inline TextDataset read_json_records(const std::filesystem::path& path, std::opt
   if (layout == JsonLayout::automatic)
     layout = path.extension() == ".jsonl" ? JsonLayout::lines : JsonLayout::concatenated;
   if (s[first] == '[' && layout == JsonLayout::concatenated) {
+    // An array is parsed whole: a byte that is not UTF-8 stops it, whatever options.on_bad.
+    if (const std::string bad = not_utf8(s, 1); !bad.empty())
+      fail(file, ": ", bad,
+           " (a top-level array is read whole, so it cannot skip one record; "
+           "one record per line can)");
     nlohmann::json all;
     try {
       all = nlohmann::json::parse(s);

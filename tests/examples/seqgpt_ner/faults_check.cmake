@@ -1,9 +1,11 @@
 # Nothing lost, nothing silent: the command line refuses numbers that are not plain finite
-# decimals; checkpoints rotate (the newest --save-total-limit kept), leftovers of a killed
-# save are removed, one run at a time owns an output folder (a stale lock is taken over); a
-# resume says what changed and refuses without --allow-changed-options; a run whose loss
-# turns non-finite stops with an error; metrics that cannot be written end the run; weights
-# for another model are refused from their header.
+# decimals; checkpoints rotate (the newest --save_total_limit kept), leftovers of a killed
+# save are removed, one run at a time owns an output folder (a stale lock is taken over, a
+# live one or another host's never); a resume says what changed and refuses without
+# --allow_changed_options, having written nothing into the folder; after a resume the
+# metrics hold each step once; a run whose loss turns non-finite stops with an error;
+# metrics that cannot be written end the run; weights for another model are refused from
+# their header.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> -P faults_check.cmake
 file(REMOVE_RECURSE "${OUT}")
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
@@ -22,15 +24,18 @@ function(expect_files dir)
   endforeach()
 endfunction()
 
-# 1. Numbers: plain finite decimals in range, or exit code 2 naming the flag and the value.
-foreach(bad IN ITEMS "--lr;nan" "--lr;inf" "--lr;0x1p-3" "--lr;1e999" "--weight-decay;-0.1"
-                     "--max-steps;99999999999999999999" "--seed;-1" "--seed;18446744073709551616"
-                     "--batch;0x10" "--save-total-limit;0")
-  ner_run(2 out train ${bad})
+# 1. Numbers: plain finite decimals in range, or exit code 2 naming the option and the value.
+foreach(bad IN ITEMS "--lr;nan;--learning_rate" "--lr;inf;--learning_rate"
+                     "--lr;0x1p-3;--learning_rate" "--lr;1e999;--learning_rate"
+                     "--weight-decay;-0.1;--weight_decay" "--max-steps;99999999999999999999;--max_steps"
+                     "--seed;-1;--seed" "--seed;18446744073709551616;--seed"
+                     "--batch;0x10;--train_batch_size" "--save-total-limit;0;--save_total_limit")
   list(GET bad 0 flag)
-  expect("${out}" "${flag}")
+  list(GET bad 1 value)
+  list(GET bad 2 name)
+  ner_run(2 out train ${flag} ${value})
+  expect("${out}" "${name}")
   if(NOT flag STREQUAL "--save-total-limit")
-    list(GET bad 1 value)
     expect("${out}" "got '${value}'")
   endif()
 endforeach()
@@ -41,8 +46,10 @@ ner_run(0 out train --out "${rot}" ${common} --max-steps 6 --save-every 2 --save
 expect_files("${rot}" step-4.safetensors step-6.safetensors model.safetensors metrics.jsonl
              "!step-2.safetensors" "!seqgpt_ner.lock")
 
-# 3. Leftovers of a killed save (ours only) go; a stale lock is taken over; a resume with a
-# changed lr schedule is refused, saying what differs.
+# 3. A resume with a changed lr schedule is refused, saying what differs, before it touches
+# the folder: the leftovers, the stale lock and the incomplete checkpoint stay. Allowed, it
+# removes the leftovers of a killed save (ours only), takes the stale lock over and sets the
+# incomplete checkpoint aside.
 file(WRITE "${rot}/.step-8.safetensors.tmp.1a2b3c" "partial")
 file(WRITE "${rot}/.model.safetensors.tmp.ff" "partial")
 file(WRITE "${rot}/.notes.txt.tmp.1" "not ours")
@@ -50,15 +57,18 @@ file(WRITE "${rot}/run.json.tmp.keep" "not ours either")
 file(WRITE "${rot}/seqgpt_ner.lock" "2147483647\n")
 file(WRITE "${rot}/step-99.safetensors" "truncated")
 ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume)
+expect("${out}" "ner.total_steps: checkpoint '6', this run '8'")
+expect("${out}" "--allow_changed_options")
+expect_files("${rot}" .notes.txt.tmp.1 run.json.tmp.keep .step-8.safetensors.tmp.1a2b3c
+             .model.safetensors.tmp.ff seqgpt_ner.lock step-99.safetensors
+             "!step-99.safetensors.incomplete")
+ner_run(0 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume --allow_changed_options)
 expect("${out}" "taking over the stale lock")
 expect("${out}" "passing over an incomplete checkpoint: ${rot}/step-99.safetensors")
 expect("${out}" "removed ${rot}/.step-8.safetensors.tmp.1a2b3c")
-expect("${out}" "ner.total_steps: checkpoint '6', this run '8'")
-expect("${out}" "--allow-changed-options")
 expect_files("${rot}" .notes.txt.tmp.1 run.json.tmp.keep "!.step-8.safetensors.tmp.1a2b3c"
              "!.model.safetensors.tmp.ff" "!seqgpt_ner.lock" step-99.safetensors.incomplete
              "!step-99.safetensors")
-ner_run(0 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume --allow-changed-options)
 expect("${out}" "resumed from ${rot}/step-6.safetensors at step 6")
 expect("${out}" "continuing with a changed ner.total_steps")
 expect_files("${rot}" step-6.safetensors step-8.safetensors "!step-4.safetensors")
@@ -75,16 +85,65 @@ if(NOT resumes STREQUAL "6")
   message(FATAL_ERROR "metrics.jsonl marks resumes at '${resumes}', expected one at step 6")
 endif()
 
-# 4. A live owner (pid 1 always exists) keeps the folder; its lock is not touched.
+# The metrics hold each step once: the steps 7 and 8 the refused attempts never took, the
+# rows of steps 1 to 6 of the first run.
+file(STRINGS "${rot}/metrics.jsonl" lines)
+set(steps "")
+foreach(line IN LISTS lines)
+  string(JSON event GET "${line}" event)
+  if(event STREQUAL "train")
+    string(JSON step GET "${line}" step)
+    list(APPEND steps ${step})
+  endif()
+endforeach()
+if(NOT steps STREQUAL "1;2;3;4;5;6;7;8")
+  message(FATAL_ERROR "metrics.jsonl holds the train steps '${steps}', expected 1 to 8 once each")
+endif()
+
+# 4. A live owner (pid 1 always exists) keeps the folder; its lock is not touched. Nor is the
+# lock of a run on another node sharing the file system, whatever its pid.
 file(WRITE "${rot}/seqgpt_ner.lock" "1\n")
 ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --resume)
-expect("${out}" "another seqgpt_ner run (pid 1) is using this output folder")
+expect("${out}" "another run (pid 1) is using this output folder")
 expect_files("${rot}" seqgpt_ner.lock)
+file(WRITE "${rot}/seqgpt_ner.lock" "2147483647 some-other-node\n")
+ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --resume)
+expect("${out}" "is held by pid 2147483647 on some-other-node, not this host")
+file(READ "${rot}/seqgpt_ner.lock" owner)
+if(NOT owner STREQUAL "2147483647 some-other-node\n")
+  message(FATAL_ERROR "another node's lock was changed to '${owner}'")
+endif()
 file(REMOVE "${rot}/seqgpt_ner.lock")
+
+# 4b. A resume that is refused writes nothing into the folder: another --data_dir (its own
+# tokenizer, caches and run.json would replace the run's) leaves every file as it was.
+set(other "${OUT}/other_data")
+set(corpus "${CMAKE_CURRENT_LIST_DIR}/../../../examples/data")
+file(COPY "${corpus}/train.jsonl" "${corpus}/dev.jsonl" DESTINATION "${other}")
+file(APPEND "${other}/train.jsonl" [=[{"text":"张伟在杭州工作。","label":{"name":{"张伟":[[0,1]]}}}
+]=])
+set(watched tokenizer.json run.json metrics.jsonl cache/train.tokens.safetensors
+            cache/dev.tokens.safetensors step-8.safetensors)
+foreach(f IN LISTS watched)
+  file(SHA256 "${rot}/${f}" before_${f})
+endforeach()
+file(GLOB listing_before RELATIVE "${rot}" "${rot}/*" "${rot}/cache/*")
+ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --resume --data_dir "${other}")
+expect("${out}" "ner.data: checkpoint")
+foreach(f IN LISTS watched)
+  file(SHA256 "${rot}/${f}" after)
+  if(NOT after STREQUAL before_${f})
+    message(FATAL_ERROR "a refused resume changed ${rot}/${f}")
+  endif()
+endforeach()
+file(GLOB listing_after RELATIVE "${rot}" "${rot}/*" "${rot}/cache/*")
+if(NOT listing_before STREQUAL listing_after)
+  message(FATAL_ERROR "a refused resume changed the folder:\n  ${listing_before}\n  ${listing_after}")
+endif()
 
 # 5. A learning rate that blows the weights up: the non-finite steps are skipped, logged,
 # and the second in a row ends the run with an error naming the step.
-ner_run(1 out train --out "${rot}" ${common} --max-steps 14 --resume --allow-changed-options --lr 1e30
+ner_run(1 out train --out "${rot}" ${common} --max-steps 14 --resume --allow_changed_options --lr 1e30
     --max-nonfinite-steps 2 --save-every 1)
 expect("${out}" "not finite in 2 steps in a row")
 expect("${out}" "skipped: loss")
@@ -119,9 +178,9 @@ expect("${out}" "this model (vocab 250880, hidden 1024, 24 layers) expects")
 # 8. A fresh run in a folder holding an earlier run's checkpoints refuses to start and
 #    deletes nothing; with --overwrite-output-dir it replaces them with its own.
 ner_run(1 out train --out "${rot}" ${common} --max-steps 2 --save-every 1)
-expect("${out}" "holds checkpoints of an earlier run (step-9.safetensors); --resume continues that run")
+expect("${out}" "holds checkpoints of an earlier run (step-9.safetensors); resume continues that run")
 expect_files("${rot}" step-8.safetensors step-9.safetensors)
-ner_run(0 out train --out "${rot}" ${common} --max-steps 2 --save-every 1 --overwrite-output-dir)
+ner_run(0 out train --out "${rot}" ${common} --max-steps 2 --save-every 1 --overwrite_output_dir)
 expect("${out}" "removed ${rot}/step-9.safetensors of an earlier run")
 expect_files("${rot}" step-1.safetensors step-2.safetensors "!step-8.safetensors" "!step-9.safetensors")
 message(STATUS "faults check: all cases behave")

@@ -1,8 +1,10 @@
 # The everyday training controls and --deepspeed, end to end on the tiny model:
-# --gradient-accumulation-steps (the same losses as one micro-batch per rank; the global
-# batch = micro-batch x accumulation x data ranks), --save-steps, --eval-steps,
-# --max-length (prompts cut on the left, or skipped), and a DeepSpeed configuration mapped
-# onto the plan and schedule, refused by key, or refused for its precision on the CPU.
+# --gradient_accumulation_steps (the same losses as one micro-batch per rank; the global
+# batch = micro-batch x accumulation x data ranks), --save_steps, --eval_steps, --max_length
+# (prompts cut on the left, or skipped), a DeepSpeed configuration mapped onto the layout
+# and schedule, refused by key, or refused for its precision on the CPU; Hugging Face's
+# names and an unknown option answered with the nearest; export of a stopped run's
+# checkpoint; eval on the data the run was trained on.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> [-DDS_GUIDE=<zero3_offload.json>] -P controls_check.cmake
 file(REMOVE_RECURSE "${OUT}")
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
@@ -45,7 +47,7 @@ foreach(i RANGE 3)
   endif()
 endforeach()
 ner_run(2 out train --out "${OUT}/bad" --batch 8 --gradient-accumulation-steps -1)
-expect("${out}" "--gradient-accumulation-steps")
+expect("${out}" "--gradient_accumulation_steps expects a non-negative decimal integer")
 
 # 2. --save-steps: a checkpoint every 2 steps, all kept.
 ner_run(0 out train --out "${OUT}/save" ${common} --plan single --batch 4 --max-steps 6 --save-steps 2
@@ -85,14 +87,14 @@ endif()
 
 # 4. --max-length: prompts cut on the left (the answer kept), or with --truncation skip left out.
 ner_run(0 out train --out "${OUT}/cut" ${common} --plan single --batch 4 --max-steps 1 --max-length 64)
-string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max-length 64: ([0-9]+) prompts cut on the left, ([0-9]+) skipped" m "${out}")
+string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max_length 64: ([0-9]+) prompts cut on the left, ([0-9]+) skipped" m "${out}")
 if(NOT m OR CMAKE_MATCH_1 EQUAL 0)
   message(FATAL_ERROR "--max-length 64 cut no prompt:\n${out}")
 endif()
 set(cut ${CMAKE_MATCH_1})
 ner_run(0 out train --out "${OUT}/skip" ${common} --plan single --batch 4 --max-steps 1 --max-length 64
     --truncation skip)
-string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max-length 64: 0 prompts cut on the left, ([0-9]+) skipped" m "${out}")
+string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max_length 64: 0 prompts cut on the left, ([0-9]+) skipped" m "${out}")
 if(NOT m OR NOT CMAKE_MATCH_1 GREATER_EQUAL cut)
   message(FATAL_ERROR "--max-length 64 --truncation skip skipped fewer than the ${cut} cut before:\n${out}")
 endif()
@@ -114,7 +116,8 @@ file(WRITE "${OUT}/ds.json" [=[
 }
 ]=])
 ner_run(0 out train --out "${OUT}/ds" ${common} --deepspeed "${OUT}/ds.json" --max-steps 4 --lr 1e-3)
-expect("${out}" "zero_optimization.stage=2 -> --plan zero2x2")
+expect("${out}" "zero_optimization.stage=2 -> --zero-stage 2")
+expect("${out}" "plan zero2x2 (Sharded<Zero2,2>; --zero-stage 2)")
 expect("${out}" "ignored (performance only; the results are the same): steps_per_print=5, zero_optimization.overlap_comm=true")
 expect("${out}" "batch 8 rows = micro-batch 2 x accumulation 2 x 2 data rank(s); lr linear, linear warmup from 0; AdamW betas 0.9, 0.99")
 if(NOT EXISTS "${OUT}/ds/hf/model.safetensors")  # a run of two ranks writes it too
@@ -128,17 +131,67 @@ if(NOT lr0 MATCHES "^0(\\.0*)?$" OR NOT lr1 MATCHES "^0\\.0005")
 endif()
 file(WRITE "${OUT}/lamb.json" [=[{"optimizer": {"type": "Lamb"}, "zero_optimization": {"stage": 1, "mics_shard_size": 4}}]=])
 ner_run(1 out train --out "${OUT}/lamb" ${common} --deepspeed "${OUT}/lamb.json")
-expect("${out}" "2 key(s) that seqgpt_ner does not honour")
+expect("${out}" "2 key(s) that seqpar does not honour")
 expect("${out}" "optimizer.type=\"Lamb\"")
 expect("${out}" "zero_optimization.mics_shard_size=4")
 file(WRITE "${OUT}/bf16.json" [=[{"bf16": {"enabled": true}}]=])
-ner_run(1 out train --out "${OUT}/bf16" ${common} --deepspeed "${OUT}/bf16.json")
-expect("${out}" "precision bf16 (from ${OUT}/bf16.json or --precision) needs --device cuda")
+ner_run(2 out train --out "${OUT}/bf16" ${common} --deepspeed "${OUT}/bf16.json")
+expect("${out}" "precision bf16 (from ${OUT}/bf16.json or --precision) is not built for --device cpu in this seqgpt_ner; it has fp32")
+if(EXISTS "${OUT}/bf16")
+  message(FATAL_ERROR "a refused precision made ${OUT}/bf16")
+endif()
 if(DS_GUIDE AND EXISTS "${DS_GUIDE}")
   ner_run(0 out train --out "${OUT}/guide" ${common} --deepspeed "${DS_GUIDE}" --max-steps 2 --batch 8)
-  expect("${out}" "--plan zero3x2")
+  expect("${out}" "zero_optimization.stage=3 -> --zero-stage 3")
+  expect("${out}" "plan zero3x2 (Sharded<Zero3,2>; --zero-stage 3)")
   expect("${out}" "--offload optimizer+params")
+  # The guide's 4 GPUs: ZeRO-3 over the 4 ranks (here as threads).
+  ner_run(0 out train --out "${OUT}/guide4" ${common} --deepspeed "${DS_GUIDE}" --max-steps 1 --batch 8 --ranks 4)
+  expect("${out}" "plan zero3x4 (Sharded<Zero3,4>; --zero-stage 3): 4 rank(s)")
 else()
   message(STATUS "the users' guide's zero3_offload.json is not here (DS_GUIDE): that run is skipped")
 endif()
-message(STATUS "controls check: accumulation, save/eval steps, max length, deepspeed: all as expected")
+# 6. Hugging Face's names as they are written; an unknown one is answered with the nearest.
+ner_run(0 out train --output_dir "${OUT}/hf_names" --quiet --no_eval --seed 5 --learning_rate 1e-3
+    --max_steps 2 --per_device_train_batch_size 2 --gradient_accumulation_steps 2
+    --logging_steps 1 --warmup_ratio 0.5 --save_steps 1 --save_total_limit 1)
+expect("${out}" "batch 8 rows = micro-batch 2 x accumulation 2 x 2 data rank(s)")
+if(NOT EXISTS "${OUT}/hf_names/step-2.safetensors" OR EXISTS "${OUT}/hf_names/step-1.safetensors")
+  message(FATAL_ERROR "--save_steps 1 --save_total_limit 1 should leave step-2 alone")
+endif()
+ner_run(2 out train --out "${OUT}/typo" --learning-rat 1e-3)
+expect("${out}" "unknown option '--learning-rat'; did you mean --learning_rate?")
+
+# 7. export: the transformers directory of a checkpoint of a run that stopped (no
+# model.safetensors, no hf/), with the run's tokenizer; its weights are the checkpoint's.
+ner_run(0 out train --out "${OUT}/stopped" ${common} --plan single --batch 4 --max-steps 6 --stop_after 3)
+if(EXISTS "${OUT}/stopped/hf" OR EXISTS "${OUT}/stopped/model.safetensors")
+  message(FATAL_ERROR "a stopped run wrote its final weights")
+endif()
+ner_run(0 out export --checkpoint "${OUT}/stopped/step-3.safetensors" --to "${OUT}/exported")
+expect("${out}" "model directory ${OUT}/exported from ${OUT}/stopped/step-3.safetensors (tiny")
+foreach(f config.json generation_config.json model.safetensors tokenizer.json
+          tokenizer_config.json special_tokens_map.json)
+  if(NOT EXISTS "${OUT}/exported/${f}")
+    message(FATAL_ERROR "export wrote no ${f}")
+  endif()
+endforeach()
+file(STRINGS "${OUT}/exported/model.safetensors" moments LIMIT_INPUT 65536 REGEX "optimizer\\.")
+file(STRINGS "${OUT}/exported/model.safetensors" weights LIMIT_INPUT 65536 REGEX "transformer\\.ln_f")
+if(moments OR NOT weights)
+  message(FATAL_ERROR "the exported weights should hold the model's tensors and no AdamW moment")
+endif()
+
+# 8. eval without --data_dir: the data the run was trained on (run.json), never the bundled
+# corpus silently; a folder without run.json is refused.
+file(MAKE_DIRECTORY "${OUT}/small")
+file(COPY "${CMAKE_CURRENT_LIST_DIR}/../../../examples/data/dev.jsonl"
+          "${CMAKE_CURRENT_LIST_DIR}/../../../examples/data/train.jsonl" DESTINATION "${OUT}/small")
+ner_run(0 out train --out "${OUT}/evaldata" ${common} --plan single --batch 4 --max-steps 2
+    --data_dir "${OUT}/small")
+ner_run(0 out eval --out "${OUT}/evaldata" --eval_limit 2 --max_new_tokens 2)
+expect("${out}" "data ${OUT}/small")
+file(COPY "${OUT}/evaldata/model.safetensors" DESTINATION "${OUT}/norun")
+ner_run(1 out eval --out "${OUT}/norun" --labels name --tokenizer "${OUT}/evaldata/tokenizer.json")
+expect("${out}" "no run.json names the data this run was trained on; pass --data_dir")
+message(STATUS "controls check: accumulation, save/eval steps, max length, deepspeed, names, export, eval data: all as expected")

@@ -1,10 +1,10 @@
-// A DeepSpeed configuration (ds_config.json) applied to seqgpt_ner's options the way the
-// Hugging Face Trainer applies one to its TrainingArguments (HfTrainerDeepSpeedConfig):
-// "auto" takes the command line's value (given or default), an explicit value replaces
-// an option's default and must agree with an option the command line gives. Every key is
-// honoured, reported as ignored (performance only: the results are the same without it)
-// or refused with its value (ignoring it would change the training), all refusals in one
-// error. docs/deepspeed.md maps each key.
+// A DeepSpeed configuration (ds_config.json) applied to TrainingArguments the way the
+// Hugging Face Trainer applies one to its own (HfTrainerDeepSpeedConfig): "auto" takes the
+// argument's value (given or default), an explicit value replaces an argument's default and
+// must agree with an argument the command line gives. Every key is honoured, reported as
+// ignored (performance only: the results are the same without it) or refused with its
+// value (ignoring it would change the training), all refusals in one error.
+// docs/deepspeed.md maps each key.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -23,17 +23,16 @@
 #include <string_view>
 #include <vector>
 
-#include "options.hpp"
-#include "plans.hpp"
 #include "seqpar/core/error.hpp"
-#include "seqpar/parallel/plan.hpp"
+#include "seqpar/plan/registry.hpp"
+#include "seqpar/train/training_arguments.hpp"
 
-namespace ner {
+namespace seqpar::inline v0 {
 
 /// What applying a DeepSpeed configuration did besides changing the options.
 struct DeepSpeedReport {
   std::string file;
-  std::vector<std::string> applied;  // "zero_optimization.stage=3 -> --plan zero3x2"
+  std::vector<std::string> applied;  // "zero_optimization.stage=3 -> --zero-stage 3"
   std::vector<std::string> ignored;  // "zero_optimization.overlap_comm=true"
 
   /// The lines a run prints at its start: what was applied, and what was ignored.
@@ -52,37 +51,14 @@ struct DeepSpeedReport {
   }
 };
 
-/// The ranks of a launch without mpirun (threads of this process): the default plan's.
-/// A DeepSpeed configuration's ZeRO stage spans them unless --plan says otherwise.
-inline constexpr std::int64_t in_process_ranks = 2;
-
-/// The plan name of ZeRO stage `stage` (0: replicated) over `world` ranks: single, dpN or
-/// zeroKxN. One rank has nothing to shard: single, whatever the stage.
-inline std::string plan_for_zero_stage(std::int64_t stage, std::int64_t world) {
-  if (world == 1) return "single";
-  return stage == 0 ? "dp" + std::to_string(world)
-                    : "zero" + std::to_string(stage) + "x" + std::to_string(world);
-}
-
-/// The ZeRO stage, data-parallel degree and pipeline stages of plan `name`; false when this
-/// build has no such plan.
-inline bool plan_axes(const std::string& name, int& zero_stage, int& data_ranks, int& stages) {
-  return with_plan(name, [&](auto p) {
-    using Traits = seqpar::PlanTraits<typename decltype(p)::type>;
-    zero_stage = Traits::zero_stage;
-    data_ranks = Traits::data_degree;
-    stages = Traits::pipeline_degree;
-  });
-}
-
-namespace detail {
+namespace detail::deepspeed {
 
 using nlohmann::json;
 
 class DeepSpeedReader {
  public:
-  DeepSpeedReader(Options& o, std::string file, std::int64_t world)
-      : o_(o), file_(std::move(file)), world_(world) {
+  DeepSpeedReader(TrainingArguments& a, std::string file, std::int64_t world)
+      : a_(a), file_(std::move(file)), world_(world) {
     report_.file = file_;
   }
 
@@ -104,7 +80,7 @@ class DeepSpeedReader {
       else if (k == "scheduler")
         scheduler(v);
       else if (k == "gradient_clipping")
-        match_number(k, v, "--max-grad-norm", o_.max_grad_norm);
+        match_number(k, v, "max_grad_norm", a_.max_grad_norm);
       else if (is_one_of(k, {"steps_per_print", "wall_clock_breakdown", "dump_state",
                              "memory_breakdown", "flops_profiler", "tensorboard", "wandb",
                              "csv_monitor", "comet", "comms_logger", "monitor_config", "timers",
@@ -112,18 +88,18 @@ class DeepSpeedReader {
                              "zero_force_ds_cpu_optimizer", "activation_checkpointing"}))
         ignore(k, v);
       else if (k == "prescale_gradients" || k == "sparse_gradients")
-        neutral(k, v, json(false), "seqgpt_ner averages gradients after their reduction");
+        neutral(k, v, json(false), "seqpar averages gradients after their reduction");
       else if (k == "gradient_predivide_factor")
-        neutral(k, v, json(1.0), "seqgpt_ner divides gradients once, after their reduction");
+        neutral(k, v, json(1.0), "seqpar divides gradients once, after their reduction");
       else if (k == "communication_data_type" || k == "gradient_accumulation_dtype")
         neutral_any(k, v, {json(nullptr), json("fp32"), json("float32")},
-                    "seqgpt_ner reduces and accumulates gradients in fp32");
+                    "seqpar reduces and accumulates gradients in fp32");
       else if (is_one_of(k, {"amp", "elasticity", "curriculum_learning", "data_efficiency",
                              "progressive_layer_drop", "eigenvalue", "quantize_training",
                              "compression_training", "sparse_attention", "pipeline"}))
         disabled_block(k, v);
       else
-        refuse(k, v, "not a DeepSpeed key seqgpt_ner knows");
+        refuse(k, v, "not a DeepSpeed key seqpar knows");
     }
     plan(stage.value_or(0));
     batch();
@@ -131,7 +107,7 @@ class DeepSpeedReader {
       std::string list;
       for (const auto& r : refused_) list += "\n  " + r;
       seqpar::detail::fail(file_, ": ", refused_.size(),
-                           " key(s) that seqgpt_ner does not honour, and ignoring them would "
+                           " key(s) that seqpar does not honour, and ignoring them would "
                            "change the training:",
                            list, "\n(docs/deepspeed.md maps every key)");
     }
@@ -139,7 +115,7 @@ class DeepSpeedReader {
   }
 
  private:
-  Options& o_;
+  TrainingArguments& a_;
   std::string file_;
   std::int64_t world_;
   DeepSpeedReport report_;
@@ -176,7 +152,7 @@ class DeepSpeedReader {
     report_.applied.push_back(key + "=" + text(v) + " -> " + what);
   }
 
-  // A key whose every value but `neutral` (what seqgpt_ner does) changes the training.
+  // A key whose every value but `neutral` (what seqpar does) changes the training.
   void neutral(const std::string& key, const json& v, const json& want, const std::string& why) {
     neutral_any(key, v, {want}, why);
   }
@@ -188,10 +164,10 @@ class DeepSpeedReader {
     for (const auto& w : want) values += (values.empty() ? "" : " or ") + text(w);
     refuse(key, v, "only " + values + " is honoured (" + why + ")");
   }
-  // A block of a feature seqgpt_ner does not have: honoured while {"enabled": false}.
+  // A block of a feature seqpar does not have: honoured while {"enabled": false}.
   void disabled_block(const std::string& key, const json& v) {
     if (v.is_object() && v.contains("enabled") && v["enabled"] == false) return;
-    refuse(key, v, "seqgpt_ner has no such feature; only {\"enabled\": false} is honoured");
+    refuse(key, v, "seqpar has no such feature; only {\"enabled\": false} is honoured");
   }
 
   // A number, or nullopt for "auto"; a refusal (and nullopt) for anything else.
@@ -221,28 +197,29 @@ class DeepSpeedReader {
     return v.get<bool>();
   }
 
-  // An option set by a key: "auto" keeps the option; a value must agree with the option
-  // when the command line gives `flag`, else it replaces the option's default (as the
-  // Hugging Face Trainer refuses a DeepSpeed value that disagrees with its arguments).
+  // An argument set by a key: "auto" keeps the argument; a value must agree with the
+  // argument when the command line gives it (`name`, a field of TrainingArguments), else it
+  // replaces the argument's default (as the Hugging Face Trainer refuses a DeepSpeed value
+  // that disagrees with its arguments).
   template <class T>
-  void match(const std::string& key, const json& v, const char* flag, T& field, const T& value,
+  void match(const std::string& key, const json& v, const char* name, T& field, const T& value,
              const std::string& shown = {}) {
-    if (o_.given.contains(flag) && !(field == value)) {
+    if (a_.was_given(name) && !(field == value)) {
       refuse(key, v,
-             std::string("the command line gives ") + flag + " " + text_of(field) +
+             std::string("the command line gives --") + name + " " + text_of(field) +
                  "; make them agree, or set the key to \"auto\" to take the command line's");
       return;
     }
     field = value;
-    applied(key, v, shown.empty() ? std::string(flag) + " " + text_of(value) : shown);
+    applied(key, v, shown.empty() ? "--" + std::string(name) + " " + text_of(value) : shown);
   }
   template <class T>
-  void match_number(const std::string& key, const json& v, const char* flag, T& field) {
+  void match_number(const std::string& key, const json& v, const char* name, T& field) {
     if (const auto x = number(key, v)) {
       if (*x < 0)
         refuse(key, v, "expected a non-negative number");
       else
-        match(key, v, flag, field, static_cast<T>(*x));
+        match(key, v, name, field, static_cast<T>(*x));
     }
   }
 
@@ -260,7 +237,7 @@ class DeepSpeedReader {
       if (is_one_of(k, performance))
         ignore(key, v);
       else if (!handle(k, key, v))
-        refuse(key, v, "not a key of " + prefix + " seqgpt_ner knows");
+        refuse(key, v, "not a key of " + prefix + " seqpar knows");
     }
   }
 
@@ -311,7 +288,7 @@ class DeepSpeedReader {
             } else if (is_one_of(k, {"zero_quantized_weights", "zero_quantized_gradients",
                                      "zero_quantized_nontrainable_weights",
                                      "mics_hierarchical_params_gather"})) {
-              neutral(key, v, json(false), "seqgpt_ner moves weights and gradients unquantized");
+              neutral(key, v, json(false), "seqpar moves weights and gradients unquantized");
             } else if (k == "zero_hpz_partition_size") {
               neutral(key, v, json(1), "one parameter partition over all data ranks");
             } else if (k == "mics_shard_size") {
@@ -339,7 +316,7 @@ class DeepSpeedReader {
               (k == "offload_optimizer" ? offload_optimizer_ : offload_params_) = d == "cpu";
             else
               refuse(key, d,
-                     d == "nvme" ? "seqgpt_ner offloads to pinned host memory only (\"cpu\")"
+                     d == "nvme" ? "seqpar offloads to pinned host memory only (\"cpu\")"
                                  : "expected \"cpu\" or \"none\"");
             return true;
           });
@@ -356,33 +333,33 @@ class DeepSpeedReader {
           if (*b && fp16_on_ && bf16_on_)
             refuse(key, x, "fp16.enabled and bf16.enabled are both true; enable one");
           else if (*b)
-            match(key, x, "--precision", o_.precision, wanted);
-          else if (o_.precision == wanted && o_.given.contains("--precision"))
+            match(key, x, "precision", a_.precision, wanted);
+          else if (a_.precision == wanted && a_.was_given("precision"))
             refuse(key, x, "the command line gives --precision " + wanted);
-          else if (o_.precision == wanted)
-            o_.precision = "fp32";
+          else if (a_.precision == wanted)
+            a_.precision = "fp32";
         }
       } else if (fp16 && name == "loss_scale") {
-        match_number(key, x, "--loss-scale", o_.loss_scale.loss_scale);
+        match_number(key, x, "loss_scale", a_.loss_scale.loss_scale);
       } else if (fp16 && name == "min_loss_scale") {
-        match_number(key, x, "--min-loss-scale", o_.loss_scale.min_loss_scale);
+        match_number(key, x, "min_loss_scale", a_.loss_scale.min_loss_scale);
       } else if (fp16 && (name == "initial_scale_power" || name == "loss_scale_window" ||
                           name == "hysteresis")) {
-        std::int64_t& field = name == "initial_scale_power" ? o_.loss_scale.initial_scale_power
-                              : name == "loss_scale_window" ? o_.loss_scale.loss_scale_window
-                                                            : o_.loss_scale.hysteresis;
+        std::int64_t& field = name == "initial_scale_power" ? a_.loss_scale.initial_scale_power
+                              : name == "loss_scale_window" ? a_.loss_scale.loss_scale_window
+                                                            : a_.loss_scale.hysteresis;
         if (const auto n = integer(key, x, name == "initial_scale_power" ? 0 : 1))
           match(key, x,
-                name == "initial_scale_power" ? "--initial-scale-power"
-                : name == "loss_scale_window" ? "--loss-scale-window"
-                                              : "--hysteresis",
+                name == "initial_scale_power" ? "initial_scale_power"
+                : name == "loss_scale_window" ? "loss_scale_window"
+                                              : "hysteresis",
                 field, *n);
       } else if (fp16 && name == "consecutive_hysteresis") {
         if (const auto b = boolean(key, x))
-          match(key, x, "--consecutive-hysteresis", o_.loss_scale.consecutive_hysteresis, *b);
+          match(key, x, "consecutive_hysteresis", a_.loss_scale.consecutive_hysteresis, *b);
       } else if (name == "auto_cast" || name == "fp16_master_weights_and_grads" ||
                  name == "bf16_master_weights_and_grads" || name == "bf16_optimizer_states") {
-        neutral(key, x, json(false), "seqgpt_ner keeps fp32 master weights and moments");
+        neutral(key, x, json(false), "seqpar keeps fp32 master weights and moments");
       } else {
         return false;
       }
@@ -397,7 +374,7 @@ class DeepSpeedReader {
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
       if (type != "adamw" && type != "adam")
         refuse("optimizer.type", v["type"],
-               "seqgpt_ner's optimizer is AdamW (\"AdamW\", or \"Adam\" in its default "
+               "seqpar's optimizer is AdamW (\"AdamW\", or \"Adam\" in its default "
                "adam_w_mode)");
     } else {
       refuse("optimizer", v, "expected {\"type\": \"AdamW\", \"params\": {...}}");
@@ -410,11 +387,11 @@ class DeepSpeedReader {
             [&](const std::string& name, const std::string& key, const json& x) {
               if (name == "lr") {
                 if (const auto lr = number(key, x)) optimizer_lr_ = *lr;
-                match_number(key, x, "--lr", o_.lr);
+                match_number(key, x, "learning_rate", a_.learning_rate);
               } else if (name == "eps") {
-                match_number(key, x, "--adam-epsilon", o_.adam_epsilon);
+                match_number(key, x, "adam_epsilon", a_.adam_epsilon);
               } else if (name == "weight_decay") {
-                match_number(key, x, "--weight-decay", o_.weight_decay);
+                match_number(key, x, "weight_decay", a_.weight_decay);
               } else if (name == "betas") {
                 if (is_auto(x)) return true;
                 if (!x.is_array() || x.size() != 2 || !x[0].is_number() || !x[1].is_number() ||
@@ -422,13 +399,13 @@ class DeepSpeedReader {
                     x[1].get<double>() >= 1)
                   refuse(key, x, "expected [beta1, beta2] in [0, 1) or \"auto\"");
                 else {
-                  match(key, x, "--adam-beta1", o_.adam_beta1, x[0].get<double>());
-                  match(key, x, "--adam-beta2", o_.adam_beta2, x[1].get<double>());
+                  match(key, x, "adam_beta1", a_.adam_beta1, x[0].get<double>());
+                  match(key, x, "adam_beta2", a_.adam_beta2, x[1].get<double>());
                 }
               } else if (name == "adam_w_mode" || name == "bias_correction") {
                 neutral(key, x, json(true), "decoupled weight decay, bias-corrected moments");
               } else if (name == "amsgrad") {
-                neutral(key, x, json(false), "seqgpt_ner's AdamW has no amsgrad");
+                neutral(key, x, json(false), "seqpar's AdamW has no amsgrad");
               } else {
                 return false;
               }
@@ -443,15 +420,15 @@ class DeepSpeedReader {
     const std::string type = typed ? v["type"].get<std::string>() : "";
     if (type != "WarmupLR" && type != "WarmupDecayLR") {
       refuse(typed ? "scheduler.type" : "scheduler", typed ? v["type"] : v,
-             "seqgpt_ner's DeepSpeed schedules are WarmupLR and WarmupDecayLR");
+             "seqpar's DeepSpeed schedules are WarmupLR and WarmupDecayLR");
       return;
     }
     const bool decay = type == "WarmupDecayLR";
-    match("scheduler.type", v["type"], "--lr-scheduler-type", o_.lr_scheduler_type,
+    match("scheduler.type", v["type"], "lr_scheduler_type", a_.lr_scheduler_type,
           std::string(decay ? "linear" : "constant_with_warmup"));
     // DeepSpeed's defaults where a key is absent: a logarithmic warmup from 0.
-    o_.warmup_min_lr = 0;
-    o_.warmup_type = "log";
+    a_.warmup_min_lr = 0;
+    a_.warmup_type = "log";
     bool typed_warmup = false;
     block("scheduler", v, {}, [&](const std::string& k, const std::string&, const json& p) {
       if (k == "type") return true;
@@ -460,7 +437,7 @@ class DeepSpeedReader {
             [&](const std::string& name, const std::string& key, const json& x) {
               if (name == "warmup_min_lr") {
                 if (const auto lr = number(key, x)) {
-                  o_.warmup_min_lr = *lr;
+                  a_.warmup_min_lr = *lr;
                   applied(key, x, "the warmup's first rate");
                 }
               } else if (name == "warmup_max_lr") {
@@ -470,22 +447,22 @@ class DeepSpeedReader {
                          "optimizer.params.lr is " + text_of(*optimizer_lr_) +
                              "; the two are one rate");
                 else if (lr)
-                  match_number(key, x, "--lr", o_.lr);
+                  match_number(key, x, "learning_rate", a_.learning_rate);
               } else if (name == "warmup_num_steps") {
                 if (is_auto(x)) return true;
-                if (o_.given.contains("--warmup-ratio"))
-                  refuse(key, x, "the command line gives --warmup-ratio; set the key to \"auto\"");
+                if (a_.was_given("warmup_ratio"))
+                  refuse(key, x, "the command line gives --warmup_ratio; set the key to \"auto\"");
                 else if (const auto n = integer(key, x, 0))
-                  match(key, x, "--warmup-steps", o_.warmup_steps, *n);
+                  match(key, x, "warmup_steps", a_.warmup_steps, *n);
               } else if (name == "total_num_steps" && decay) {
                 if (const auto n = integer(key, x, 1)) {
-                  o_.lr_decay_steps = *n;
+                  a_.lr_decay_steps = *n;
                   applied(key, x, "the decay ends at step " + std::to_string(*n));
                 }
               } else if (name == "warmup_type") {
                 typed_warmup = true;
                 if (x == "log" || x == "linear")
-                  o_.warmup_type = x.get<std::string>();
+                  a_.warmup_type = x.get<std::string>();
                 else
                   refuse(key, x, "expected \"log\" or \"linear\"");
               } else if (name == "last_batch_iteration") {
@@ -500,31 +477,26 @@ class DeepSpeedReader {
     if (!typed_warmup) report_.applied.push_back("scheduler warmup_type (absent) -> log");
   }
 
-  // zero_optimization.stage -> the plan over all ranks; offload -> --offload.
+  // zero_optimization.stage -> the layout's ZeRO stage; offload -> --offload. The data
+  // degree (for the batch) is the layout's, else what the launch leaves.
   void plan(std::int64_t stage) {
-    int plan_stage = 0, dp = 1, stages = 1;
+    PlanDesc& layout = a_.plan.layout;
     const json s(stage);
-    if (o_.given.contains("--plan")) {
-      if (!plan_axes(o_.plan, plan_stage, dp, stages))
-        refuse("zero_optimization.stage", s, "--plan '" + o_.plan + "' is not a plan");
-      else if (plan_stage != stage && !(stage > 0 && dp == 1))
+    const int others = std::max(1, layout.tensor * layout.pipeline);
+    data_ranks_ = layout.data > 0 ? layout.data : std::max<std::int64_t>(1, world_ / others);
+    if (a_.was_given("zero_stage") && layout.zero_stage != stage) {
+      // One data rank shards nothing: a layout of one data rank keeps its own stage.
+      if (!(data_ranks_ == 1 && stage > 0))
         refuse("zero_optimization.stage", s,
-               "the command line gives --plan " + o_.plan + " (ZeRO stage " +
-                   std::to_string(plan_stage) + "); choose the plan of this stage or drop --plan");
+               "the command line gives " +
+                   (a_.plan.asked.empty() ? "--zero-stage " + std::to_string(layout.zero_stage)
+                                          : a_.plan.asked) +
+                   " (ZeRO stage " + std::to_string(layout.zero_stage) +
+                   "); make them agree, or drop one");
     } else {
-      const std::string name = plan_for_zero_stage(stage, world_);
-      if (!plan_axes(name, plan_stage, dp, stages))
-        refuse("zero_optimization.stage", s,
-               "over " + std::to_string(world_) + " ranks that is plan '" + name +
-                   "', which this build does not have; pass --plan (one of: " + plan_list() + ")");
-      else {
-        o_.plan = name;
-        applied(
-            "zero_optimization.stage", s,
-            "--plan " + name + (world_ == 1 && stage > 0 ? " (one rank: nothing to shard)" : ""));
-      }
+      layout.zero_stage = static_cast<int>(stage);
+      applied("zero_optimization.stage", s, "--zero-stage " + std::to_string(stage));
     }
-    data_ranks_ = dp;
     if (offload_params_ && !offload_optimizer_ && stage == 3) {
       refuse("zero_optimization.offload_param", json("cpu"),
              "parameters are offloaded together with the optimizer state only "
@@ -534,8 +506,8 @@ class DeepSpeedReader {
     const std::string offload = offload_params_      ? "optimizer+params"
                                 : offload_optimizer_ ? "optimizer"
                                                      : "none";
-    if (offload != "none" || o_.given.contains("--offload"))
-      match("zero_optimization.offload_*", json(offload), "--offload", o_.offload, offload);
+    if (offload != "none" || a_.was_given("offload"))
+      match("zero_optimization.offload_*", json(offload), "offload", a_.offload, offload);
   }
 
   // train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x data
@@ -543,22 +515,23 @@ class DeepSpeedReader {
   // what is still open follows from the others, as DeepSpeed completes two of the three.
   void batch() {
     std::optional<std::int64_t> t, m, a;
-    const auto take = [&](const char* key, const char* flag, std::int64_t cli,
+    const auto take = [&](const char* key, const char* name, std::int64_t cli,
                           std::optional<std::int64_t>& out) {
       const auto it = batch_.find(key);
       std::optional<std::int64_t> ds;
       if (it != batch_.end()) ds = integer(key, it->second, 1);
       from_file_ = from_file_ || ds.has_value();
-      if (ds && o_.given.contains(flag) && *ds != cli)
+      if (ds && a_.was_given(name) && *ds != cli)
         refuse(key, it->second,
-               std::string("the command line gives ") + flag + " " + std::to_string(cli) +
+               std::string("the command line gives --") + name + " " + std::to_string(cli) +
                    "; make them agree, or set the key to \"auto\"");
-      out = ds ? ds : o_.given.contains(flag) ? std::optional(cli) : std::nullopt;
+      out = ds ? ds : a_.was_given(name) ? std::optional(cli) : std::nullopt;
     };
-    take("train_batch_size", "--batch", o_.batch, t);
-    take("train_micro_batch_size_per_gpu", "--micro-batch", o_.micro_batch, m);
-    take("gradient_accumulation_steps", "--gradient-accumulation-steps",
-         o_.gradient_accumulation_steps, a);
+    take("train_batch_size", "train_batch_size", a_.train_batch_size, t);
+    take("train_micro_batch_size_per_gpu", "per_device_train_batch_size",
+         a_.per_device_train_batch_size, m);
+    take("gradient_accumulation_steps", "gradient_accumulation_steps",
+         a_.gradient_accumulation_steps, a);
     if (!from_file_) return;  // all "auto" or absent: the command line's batch (batch_shape)
     const std::int64_t dp = data_ranks_;
     const auto quotient = [](std::int64_t n, std::int64_t d) {
@@ -575,7 +548,7 @@ class DeepSpeedReader {
     else if (m && !t && !a)
       a = 1, t = *m * dp;
     else if (a && !t && !m)
-      t = o_.batch, m = quotient(*t, *a * dp);
+      t = a_.train_batch_size, m = quotient(*t, *a * dp);
     if (!t || !m || !a || *t != *m * *a * dp) {
       const auto shown = [](const std::optional<std::int64_t>& x) {
         return x ? std::to_string(*x) : std::string("?");
@@ -586,9 +559,9 @@ class DeepSpeedReader {
                  " data-parallel rank(s) (values from the file, else the command line)");
       return;
     }
-    o_.batch = *t;
-    o_.micro_batch = *m;
-    o_.gradient_accumulation_steps = *a;
+    a_.train_batch_size = *t;
+    a_.per_device_train_batch_size = *m;
+    a_.gradient_accumulation_steps = *a;
     report_.applied.push_back("batch " + std::to_string(*t) + " = micro-batch " +
                               std::to_string(*m) + " x accumulation " + std::to_string(*a) + " x " +
                               std::to_string(dp) + " data rank(s)");
@@ -599,47 +572,29 @@ class DeepSpeedReader {
   bool fp16_on_ = false, bf16_on_ = false;
 };
 
-}  // namespace detail
+}  // namespace detail::deepspeed
 
-/// Applies the DeepSpeed configuration `config` (read from `file`) to `o` for a launch of
-/// `world` ranks (the plan of its ZeRO stage spans them all unless --plan is given).
-/// Throws seqpar::Error naming the file and every key refused, with its value.
-inline DeepSpeedReport apply_deepspeed_config(Options& o, const nlohmann::json& config,
+/// Applies the DeepSpeed configuration `config` (read from `file`) to `a` for a launch of
+/// `world` ranks (the data degree of the batch keys: the layout's, else what the world
+/// leaves). Throws seqpar::Error naming the file and every key refused, with its value.
+inline DeepSpeedReport apply_deepspeed_config(TrainingArguments& a, const nlohmann::json& config,
                                               const std::string& file, std::int64_t world) {
-  return detail::DeepSpeedReader(o, file, world).read(config);
+  return detail::deepspeed::DeepSpeedReader(a, file, world).read(config);
 }
 
-/// Reads o.deepspeed and applies it (apply_deepspeed_config).
-inline DeepSpeedReport apply_deepspeed_file(Options& o, std::int64_t world) {
-  const std::string file = o.deepspeed.string();
-  std::ifstream f(o.deepspeed);
+/// Reads the DeepSpeed configuration `path` and applies it (apply_deepspeed_config).
+inline DeepSpeedReport apply_deepspeed_file(TrainingArguments& a, const std::filesystem::path& path,
+                                            std::int64_t world) {
+  const std::string file = path.string();
+  std::ifstream f(path);
   SEQPAR_CHECK(f.good(), file, ": cannot be opened (--deepspeed)");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(f);
   } catch (const nlohmann::json::parse_error& e) {
-    seqpar::detail::fail(file, ": not valid JSON (", e.what(), ")");
+    detail::fail(file, ": not valid JSON (", e.what(), ")");
   }
-  return apply_deepspeed_config(o, j, file, world);
+  return apply_deepspeed_config(a, j, file, world);
 }
 
-/// A run's precision against its device: the CPU backend trains in fp32 only.
-inline void check_precision_device(const Options& o, std::string_view device) {
-  SEQPAR_CHECK(
-      o.precision == "fp32" || device == "cuda", "precision ", o.precision,
-      (o.deepspeed.empty() ? std::string() : " (from " + o.deepspeed.string() + " or --precision)"),
-      " needs --device cuda: the CPU backend trains in fp32");
-}
-
-/// The loss-scaling flags set fp16's scaler: with another precision (fp32 and bf16 scale no
-/// loss) they are refused, not ignored. After --deepspeed, which may set the precision.
-inline void check_loss_scale_flags(const Options& o) {
-  for (const char* flag : {"--loss-scale", "--initial-scale-power", "--loss-scale-window",
-                           "--hysteresis", "--consecutive-hysteresis", "--min-loss-scale"})
-    SEQPAR_CHECK(!o.given.contains(flag) || o.precision == "fp16", flag,
-                 " sets fp16's loss scaling; this run trains in ", o.precision,
-                 ", which scales no loss (--precision fp16, or fp16.enabled in a DeepSpeed "
-                 "configuration)");
-}
-
-}  // namespace ner
+}  // namespace seqpar::inline v0

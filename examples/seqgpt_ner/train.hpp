@@ -1,0 +1,86 @@
+// seqgpt_ner train: what the ranks of a run share (Training, made by prepare_training before
+// any rank starts), the loop each rank runs (TrainRank), and the end of the run
+// (finish_training). The run around the step is seqpar's (seqpar/train/run.hpp); the NER
+// parts are ner_data.hpp's and ner_eval.hpp's.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models.hpp"
+#include "ner_data.hpp"
+#include "ner_eval.hpp"
+#include "options.hpp"
+#include "seqpar/data/batching.hpp"
+#include "seqpar/train/launch.hpp"
+#include "seqpar/train/metrics_log.hpp"
+#include "seqpar/train/run.hpp"
+#include "seqpar/train/run_folder.hpp"
+
+namespace ner {
+
+/// The layout of a training run over its launch, its model's services and the batch of a
+/// step, checked before any data is read (a refusal here is a command-line one: exit 2).
+struct Launched {
+  seqpar::PlanDesc layout;
+  const ModelInfo* model = nullptr;
+  seqpar::BatchShape batch;
+};
+Launched check_launch(const Options& o, const seqpar::RankLaunch& launch);
+
+/// What the ranks of a training run share, made before any of them starts.
+struct Training {
+  Options o;
+  seqpar::RankLaunch launch;
+  Launched run;
+  std::unique_ptr<ModelServices> services;
+  NerData data;
+  TokenizerChoice tokenizer_choice;
+  std::optional<seqpar::Tokenizer> tokenizer;
+  seqpar::ExampleSet train_ex, dev_ex;
+  std::int64_t max_new_tokens = 0, per_epoch = 0, total = 0;
+  int threads = 1;
+  seqpar::TrainOptions options;
+  seqpar::BatchingOptions batching;
+  std::vector<seqpar::RunKey> keys;
+  std::optional<seqpar::RunFolder> folder;  // the writer's
+  std::optional<seqpar::MetricsLog> log;    // the writer's
+  std::optional<std::filesystem::path> resume_from;
+  std::vector<std::string> changed;  // what a resume continues with, allowed to differ
+  bool reorder = false;              // a changed key changed the data order
+  // What rank 0 found, for finish_training.
+  EvalResult final_eval;
+  bool completed = false;
+  int stop_signal = 0;  // the signal that stopped the run at a step boundary, or 0
+  std::vector<seqpar::RankReport> reports;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+/// Reads the data, makes the tokenizer and examples, and (the writer) takes the output
+/// folder, once every check that can refuse the run has passed: before then nothing is
+/// written into it. Every process of a job calls it; the writer decides, the others follow.
+std::unique_ptr<Training> prepare_training(const Options& o, const seqpar::RankLaunch& launch,
+                                           const Launched& run);
+
+/// The loop of one rank: seqpar::run_world calls it on every rank of the run.
+struct TrainRank {
+  Training& t;
+  void operator()(seqpar::AnyComm& world) const;
+};
+
+/// The end of a run (the writer): every rank's memory and bytes, the transformers directory
+/// of a finished run, the last F1. Returns the exit code.
+int finish_training(Training& t);
+
+/// Logs a failure of the run (the writer), as its last metrics event.
+void log_failure(Training& t, const std::string& message);
+
+/// `seqgpt_ner export`: the transformers directory of a checkpoint (export.cpp).
+int export_command(const Options& o);
+
+}  // namespace ner

@@ -1,0 +1,333 @@
+#pragma once
+// The output folder of a training run: one run at a time (OutputLock: the owner's pid and
+// host), its checkpoints step-N.safetensors (CheckpointDir: newest complete, rotation), the
+// leftovers of a killed save, and RunFolder, which looks at a folder without writing to it
+// (every refusal comes first) and only then takes it.
+//
+// The order a program keeps: RunFolder(dir, options) refuses a folder another run holds, an
+// earlier run's checkpoints when the run is fresh, a resume with nothing to resume; the
+// program then checks its own inputs against resume_metadata() (train/run.hpp: changed_keys)
+// and whatever else may refuse the run; take() then locks the folder and clears it, and
+// from there on files may be written. A refused run has written nothing.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "seqpar/core/error.hpp"
+#include "seqpar/core/parse.hpp"
+#include "seqpar/io/safetensors.hpp"
+#include "seqpar/train/launch.hpp"  // host_name
+
+namespace seqpar::inline v0 {
+
+/// A lock file held while a run owns its folder: created exclusively, holding "<pid> <host>".
+/// Another run is refused while the holder lives; a lock of a process of this host that is
+/// gone is taken over (the caller is told); a lock of another host (a run on another node
+/// sharing the file system) is never taken over, since its process cannot be checked from
+/// here: the message says which file to remove once that run has ended.
+class OutputLock {
+ public:
+  /// Who holds the lock file at `path`: pid, host (empty in a lock written before hosts were
+  /// recorded: this host's), and whether that process is known to live.
+  struct Holder {
+    std::int64_t pid = 0;
+    std::string host;
+    bool here = true;   // on this host (its process can be probed)
+    bool alive = true;  // probed alive, or on another host (assumed alive)
+    std::string text() const {
+      return "pid " + std::to_string(pid) + (host.empty() ? "" : " on " + host);
+    }
+  };
+
+  /// The holder of `path`; none when there is no such file.
+  static std::optional<Holder> holder(const std::filesystem::path& path) {
+    std::ifstream f(path);
+    if (!f.is_open()) return std::nullopt;
+    std::string pid_text, host;
+    f >> pid_text >> host;
+    Holder h;
+    const auto pid = detail::parse_number<std::int64_t>(pid_text);
+    h.pid = pid.value_or(0);
+    h.host = host;
+    h.here = host.empty() || host == host_name();
+    // kill(pid, 0) probes without a signal: EPERM means the process exists (not ours).
+    h.alive = !h.here || (pid && *pid > 0 && *pid <= INT32_MAX &&
+                          (::kill(static_cast<pid_t>(*pid), 0) == 0 || errno == EPERM));
+    return h;
+  }
+
+  /// Throws when a run that lives (or may live: on another host) holds `path`.
+  static void check_free(const std::filesystem::path& path) {
+    const auto h = holder(path);
+    if (!h || !h->alive) return;
+    const std::string dir = path.parent_path().string();
+    if (h->here)
+      detail::fail(dir, ": another run (", h->text(), ") is using this output folder (",
+                   path.string(), "); wait for it to end or choose another output folder");
+    detail::fail(dir, ": the lock ", path.string(), " is held by ", h->text(), ", not this host (",
+                 host_name(),
+                 "): a run on another node sharing this file system may be using the folder, and "
+                 "its process cannot be checked from here; choose another output folder, or "
+                 "remove the lock once that run has ended");
+  }
+
+  /// Takes the lock at `path`; a stale lock of this host is taken over, and `note` (when
+  /// given) is told so.
+  explicit OutputLock(std::filesystem::path path, std::vector<std::string>* notes = nullptr)
+      : path_(std::move(path)) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        const std::string text = std::to_string(::getpid()) + " " + host_name() + "\n";
+        const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+        ::close(fd);
+        SEQPAR_CHECK(ok, path_.string(), ": cannot write the lock file: ", std::strerror(errno));
+        return;
+      }
+      SEQPAR_CHECK(errno == EEXIST, path_.string(),
+                   ": cannot create the lock file: ", std::strerror(errno));
+      check_free(path_);
+      const auto h = holder(path_);
+      if (notes)
+        notes->push_back("taking over the stale lock " + path_.string() + " of " +
+                         (h ? h->text() : std::string("?")) + " (no such process)");
+      std::filesystem::remove(path_);
+    }
+    detail::fail(path_.string(),
+                 ": the lock file came back while it was taken over; another run is starting on "
+                 "this output folder");
+  }
+  ~OutputLock() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// The checkpoints DIR/step-N.safetensors of a run, by step.
+struct CheckpointDir {
+  std::filesystem::path dir;
+
+  std::filesystem::path path(std::int64_t step) const {
+    return dir / ("step-" + std::to_string(step) + ".safetensors");
+  }
+
+  /// The steps that have a checkpoint file, newest first.
+  std::vector<std::int64_t> steps() const {
+    static const std::regex name(R"(step-([0-9]+)\.safetensors)");
+    std::vector<std::int64_t> out;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) return out;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      std::smatch m;
+      const std::string n = e.path().filename().string();
+      if (e.is_regular_file() && std::regex_match(n, m, name))
+        if (const auto s = detail::parse_number<std::int64_t>(m[1].str())) out.push_back(*s);
+    }
+    std::sort(out.rbegin(), out.rend());
+    return out;
+  }
+
+  /// Checks that `path` opens whole as a training checkpoint (its header and size agree and
+  /// it records a step; for step-N files, N) and returns its metadata.
+  static std::map<std::string, std::string> open_metadata(const std::filesystem::path& path) {
+    const SafetensorsFile f(path);
+    const auto it = f.metadata().find("seqpar.step");
+    SEQPAR_CHECK(it != f.metadata().end(), path.string(),
+                 ": not a training checkpoint (metadata 'seqpar.step' is missing)");
+    static const std::regex name(R"(step-([0-9]+)\.safetensors)");
+    std::smatch m;
+    const std::string file = path.filename().string();
+    if (std::regex_match(file, m, name))
+      SEQPAR_CHECK(it->second == m[1].str(), path.string(), ": records step ", it->second,
+                   ", not the step of its name");
+    return f.metadata();
+  }
+
+  /// The newest checkpoint that opens whole; the newer ones that do not are added to
+  /// `incomplete` with why (a save killed midway cannot leave one, since the writer renames
+  /// a complete file into place, but a disk can lose one).
+  std::optional<std::filesystem::path> newest_complete(
+      std::vector<std::pair<std::filesystem::path, std::string>>* incomplete = nullptr) const {
+    for (const std::int64_t s : steps()) {
+      try {
+        open_metadata(path(s));
+        return path(s);
+      } catch (const Error& e) {
+        if (incomplete) incomplete->emplace_back(path(s), e.what());
+      }
+    }
+    return std::nullopt;
+  }
+
+  /// Keeps the newest `keep` checkpoints; returns the files removed.
+  std::vector<std::filesystem::path> rotate(std::int64_t keep) const {
+    std::vector<std::filesystem::path> removed;
+    const auto all = steps();
+    for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 0)); i < all.size();
+         ++i) {
+      std::filesystem::remove(path(all[i]));
+      removed.push_back(path(all[i]));
+    }
+    return removed;
+  }
+};
+
+/// What a run does with its output folder.
+struct RunFolderOptions {
+  /// The lock file's name in the folder.
+  std::string lock_name = "seqpar.lock";
+  /// Continue a run: from `resume_from` when given (a checkpoint file, or a folder whose
+  /// newest complete step-N.safetensors is taken), else from the folder's newest complete
+  /// checkpoint.
+  bool resume = false;
+  std::filesystem::path resume_from{};
+  /// A fresh run in a folder holding an earlier run's checkpoints deletes them (without it,
+  /// it is refused: left in place they would outrank its own in the rotation and a resume).
+  bool overwrite = false;
+  /// The files the program writes besides the run's own (step-*.safetensors,
+  /// model.safetensors, run.json, metrics.jsonl), relative to the folder, `*` standing for a
+  /// name's letters and digits: the temporaries a killed save leaves of them are removed.
+  std::vector<std::string> own_files{};
+};
+
+/// A run's output folder, looked at (the constructor writes nothing) and then taken.
+class RunFolder {
+ public:
+  /// Refuses, before anything is written: a folder a live run holds; for a fresh run, an
+  /// earlier run's checkpoints (unless options.overwrite); for a resume, no complete
+  /// checkpoint, or a named one that does not open whole.
+  RunFolder(std::filesystem::path dir, RunFolderOptions options)
+      : dir_(std::move(dir)), options_(std::move(options)) {
+    const std::filesystem::path lock = dir_ / options_.lock_name;
+    OutputLock::check_free(lock);
+    const CheckpointDir here{dir_};
+    if (!options_.resume) {
+      const auto earlier = here.steps();
+      if (!earlier.empty() && !options_.overwrite)
+        detail::fail(dir_.string(), ": holds checkpoints of an earlier run (",
+                     here.path(earlier.front()).filename().string(),
+                     "); resume continues that run, overwriting the output folder deletes them "
+                     "and starts afresh");
+      return;
+    }
+    std::error_code ec;
+    const bool named = !options_.resume_from.empty();
+    const CheckpointDir from{named && std::filesystem::is_directory(options_.resume_from, ec)
+                                 ? options_.resume_from
+                                 : dir_};
+    if (named && !std::filesystem::is_directory(options_.resume_from, ec)) {
+      resume_metadata_ = CheckpointDir::open_metadata(options_.resume_from);
+      resume_from_ = options_.resume_from;
+      return;
+    }
+    resume_from_ = from.newest_complete(&incomplete_);
+    SEQPAR_CHECK(resume_from_.has_value(), from.dir.string(),
+                 ": no complete checkpoint step-N.safetensors to resume from",
+                 incomplete_.empty() ? std::string() : " (" + incomplete_.front().second + ")");
+    resume_metadata_ = CheckpointDir::open_metadata(*resume_from_);
+  }
+
+  const std::filesystem::path& dir() const { return dir_; }
+  CheckpointDir checkpoints() const { return {dir_}; }
+  /// The checkpoint a resume starts from; none for a fresh run.
+  const std::optional<std::filesystem::path>& resume_from() const { return resume_from_; }
+  /// Its metadata (read from the header alone); empty for a fresh run.
+  const std::map<std::string, std::string>& resume_metadata() const { return resume_metadata_; }
+  bool taken() const { return lock_.has_value(); }
+
+  /// Takes the folder, once every check has passed: creates it, takes the lock, removes
+  /// the temporaries a killed save left of the run's files, sets newer incomplete
+  /// checkpoints aside (renamed step-N.safetensors.incomplete, kept for a look) and, for a
+  /// fresh run, removes an earlier run's checkpoints. Returns what it did, a line each.
+  std::vector<std::string> take() {
+    SEQPAR_CHECK(!lock_, dir_.string(), ": the output folder is taken already");
+    std::vector<std::string> notes;
+    std::filesystem::create_directories(dir_);
+    lock_.emplace(dir_ / options_.lock_name, &notes);
+    for (const auto& f : remove_temporaries())
+      notes.push_back("removed " + f.string() + ", left by an interrupted save");
+    for (const auto& [path, why] : incomplete_) {
+      notes.push_back("passing over an incomplete checkpoint: " + why);
+      std::filesystem::rename(path, path.string() + ".incomplete");
+    }
+    if (!options_.resume)
+      for (const auto& f : checkpoints().rotate(0))
+        notes.push_back("removed " + f.string() + " of an earlier run (a fresh run)");
+    return notes;
+  }
+
+  /// Keeps the newest options.keep checkpoints (the writer, after each save).
+  void rotate(std::int64_t keep) const { checkpoints().rotate(keep); }
+
+ private:
+  // Removes, and returns, the files named as the writers name their temporaries
+  // (write_safetensors: ".<name>.tmp.<hex>"; write_file_atomic: "<name>.tmp") for the run's
+  // own files and options.own_files; nothing else in the folder is touched.
+  std::vector<std::filesystem::path> remove_temporaries() const {
+    std::vector<std::string> files{"step-*.safetensors", "model.safetensors", "run.json",
+                                   "metrics.jsonl"};
+    files.insert(files.end(), options_.own_files.begin(), options_.own_files.end());
+    std::map<std::filesystem::path, std::vector<std::regex>> by_folder;
+    for (const auto& f : files) {
+      const std::filesystem::path p(f);
+      std::string base;
+      for (const char c : p.filename().string()) {
+        if (c == '*')
+          base += "[A-Za-z0-9_-]+";
+        else if (std::string_view(".^$|()[]{}+?\\").find(c) != std::string_view::npos)
+          base += std::string("\\") + c;
+        else
+          base += c;
+      }
+      by_folder[dir_ / p.parent_path()].emplace_back("\\." + base + "\\.tmp\\.[0-9a-f]+|" + base +
+                                                     "\\.tmp");
+    }
+    std::vector<std::filesystem::path> removed;
+    for (const auto& [folder, patterns] : by_folder) {
+      std::error_code ec;
+      if (!std::filesystem::is_directory(folder, ec)) continue;
+      for (const auto& e : std::filesystem::directory_iterator(folder)) {
+        const std::string name = e.path().filename().string();
+        if (!e.is_regular_file()) continue;
+        for (const auto& re : patterns)
+          if (std::regex_match(name, re)) {
+            std::filesystem::remove(e.path());
+            removed.push_back(e.path());
+            break;
+          }
+      }
+    }
+    return removed;
+  }
+
+  std::filesystem::path dir_;
+  RunFolderOptions options_;
+  std::optional<std::filesystem::path> resume_from_;
+  std::map<std::string, std::string> resume_metadata_;
+  std::vector<std::pair<std::filesystem::path, std::string>> incomplete_;
+  std::optional<OutputLock> lock_;
+};
+
+}  // namespace seqpar::inline v0

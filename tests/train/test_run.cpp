@@ -1,0 +1,421 @@
+// The run around the step (train/run.hpp, run_folder.hpp, metrics_log.hpp, launch.hpp,
+// hf_model_dir.hpp): one run per output folder (the lock names its pid and host; another
+// host's lock is never taken over), nothing written before every check has passed,
+// checkpoints rotated and resumed (newest complete or named), metrics holding each step once
+// after a resume, a stop asked for by one rank ending every rank at the same step with a
+// checkpoint, the bytes of a step equal to the ring formula, decisions of rank 0 followed by
+// every rank, the GPU binding of a launch, and the Hugging Face model directory both ways.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../support/files.hpp"
+#include "../support/plans.hpp"
+#include "seqpar/config/units.hpp"
+#include "seqpar/io/safetensors.hpp"
+#include "seqpar/train/any_trainer.hpp"
+#include "seqpar/train/hf_model_dir.hpp"
+#include "seqpar/train/launch.hpp"
+#include "seqpar/train/metrics_log.hpp"
+#include "seqpar/train/plan_trainers.hpp"
+#include "seqpar/train/run.hpp"
+#include "seqpar/train/run_folder.hpp"
+
+using namespace seqpar;
+using test::Small;
+
+namespace run_test {
+
+namespace fs = std::filesystem;
+using Plans = PlanSet<PlanFamily<Degrees<1>, Degrees<1>>>;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+std::vector<nlohmann::json> events(const fs::path& metrics, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(metrics);
+  for (std::string line; std::getline(f, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["event"] == kind) out.push_back(j);
+  }
+  return out;
+}
+
+RunFolderOptions resuming(bool resume = true) {
+  RunFolderOptions o;
+  o.resume = resume;
+  return o;
+}
+
+TEST_CASE("the output lock names pid and host; a live run or another host's is never taken") {
+  test::TempDir dir;
+  const fs::path lock = dir / "run.lock";
+  {
+    OutputLock held(lock);
+    CHECK(read_text(lock) == std::to_string(::getpid()) + " " + host_name() + "\n");
+    const auto h = OutputLock::holder(lock);
+    REQUIRE(h.has_value());
+    CHECK(h->alive);
+    CHECK(h->here);
+    CHECK(error_of([&] { OutputLock again(lock); })
+              .find("another run (pid " + std::to_string(::getpid()) + " on " + host_name() +
+                    ") is using this output folder") != std::string::npos);
+  }
+  CHECK(!fs::exists(lock));  // released
+  // A lock of a process of this host that is gone is taken over, saying so.
+  dir.write("run.lock", "2147483647 " + host_name() + "\n");
+  std::vector<std::string> notes;
+  {
+    OutputLock taken(lock, &notes);
+    REQUIRE(notes.size() == 1);
+    CHECK(notes[0].find("taking over the stale lock") != std::string::npos);
+  }
+  // A lock written before hosts were recorded is this host's: pid 1 always lives.
+  dir.write("run.lock", "1\n");
+  CHECK(error_of([&] { OutputLock again(lock); }).find("another run (pid 1) is using") !=
+        std::string::npos);
+  // Another node's lock: its process cannot be probed from here; never taken over, even for
+  // a pid that does not exist here.
+  dir.write("run.lock", "2147483647 node-b\n");
+  const std::string other = error_of([&] { OutputLock again(lock); });
+  CHECK(other.find("is held by pid 2147483647 on node-b, not this host (" + host_name() + ")") !=
+        std::string::npos);
+  CHECK(other.find("remove the lock once that run has ended") != std::string::npos);
+  CHECK(read_text(lock) == "2147483647 node-b\n");
+}
+
+TEST_CASE("a run folder is looked at without a write; refusals leave it as it was") {
+  test::TempDir dir;
+  const fs::path out = dir / "out";
+  // A fresh folder: nothing made until take().
+  {
+    RunFolder f(out, {});
+    CHECK(!fs::exists(out));
+    CHECK(!f.resume_from().has_value());
+    f.take();
+    CHECK(fs::exists(out / "seqpar.lock"));
+  }
+  CHECK(!fs::exists(out / "seqpar.lock"));
+  // A resume with nothing to resume, and a fresh run over an earlier run's checkpoints.
+  CHECK(error_of([&] {
+          RunFolder(out, resuming());
+        }).find("no complete checkpoint step-N.safetensors to resume from") != std::string::npos);
+  test::write_bytes(out / "step-3.safetensors", {});
+  const auto before = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(out)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }();
+  CHECK(error_of([&] {
+          RunFolder(out, {});
+        }).find("holds checkpoints of an earlier run (step-3.safetensors)") != std::string::npos);
+  // step-3 does not open: a resume has nothing complete, and says why.
+  CHECK(error_of([&] { RunFolder(out, resuming()); }).find("step-3.safetensors") !=
+        std::string::npos);
+  std::vector<std::string> after;
+  for (const auto& e : fs::directory_iterator(out)) after.push_back(e.path().filename());
+  std::sort(after.begin(), after.end());
+  CHECK(before == after);
+  // With overwrite, take() removes them and the temporaries of our files only.
+  test::write_bytes(out / ".step-8.safetensors.tmp.1a2b3c", {});
+  test::write_bytes(out / ".model.safetensors.tmp.ff", {});
+  test::write_bytes(out / "run.json.tmp", {});
+  test::write_bytes(out / ".notes.txt.tmp.1", {});
+  test::write_bytes(out / "mine.json.tmp.keep", {});
+  fs::create_directories(out / "cache");
+  test::write_bytes(out / "cache" / ".train.tokens.safetensors.tmp.0f", {});
+  RunFolderOptions overwrite;
+  overwrite.overwrite = true;
+  overwrite.own_files = {"cache/*.tokens.safetensors"};
+  RunFolder f(out, overwrite);
+  const auto notes = f.take();
+  CHECK(notes.size() == 5);  // four temporaries, one checkpoint
+  CHECK(!fs::exists(out / "step-3.safetensors"));
+  CHECK(!fs::exists(out / ".step-8.safetensors.tmp.1a2b3c"));
+  CHECK(!fs::exists(out / "cache" / ".train.tokens.safetensors.tmp.0f"));
+  CHECK(fs::exists(out / ".notes.txt.tmp.1"));
+  CHECK(fs::exists(out / "mine.json.tmp.keep"));
+}
+
+TEST_CASE("metrics after a resume hold each step once; the history of attempts stays") {
+  test::TempDir dir;
+  const MetricsLog log(dir / "metrics.jsonl");
+  log.append({{"event", "start"}});
+  for (int s = 1; s <= 5; ++s) log.append({{"event", "train"}, {"step", s}});
+  log.append({{"event", "eval"}, {"step", 4}});
+  log.append({{"event", "error"}, {"message", "killed"}});
+  log.resume(3, {{"checkpoint", "step-3.safetensors"}});
+  log.append({{"event", "train"}, {"step", 4}});
+  std::vector<std::int64_t> steps;
+  for (const auto& e : events(log.path(), "train")) steps.push_back(e["step"]);
+  CHECK(steps == std::vector<std::int64_t>{1, 2, 3, 4});
+  CHECK(events(log.path(), "eval").empty());
+  CHECK(events(log.path(), "start").size() == 1);
+  CHECK(events(log.path(), "error").size() == 1);
+  const auto resumes = events(log.path(), "resume");
+  REQUIRE(resumes.size() == 1);
+  CHECK(resumes[0]["step"] == 3);
+  CHECK(resumes[0]["checkpoint"] == "step-3.safetensors");
+  CHECK(resumes[0].contains("time"));
+  fs::create_directories(dir / "folder.jsonl");
+  CHECK(error_of([&] {
+          MetricsLog(dir / "folder.jsonl").append({{"event", "x"}});
+        }).find("folder.jsonl: cannot be opened for appending metrics") != std::string::npos);
+}
+
+// Replicated over two thread ranks, with the run's books on rank 0; `stop_at` (> 0) asks
+// rank 1 alone to stop there. Returns rank 0's losses and its report.
+struct Trained {
+  std::vector<double> losses;
+  std::vector<RankReport> reports;
+  bool finished = false;
+};
+Trained train(const fs::path& out, RunSchedule schedule, bool resume, std::int64_t stop_at = 0) {
+  std::optional<RunFolder> folder;
+  folder.emplace(out, resuming(resume));
+  folder->take();
+  const MetricsLog log(out / "metrics.jsonl");
+  Trained t;
+  std::mutex m;
+  run_ranks(2, [&](ThreadComm& comm) {
+    AnyTrainer trainer = make_trainer<Small, Cpu, Precisions<Fp32>, Plans>(
+        {2, 1, 1, 0, false}, "fp32", AnyComm(comm), test::plan_options());
+    RunHooks hooks;
+    hooks.checkpoint_metadata = [] { return std::map<std::string, std::string>{{"my", "entry"}}; };
+    TrainingRun run(trainer, AnyComm(comm), out, schedule, hooks);
+    if (comm.rank() == 0) run.keep_books(*folder, log);
+    run.start();
+    if (resume) CHECK(run.resume(*folder->resume_from()).at("my") == "entry");
+    std::vector<double> losses;
+    while (run.running()) {
+      const StepStats st = trainer.step(test::plan_batch(static_cast<int>(run.step())));
+      losses.push_back(st.loss);
+      if (comm.rank() == 1 && st.step == stop_at) run.request_stop(SIGINT);
+      run.after_step(st);
+    }
+    const bool finished = run.finish(out / "model.safetensors");
+    AnyComm world(comm);
+    const auto reports = gather_rank_reports(world, run.report());
+    std::lock_guard lock(m);
+    if (comm.rank() == 0) t = {losses, reports, finished};
+  });
+  return t;
+}
+
+TEST_CASE("a run: rotated checkpoints, a resume that continues it, a stop, the weights") {
+  test::TempDir dir;
+  const fs::path out = dir / "out";
+  const Trained straight = train(dir / "straight", {.total_steps = 6}, false);
+  CHECK(straight.finished);
+  CHECK(fs::exists(dir / "straight" / "model.safetensors"));
+  // Stopped after step 3 (stop_after), resumed: the losses of the uninterrupted run.
+  const Trained first = train(out, {.total_steps = 6, .save_steps = 2, .stop_after = 3}, false);
+  CHECK(first.losses.size() == 3);
+  CHECK(!first.finished);
+  CHECK(!fs::exists(out / "model.safetensors"));
+  CHECK(fs::exists(out / "step-2.safetensors"));
+  CHECK(fs::exists(out / "step-3.safetensors"));
+  const Trained second =
+      train(out, {.total_steps = 6, .save_steps = 2, .save_total_limit = 2}, true);
+  REQUIRE(second.losses.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(first.losses[i] == straight.losses[i]);
+    CHECK(second.losses[i] == straight.losses[3 + i]);
+  }
+  CHECK(second.finished);
+  CHECK(CheckpointDir{out}.steps() == std::vector<std::int64_t>{6, 4});  // rotated to 2
+  std::vector<std::int64_t> steps;
+  for (const auto& e : events(out / "metrics.jsonl", "train")) steps.push_back(e["step"]);
+  CHECK(steps == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  // A stop asked for by rank 1 alone: both ranks stop after step 2, with its checkpoint.
+  const Trained stopped = train(dir / "stop", {.total_steps = 6, .save_steps = 5}, false, 2);
+  CHECK(stopped.losses.size() == 2);
+  CHECK(CheckpointDir{dir / "stop"}.steps() == std::vector<std::int64_t>{2});
+  const auto interrupted = events(dir / "stop" / "metrics.jsonl", "interrupted");
+  REQUIRE(interrupted.size() == 1);
+  CHECK(interrupted[0]["step"] == 2);
+  CHECK(interrupted[0]["signal"] == "SIGINT");
+  CHECK(interrupted[0]["rank"] == 1);
+  CHECK(interrupted[0]["checkpoint"] == (dir / "stop" / "step-2.safetensors").string());
+  CHECK(events(out / "metrics.jsonl", "interrupted").empty());  // stop_after is no signal
+  // Each rank's report: two ranks of this process, the bytes of the steps alone.
+  REQUIRE(straight.reports.size() == 2);
+  CHECK(straight.reports[1].rank == 1);
+  CHECK(straight.reports[0].pid == ::getpid());
+  CHECK(straight.reports[0].total_peak > 0);
+  CHECK(straight.reports[0].bytes.steps == 6);
+  // Replicated over D = 2: each unit's gradients all-reduced (its buffer padded to a
+  // multiple of D: 2 (D - 1) ceil(padded / D) x 4 bytes sent), and the loss sum (one
+  // double) all-reduced, every step; nothing of the checkpoints' gathers counted.
+  std::uint64_t per_step = 2 * 1 * 8;
+  for (const auto& u : bloom_units<Small>(1, 0)) per_step += 2 * 1 * ((u.numel + 1) / 2) * 4;
+  CHECK(straight.reports[0].bytes.sent[0] == 6 * per_step);
+  CHECK(straight.reports[1].bytes.sent[0] == 6 * per_step);
+  CHECK(straight.reports[0].bytes.sent[1] == 0);
+  const auto ranks = rank_reports_json(straight.reports);
+  CHECK(ranks["ranks"][1]["bytes_sent"]["data"] == 6 * per_step);
+}
+
+TEST_CASE("a resume compares the checkpoint's keys with the run's, before anything is written") {
+  const std::map<std::string, std::string> meta{{"data", "abc"}, {"lr", "0.1"}, {"seed", "5"}};
+  const std::vector<RunKey> same{{"data", "abc", true}, {"lr", "0.1"}};
+  bool order = false;
+  CHECK(check_resume_keys("ck", meta, same, false, "--allow", &order).empty());
+  const std::vector<RunKey> other{{"data", "xyz", true}, {"lr", "0.2"}, {"batch", "8", true}};
+  CHECK(error_of([&] { check_resume_keys("ck", meta, other, false, "--allow", &order); }) ==
+        "ck: this run differs from the one that wrote the checkpoint:\n"
+        "  data: checkpoint 'abc', this run 'xyz'\n"
+        "  lr: checkpoint '0.1', this run '0.2'\n"
+        "  batch: checkpoint (not recorded), this run '8'\n"
+        "resume with the same data and options, or pass --allow to continue anyway");
+  order = false;
+  CHECK(check_resume_keys("ck", meta, other, true, "--allow", &order).size() == 3);
+  CHECK(order);
+}
+
+TEST_CASE("rank 0 decides, every rank follows; texts cross the world") {
+  run_ranks(3, [](ThreadComm& comm) {
+    AnyComm world(comm);
+    std::string text = world.rank() == 2 ? "from rank two, longer than a word" : "";
+    broadcast_text(world, text, 2);
+    CHECK(text == "from rank two, longer than a word");
+    const auto all =
+        all_gather_text(world, std::string(static_cast<std::size_t>(world.rank()), 'x'));
+    CHECK(all == std::vector<std::string>{"", "x", "xx"});
+    CHECK(decide_on_writer(world, [] { return std::string("step-4.safetensors"); }) ==
+          "step-4.safetensors");
+    // A refusal by rank 0 is thrown on every rank alike.
+    CHECK_THROWS_WITH_AS(
+        decide_on_writer(world, []() -> std::string { throw Error("out: refused"); }),
+        "out: refused", Error);
+  });
+}
+
+TEST_CASE("GPUs of a launch: a GPU each, whether the launcher shows all or binds one") {
+  // 2 nodes x 4 processes; each sees the node's 4 GPUs and takes the one of its local rank.
+  std::vector<ProcessGpu> all;
+  for (int r = 0; r < 8; ++r)
+    all.push_back({r, r < 4 ? "a" : "b", 4, 4, "GPU-" + std::to_string(r % 4)});
+  CHECK(gpu_binding_problem(all, "mpirun").empty());
+  // Slurm's --gpus-per-task=1 (or --gpu-bind): each process sees one GPU, its own.
+  std::vector<ProcessGpu> bound;
+  for (int r = 0; r < 4; ++r) bound.push_back({r, "a", 4, 1, "GPU-" + std::to_string(r)});
+  CHECK(gpu_binding_problem(bound, "srun").empty());
+  // Four processes on a node of two GPUs: ranks 0 and 2 would share one.
+  std::vector<ProcessGpu> two;
+  for (int r = 0; r < 4; ++r) two.push_back({r, "a", 4, 2, "GPU-" + std::to_string(r % 2)});
+  const std::string why = gpu_binding_problem(two, "mpirun");
+  CHECK(why.find("ranks 0 and 2 would share GPU GPU-0 on node a (4 processes there, each seeing 2 "
+                 "GPUs)") != std::string::npos);
+  CHECK(why.find("srun --gpus-per-task=1") != std::string::npos);
+  two[3].visible_gpus = 0;
+  CHECK(gpu_binding_problem(two, "srun").find("rank 3 (node a) sees no CUDA GPU") !=
+        std::string::npos);
+}
+
+TEST_CASE("a Hugging Face model directory: written from a checkpoint, read and checked") {
+  test::TempDir dir;
+  run_ranks(1, [&](ThreadComm& comm) {
+    AnyTrainer t = make_trainer<Small, Cpu, Precisions<Fp32>, Plans>(
+        {1, 1, 1, 0, false}, "fp32", AnyComm(comm), test::plan_options());
+    t.step(test::plan_batch(0));
+    t.save_checkpoint(dir / "step-1.safetensors");
+  });
+  dir.write("tokenizer.json", "{}");
+  HfSpecialTokens special;
+  special.eos = {"</s>", 2};
+  special.pad = {"<pad>", 3};
+  GenerateOptions g;
+  g.num_beams = 4;
+  g.max_new_tokens = 32;
+  write_hf_model_dir<Small>(dir / "hf", dir / "step-1.safetensors", dir / "tokenizer.json", special,
+                            g, 128);
+  const SafetensorsFile weights(dir / "hf" / "model.safetensors");
+  CHECK(weights.find("transformer.ln_f.weight") != nullptr);
+  for (const auto& e : weights.entries()) CHECK_MESSAGE(!e.name.starts_with("optimizer."), e.name);
+  const auto config = nlohmann::json::parse(read_text(dir / "hf" / "config.json"));
+  CHECK(config["n_layer"] == Small::layers);
+  CHECK(config["eos_token_id"] == 2);
+  CHECK(!config.contains("bos_token_id"));
+  CHECK(nlohmann::json::parse(read_text(dir / "hf" / "generation_config.json"))["num_beams"] == 4);
+  // Read back and checked against the model; another model's is refused, naming the fields.
+  const HfModelDir hf = HfModelDir::open(dir / "hf");
+  CHECK(hf.weights == dir / "hf" / "model.safetensors");
+  CHECK(hf.tokenizer == dir / "hf" / "tokenizer.json");
+  CHECK_NOTHROW(hf.check(Small::config, "small"));
+  CHECK(error_of([&] { hf.check(SeqGPT560M::config, "seqgpt560m"); })
+            .find("config.json: not the model seqgpt560m: vocab_size 200 (the model's 250880), "
+                  "hidden_size 32 (the model's 1024)") != std::string::npos);
+  fs::remove(dir / "hf" / "model.safetensors");
+  dir.write("hf/model.safetensors.index.json", "{}");
+  CHECK(error_of([&] { HfModelDir::open(dir / "hf"); }).find("the weights are sharded") !=
+        std::string::npos);
+  CHECK(error_of([&] { HfModelDir::open(dir / "none"); }).find("not a folder") !=
+        std::string::npos);
+}
+
+// start(): every rank checks that the others run what it runs; a difference in the program's
+// values, in the trainer's options or in the checkpoint resumed is refused on every rank,
+// naming the ranks and the values.
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("a run's ranks agree on what they run, or every rank refuses") {
+  test::TempDir dir;
+  const auto refusals = [&](auto differ) {
+    std::vector<std::string> messages(2);
+    run_ranks(2, [&](ThreadComm& comm) {
+      TrainOptions o = test::plan_options();
+      AgreedValues values{{"data.sha256", "ab12"}};
+      std::optional<fs::path> resume;
+      differ(comm.rank(), o, values, resume);
+      AnyTrainer trainer = make_trainer<Small, Cpu, Precisions<Fp32>, Plans>(
+          {2, 1, 1, 0, false}, "fp32", AnyComm(comm), o);
+      TrainingRun run(trainer, AnyComm(comm), dir.path, {.total_steps = 1});
+      try {
+        run.start(values, resume);
+      } catch (const Error& e) {
+        messages[static_cast<std::size_t>(comm.rank())] = e.what();
+      }
+    });
+    CHECK(messages[0] == messages[1]);
+    return messages[0];
+  };
+  CHECK(refusals([](int, TrainOptions&, AgreedValues&, std::optional<fs::path>&) {}).empty());
+  const std::string data =
+      refusals([](int r, TrainOptions&, AgreedValues& v, std::optional<fs::path>&) {
+        if (r == 1) v[0].second = "cd34";
+      });
+  CHECK(contains(data, "ranks disagree on what must be equal on all 2 of them"));
+  CHECK(contains(data, "data.sha256: rank 0 'ab12'; rank 1 'cd34'"));
+  const std::string seed =
+      refusals([](int r, TrainOptions& o, AgreedValues&, std::optional<fs::path>&) {
+        o.seed = 7 + static_cast<std::uint64_t>(r);
+      });
+  CHECK(contains(seed, "options.seed: rank 0 '7'; rank 1 '8'"));
+  CHECK(!contains(seed, "data.sha256"));
+  const std::string resumed =
+      refusals([](int r, TrainOptions&, AgreedValues&, std::optional<fs::path>& resume) {
+        if (r == 0) resume = "out/step-4.safetensors";
+      });
+  CHECK(contains(resumed, "checkpoint resumed: rank 0 'out/step-4.safetensors'; rank 1 '(none)'"));
+}
+
+}  // namespace run_test
