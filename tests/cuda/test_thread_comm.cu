@@ -37,6 +37,51 @@ std::vector<T> download_all(const DeviceBuffer<T>& b) {
   return h;
 }
 
+// The one-rank trainer the multi-rank plans below are checked against, run once per
+// precision (its steps do not depend on the plan).
+constexpr int kPlanSteps = 3;
+struct OneRankFp32 {
+  std::vector<double> losses, norms;
+  std::map<std::string, std::vector<float>> weights;
+};
+const OneRankFp32& one_rank_fp32() {
+  static const OneRankFp32 ref = [] {
+    OneRankFp32 r;
+    Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
+    for (int s = 0; s < kPlanSteps; ++s) {
+      const auto st = t.step(trainer_batch(s));
+      r.losses.push_back(st.loss);
+      r.norms.push_back(st.grad_norm);
+    }
+    t.for_each_param(
+        [&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
+    return r;
+  }();
+  return ref;
+}
+template <class T>
+void flat_bf16_weights(T& t, std::vector<float>& out) {
+  out.clear();
+  t.for_each_param([&](const ParamSpec& p, __nv_bfloat16* v, __nv_bfloat16*) {
+    for (std::int64_t i = 0; i < p.numel(); ++i) out.push_back(__bfloat162float(v[i]));
+  });
+}
+struct OneRankBf16 {
+  std::vector<double> losses;
+  std::vector<float> weights, start;
+};
+const OneRankBf16& one_rank_bf16() {
+  static const OneRankBf16 ref = [] {
+    OneRankBf16 r;
+    Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(trainer_options());
+    flat_bf16_weights(t, r.start);
+    for (int s = 0; s < kPlanSteps; ++s) r.losses.push_back(t.step(trainer_batch(s)).loss);
+    flat_bf16_weights(t, r.weights);
+    return r;
+  }();
+  return ref;
+}
+
 }  // namespace
 
 TEST_SUITE("multi-rank") {
@@ -219,20 +264,10 @@ TEST_SUITE("multi-rank") {
                      TensorSplit<2>, Hybrid<TensorSplit<2>, Replicated<2>>, Pipeline<2, GPipe>,
                      Pipeline<2, OneFOneB>, Hybrid<TensorSplit<2>, Pipeline<2>>,
                      Hybrid<Pipeline<2>, Sharded<Zero2, 2>>) {
-    constexpr int steps = 3;
-    std::vector<double> ref_losses, ref_norms;
-    std::map<std::string, std::vector<float>> ref_weights;
-    {
-      Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
-      for (int s = 0; s < steps; ++s) {
-        const auto st = t.step(trainer_batch(s));
-        ref_losses.push_back(st.loss);
-        ref_norms.push_back(st.grad_norm);
-      }
-      t.for_each_param([&](const ParamSpec& p, float* v, float*) {
-        ref_weights[p.name].assign(v, v + p.numel());
-      });
-    }
+    constexpr int steps = kPlanSteps;
+    const std::vector<double>& ref_losses = one_rank_fp32().losses;
+    const std::vector<double>& ref_norms = one_rank_fp32().norms;
+    const std::map<std::string, std::vector<float>>& ref_weights = one_rank_fp32().weights;
     std::mutex m;
     run_cuda_ranks(PlanTraits<Plan>::world_size, [&](CudaThreadComm& comm) {
       Trainer<TrainTiny, Plan, Cuda, Fp32> t(comm, trainer_options());
@@ -298,21 +333,10 @@ TEST_SUITE("multi-rank") {
       "a multi-rank Bf16Mixed plan on one GPU follows the one-rank Bf16Mixed trainer", Plan,
       Replicated<2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>, TensorSplit<2>, Pipeline<2>,
       Hybrid<TensorSplit<2>, Pipeline<2>, Replicated<2>>) {
-    constexpr int steps = 3;
-    std::vector<double> ref_losses;
-    std::vector<float> ref_weights, start;
-    const auto flat_weights = [](auto& t, std::vector<float>& out) {
-      out.clear();
-      t.for_each_param([&](const ParamSpec& p, __nv_bfloat16* v, __nv_bfloat16*) {
-        for (std::int64_t i = 0; i < p.numel(); ++i) out.push_back(__bfloat162float(v[i]));
-      });
-    };
-    {
-      Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(trainer_options());
-      flat_weights(t, start);
-      for (int s = 0; s < steps; ++s) ref_losses.push_back(t.step(trainer_batch(s)).loss);
-      flat_weights(t, ref_weights);
-    }
+    constexpr int steps = kPlanSteps;
+    const std::vector<double>& ref_losses = one_rank_bf16().losses;
+    const std::vector<float>& ref_weights = one_rank_bf16().weights;
+    const std::vector<float>& start = one_rank_bf16().start;
     std::mutex m;
     run_cuda_ranks(PlanTraits<Plan>::world_size, [&](CudaThreadComm& comm) {
       Trainer<TrainTiny, Plan, Cuda, Bf16Mixed> t(comm, trainer_options());
@@ -332,7 +356,7 @@ TEST_SUITE("multi-rank") {
       loaded.load_weights(path);
       std::filesystem::remove(path);
       std::vector<float> got;
-      flat_weights(loaded, got);
+      flat_bf16_weights(loaded, got);
       const double moved = rel_err(ref_weights, start), apart = rel_err(got, ref_weights);
       INFO("the one-rank weights moved ", moved, "; this plan's end ", apart, " from them");
       // Three steps at lr 2e-3, the first at lr 0 (the warmup's step 0): 0.037 relative,
