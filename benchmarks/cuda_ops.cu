@@ -46,8 +46,9 @@ class Random {
   Random(DeviceArena<Cuda>& arena, std::int64_t n, std::uint64_t seed, float scale = 1.0f,
          float offset = 0.0f)
       : buf_(arena, static_cast<std::size_t>(n), Memory::buffers) {
-    fill_random_kernel<<<detail::grid_for(n, 256), 256, 0, CudaContext::current().stream()>>>(
-        buf_.data(), n, seed, scale, offset);
+    SEQPAR_LAUNCH(fill_random_kernel, detail::grid_for(n, 256), 256, 0,
+                  CudaContext::current().stream())
+    (buf_.data(), n, seed, scale, offset);
     SEQPAR_CUDA_CHECK_LAUNCH();
   }
   T* data() { return buf_.data(); }

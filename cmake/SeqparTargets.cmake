@@ -5,7 +5,7 @@
 #   seqpar::cpu        + Eigen3 (and OpenMP if found) SEQPAR_WITH_EIGEN=1
 #   seqpar::mpi        + MPI::MPI_CXX                 SEQPAR_WITH_MPI=1
 #   seqpar::tokenizer  + Oniguruma (pkg-config)       SEQPAR_WITH_ONIGURUMA=1
-#   seqpar::cuda       + cudart, cuBLAS, cuBLASLt     SEQPAR_WITH_CUDA=1
+#   seqpar::cuda       + cudart, cuBLAS               SEQPAR_WITH_CUDA=1
 #   seqpar::nccl       + seqpar::cuda and NCCL        SEQPAR_WITH_NCCL=1
 #
 # SEQPAR_COMPONENTS lists the components defined here, in dependency order.
@@ -70,12 +70,16 @@ if(TARGET PkgConfig::SEQPAR_ONIG)
 endif()
 
 # cuda and nccl: only when the build asked for CUDA (SEQPAR_WITH_CUDA), so that a
-# CPU build never looks for the toolkit.
-if(SEQPAR_WITH_CUDA)
+# CPU build never looks for the toolkit. On the emulated device of the tests
+# (SEQPAR_CUDA_EMULATION) they, and the toolkit's targets that tests name, are the emulation.
+if(SEQPAR_CUDA_EMULATION)
+  include(SeqparCudaEmulation)
+  seqpar_emulated_cuda_targets()
+elseif(SEQPAR_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
   add_library(seqpar_cuda INTERFACE)
   add_library(seqpar::cuda ALIAS seqpar_cuda)
-  target_link_libraries(seqpar_cuda INTERFACE seqpar CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  target_link_libraries(seqpar_cuda INTERFACE seqpar CUDA::cudart CUDA::cublas)
   target_compile_definitions(seqpar_cuda INTERFACE SEQPAR_WITH_CUDA=1)
   set_target_properties(seqpar_cuda PROPERTIES EXPORT_NAME cuda)
   list(APPEND SEQPAR_COMPONENTS cuda)

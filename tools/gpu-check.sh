@@ -68,7 +68,9 @@
 #   SEQPAR_STEP_TIMEOUT  seconds each step may take (default: 600)
 #   SEQPAR_TOTAL_TIMEOUT seconds the whole run may take (default: none): each step gets at
 #                        most what is left, less 20 s for the table
-#   SEQPAR_REQUIRE_GPU   1: a step that finds no GPU (exit 77) fails instead of skipping
+#   SEQPAR_REQUIRE_GPU   1 (the default: this script is for a GPU machine): a step that finds no
+#                        usable GPU (a broken driver or setup included) fails instead of
+#                        skipping; 0 lets such a step be skipped (exit 77)
 #   PYTHON               python with torch and transformers (default: python3)
 #
 # Exit status: 0 when no step failed (skipped steps do not fail), 1 otherwise.
@@ -94,7 +96,8 @@ bench_bin=${SEQPAR_CUDA_BENCH:-$build/benchmarks/bench_cuda_train_step}
 torch_shapes=${SEQPAR_TORCH_SHAPES:-8x512,16x512}
 limit=${SEQPAR_STEP_TIMEOUT:-600}
 total=${SEQPAR_TOTAL_TIMEOUT:-0}
-require_gpu=${SEQPAR_REQUIRE_GPU:-0}
+require_gpu=${SEQPAR_REQUIRE_GPU:-1}
+export SEQPAR_REQUIRE_GPU=$require_gpu  # the test programs fail, not skip, without a GPU
 python=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 summary=$out/summary.txt

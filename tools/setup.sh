@@ -22,6 +22,7 @@ packages=(
   slurm-client
   munge
   libonig-dev         # seqpar::tokenizer
+  libboost-context-dev  # the emulated CUDA device's kernel threads (tests/emulation)
   zlib1g-dev
   clang-format        # 14: tools/check_format.sh holds C++ files to .clang-format
   clang               # the fuzzers (libFuzzer), .ci/run's fuzz stage

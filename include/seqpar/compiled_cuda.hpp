@@ -8,7 +8,9 @@
 // storage types for add, convert and adamw_mixed. A program that calls an op with other types
 // fails to link, naming it.
 
-#if !defined(SEQPAR_SEPARATE_COMPILATION) || !defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if !defined(SEQPAR_SEPARATE_COMPILATION) || !defined(SEQPAR_CUDA_KERNELS)
 #error \
     "seqpar/compiled_cuda.hpp is for the one nvcc unit of a program built with SEQPAR_SEPARATE_COMPILATION; without it every nvcc unit compiles the kernels itself"
 #endif

@@ -2,6 +2,7 @@
 #include "cpu_reference.hpp"
 
 #include "seqpar/backend/cpu/ops.hpp"
+#include "seqpar/optim/host_adamw.hpp"
 
 namespace seqpar::test {
 
@@ -120,6 +121,12 @@ void CpuRef::next_token_top_k(float* score, std::int64_t* token, const float* S,
                               std::int64_t rows, std::int64_t cols, std::int64_t row0,
                               std::int64_t real, std::int64_t k) {
   O::next_token_top_k(score, token, S, base, rows, cols, row0, real, k);
+}
+
+void CpuRef::host_adamw(float* p, const float* g, float* m, float* v,
+                        const kernels::Segments<bool>& decay, const kernels::AdamCoeffs& c,
+                        float grad_factor, int isa) {
+  seqpar::host_adamw(p, g, m, v, decay, c, grad_factor, static_cast<HostIsa>(isa));
 }
 
 }  // namespace seqpar::test

@@ -42,6 +42,11 @@ struct CpuRef {
                                      const kernels::Segments<double>& weight);
   static void adamw(float* p, const float* g, float* m, float* v,
                     const kernels::Segments<bool>& decay, const kernels::AdamCoeffs& c);
+  /// host_adamw (optim/host_adamw.hpp) on path `isa` (a HostIsa), gradients times grad_factor:
+  /// compiled here, apart from the kernels, with the host compiler's own contraction setting.
+  static void host_adamw(float* p, const float* g, float* m, float* v,
+                         const kernels::Segments<bool>& decay, const kernels::AdamCoeffs& c,
+                         float grad_factor, int isa);
   static void attention_forward(float* ctx, float* probs, const float* qkv, const float* pos,
                                 const std::uint8_t* valid, const float* slopes, std::int64_t B,
                                 std::int64_t Tn, std::int64_t nh, std::int64_t hd);

@@ -1,12 +1,20 @@
 // test_nccl: NcclComm on one GPU as a one-rank group (NcclComm::single(), no MPI): every
 // collective and element type on device buffers and host scalars, the order between the
 // communicator's stream and the calling thread's, async collectives joined (all at once or
-// one by its ticket), and a trainer
-// over it. A group of more ranks needs one GPU per rank and mpirun (NcclComm(MpiComm&)).
+// one by its ticket), and a trainer over it. Where the machine has several GPUs (the emulated
+// device has eight), groups of ranks that are threads of this process, a GPU each: a peer that
+// never comes ends a host scalar's collective at the timeout, and plans with several
+// communicators in flight (tensor, pipeline and data axes) train as the one-rank trainer. Ranks
+// in several processes: nccl_mpi_checks, under mpirun.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda_test_util.hpp"
@@ -147,4 +155,112 @@ TEST_CASE("a trainer over NcclComm::single() trains as the trainer without a com
   Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(NcclComm::single(), trainer_options());
   for (int s = 0; s < 3; ++s) got.push_back(t.step(trainer_batch(s)).loss);
   CHECK(got == want);
+}
+
+namespace {
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a peer that never comes: a host scalar's collective ends at the timeout, not in a copy") {
+  if (device_count() < 2) {
+    MESSAGE("one GPU: not run");
+    return;
+  }
+  const ncclUniqueId id = NcclComm::unique_id();
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+  std::thread peer([&] {  // joins the group, then never calls the collective
+    CHECK(cudaSetDevice(1) == cudaSuccess);
+    NcclComm c(id, 2, 1);
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return finished; });
+  });
+  std::string error;
+  double seconds = 0;
+  std::thread([&] {
+    CHECK(cudaSetDevice(0) == cudaSuccess);
+    NcclComm c(id, 2, 0);
+    c.set_timeout(CommSeconds(1.0));
+    double loss = 1.5;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      c.all_reduce(&loss, 1, ReduceOp::sum);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }).join();
+  {
+    std::lock_guard lock(m);
+    finished = true;
+  }
+  cv.notify_all();
+  peer.join();
+  INFO(error);
+  CHECK(error.find("waited more than 1 s") != std::string::npos);
+  CHECK(seconds < 30);
+}
+
+namespace {
+
+// The one-rank trainer's losses, which every plan below follows: computed once.
+const std::vector<double>& one_rank_losses() {
+  static const std::vector<double> losses = [] {
+    std::vector<double> l;
+    Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
+    for (int s = 0; s < 3; ++s) l.push_back(t.step(trainer_batch(s)).loss);
+    return l;
+  }();
+  return losses;
+}
+
+}  // namespace
+
+// Plan over n ranks that are threads of this process, rank r an NcclComm on GPU r, against the
+// one-rank trainer: the plan's communicators (one per axis, split from the world) have
+// collectives in flight at once.
+template <class Plan>
+void check_plan_over_threads() {
+  constexpr int n = PlanTraits<Plan>::world_size;
+  if (device_count() < n) {
+    MESSAGE("fewer GPUs than ranks: not run");
+    return;
+  }
+  const std::vector<double>& want = one_rank_losses();
+  const ncclUniqueId id = NcclComm::unique_id();
+  std::mutex m;
+  std::vector<std::vector<double>> losses(n);
+  run_ranks(n, [&](ThreadComm& host) {
+    const int r = host.rank();
+    SEQPAR_CUDA_CHECK(cudaSetDevice(r));
+    NcclComm comm(id, n, r);
+    Trainer<TrainTiny, Plan, Cuda, Fp32> t(comm, trainer_options());
+    std::vector<double> mine;
+    for (int s = 0; s < 3; ++s) mine.push_back(t.step(trainer_batch(s)).loss);
+    std::lock_guard lock(m);
+    losses[static_cast<std::size_t>(r)] = mine;
+  });
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    for (int s = 0; s < 3; ++s) {
+      CAPTURE(s);
+      CHECK(losses[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)] ==
+            doctest::Approx(want[static_cast<std::size_t>(s)]).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("plans of several axes over NcclComm ranks on a GPU each train as one rank",
+                   Plan, Hybrid<TensorSplit<2>, Replicated<2>>,
+                   Hybrid<Pipeline<2, OneFOneB>, Sharded<Zero2, 2>>,
+                   Hybrid<TensorSplit<2>, Pipeline<2, GPipe>>, Sharded<Zero3, 2>) {
+  check_plan_over_threads<Plan>();
 }

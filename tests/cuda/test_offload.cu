@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_reference.hpp"
 #include "cuda_test_util.hpp"
 #include "seqpar/backend/cuda/ops.hpp"
 #include "seqpar/optim/host_adamw.hpp"
@@ -197,6 +198,44 @@ TEST_CASE("host AdamW (every path this CPU has) equals the CUDA AdamW kernel bit
     CAPTURE(isa_name(isa));
     auto hp = p, hm = m, hv = v;
     host_adamw(hp.data(), g.data(), hm.data(), hv.data(), decay, c, 1.0f, isa);
+    CHECK(same_bits(hp, want_p));
+    CHECK(same_bits(hm, want_m));
+    CHECK(same_bits(hv, want_v));
+  }
+}
+
+TEST_CASE(
+    "host AdamW with a gradient factor, compiled apart, equals adamw_mixed bit for bit whatever "
+    "either compiler contracts") {
+  // grad_factor (1 / loss scale, times the clipping coefficient) is no power of two: g times it
+  // is inexact, and a compiler that contracted it with the body's g - m into one FMA (nvcc does
+  // by default; so does the emulated device's host compiler) would round it differently from
+  // one that did not. The host side is compiled in cpu_reference.cpp, apart from the kernels.
+  constexpr std::int64_t n = 4096 + 77;
+  Rng rng(13);
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    p[i] = static_cast<float>(rng.normal());
+    g[i] = static_cast<float>(0.05 * rng.normal());
+    m[i] = static_cast<float>(0.01 * rng.normal());
+    v[i] = static_cast<float>(1e-4 * std::abs(rng.normal()));
+  }
+  kernels::Segments<bool> decay;
+  decay.append(n, true);
+  const auto c = adam_coeffs({0.9, 0.999, 1e-8, 0.1}, 3e-3, 4);
+  const float factor = 0.37f;
+  CudaArena arena;
+  auto dp = to_device<float>(arena, p), dg = to_device<float>(arena, g),
+       dm = to_device<float>(arena, m), dv = to_device<float>(arena, v);
+  Ops<Cuda>::adamw_mixed(dp.data(), static_cast<float*>(nullptr), dg.data(), dm.data(), dv.data(),
+                         decay, c, factor);
+  const auto want_p = to_host(dp), want_m = to_host(dm), want_v = to_host(dv);
+  for (const HostIsa isa : {HostIsa::scalar, HostIsa::avx2, HostIsa::avx512}) {
+    if (!host_isa_available(isa)) continue;
+    CAPTURE(isa_name(isa));
+    auto hp = p, hm = m, hv = v;
+    CpuRef::host_adamw(hp.data(), g.data(), hm.data(), hv.data(), decay, c, factor,
+                       static_cast<int>(isa));
     CHECK(same_bits(hp, want_p));
     CHECK(same_bits(hm, want_m));
     CHECK(same_bits(hv, want_v));

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda_test_util.hpp"
@@ -36,6 +37,51 @@ std::vector<T> download_all(const DeviceBuffer<T>& b) {
   return h;
 }
 
+// The one-rank trainer the multi-rank plans below are checked against, run once per
+// precision (its steps do not depend on the plan).
+constexpr int kPlanSteps = 3;
+struct OneRankFp32 {
+  std::vector<double> losses, norms;
+  std::map<std::string, std::vector<float>> weights;
+};
+const OneRankFp32& one_rank_fp32() {
+  static const OneRankFp32 ref = [] {
+    OneRankFp32 r;
+    Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
+    for (int s = 0; s < kPlanSteps; ++s) {
+      const auto st = t.step(trainer_batch(s));
+      r.losses.push_back(st.loss);
+      r.norms.push_back(st.grad_norm);
+    }
+    t.for_each_param(
+        [&](const ParamSpec& p, float* v, float*) { r.weights[p.name].assign(v, v + p.numel()); });
+    return r;
+  }();
+  return ref;
+}
+template <class T>
+void flat_bf16_weights(T& t, std::vector<float>& out) {
+  out.clear();
+  t.for_each_param([&](const ParamSpec& p, __nv_bfloat16* v, __nv_bfloat16*) {
+    for (std::int64_t i = 0; i < p.numel(); ++i) out.push_back(__bfloat162float(v[i]));
+  });
+}
+struct OneRankBf16 {
+  std::vector<double> losses;
+  std::vector<float> weights, start;
+};
+const OneRankBf16& one_rank_bf16() {
+  static const OneRankBf16 ref = [] {
+    OneRankBf16 r;
+    Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(trainer_options());
+    flat_bf16_weights(t, r.start);
+    for (int s = 0; s < kPlanSteps; ++s) r.losses.push_back(t.step(trainer_batch(s)).loss);
+    flat_bf16_weights(t, r.weights);
+    return r;
+  }();
+  return ref;
+}
+
 }  // namespace
 
 TEST_SUITE("multi-rank") {
@@ -43,8 +89,7 @@ TEST_SUITE("multi-rank") {
     constexpr int n_ranks = 3;
     constexpr std::size_t n = 1031;
     std::mutex m;
-    run_ranks(n_ranks, [&](ThreadComm& host) {
-      CudaThreadComm comm(host);
+    run_cuda_ranks(n_ranks, [&](CudaThreadComm& comm) {
       const int r = comm.rank();
       CudaArena arena;
       std::vector<float> mine(n);
@@ -118,12 +163,45 @@ TEST_SUITE("multi-rank") {
     });
   }
 
+  TEST_CASE("run_cuda_ranks' ranks work on the calling thread's GPU, not on device 0") {
+    int devices = 0;
+    REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
+    if (devices < 2) {
+      MESSAGE("one GPU: not run");
+      return;
+    }
+    const int gpu = devices - 1;
+    std::thread([&] {  // a thread of its own, so that this one's context stays on device 0
+      CHECK(cudaSetDevice(gpu) == cudaSuccess);
+      std::mutex m;
+      std::vector<int> used;
+      std::vector<float> sums;
+      run_cuda_ranks(2, [&](CudaThreadComm& comm) {
+        CudaArena arena;
+        const float one = static_cast<float>(comm.rank() + 1);
+        DeviceBuffer<float> x(arena, 1, Memory::buffers);
+        Ops<Cuda>::upload(x.data(), &one, 1);
+        comm.all_reduce(x.data(), 1, ReduceOp::sum);
+        cudaPointerAttributes a{};
+        CHECK(cudaPointerGetAttributes(&a, x.data()) == cudaSuccess);
+        const float sum = download_all(x)[0];
+        std::lock_guard lock(m);
+        used.push_back(CudaContext::current().device());
+        used.push_back(a.device);
+        sums.push_back(sum);
+      });
+      CHECK(used == std::vector<int>(4, gpu));
+      CHECK(sums == std::vector<float>{3.0f, 3.0f});
+    })
+        .join();
+  }
+
   TEST_CASE("AnyComm moves and sums bf16 and fp16 device buffers over CudaThreadComm") {
     constexpr int n_ranks = 3;
     constexpr std::size_t n = 517;
     std::mutex m;
-    run_ranks(n_ranks, [&](ThreadComm& host) {
-      AnyComm comm{CudaThreadComm(host)};
+    run_cuda_ranks(n_ranks, [&](CudaThreadComm& cuda) {
+      AnyComm comm{cuda};
       const int r = comm.rank();
       CudaArena arena;
       // Small integers: exact in bf16, and so are their sums (< 256).
@@ -186,23 +264,12 @@ TEST_SUITE("multi-rank") {
                      TensorSplit<2>, Hybrid<TensorSplit<2>, Replicated<2>>, Pipeline<2, GPipe>,
                      Pipeline<2, OneFOneB>, Hybrid<TensorSplit<2>, Pipeline<2>>,
                      Hybrid<Pipeline<2>, Sharded<Zero2, 2>>) {
-    constexpr int steps = 3;
-    std::vector<double> ref_losses, ref_norms;
-    std::map<std::string, std::vector<float>> ref_weights;
-    {
-      Trainer<TrainTiny, Replicated<1>, Cuda, Fp32> t(trainer_options());
-      for (int s = 0; s < steps; ++s) {
-        const auto st = t.step(trainer_batch(s));
-        ref_losses.push_back(st.loss);
-        ref_norms.push_back(st.grad_norm);
-      }
-      t.for_each_param([&](const ParamSpec& p, float* v, float*) {
-        ref_weights[p.name].assign(v, v + p.numel());
-      });
-    }
+    constexpr int steps = kPlanSteps;
+    const std::vector<double>& ref_losses = one_rank_fp32().losses;
+    const std::vector<double>& ref_norms = one_rank_fp32().norms;
+    const std::map<std::string, std::vector<float>>& ref_weights = one_rank_fp32().weights;
     std::mutex m;
-    run_ranks(PlanTraits<Plan>::world_size, [&](ThreadComm& host) {
-      CudaThreadComm comm(host);
+    run_cuda_ranks(PlanTraits<Plan>::world_size, [&](CudaThreadComm& comm) {
       Trainer<TrainTiny, Plan, Cuda, Fp32> t(comm, trainer_options());
       std::vector<double> losses, norms;
       for (int s = 0; s < steps; ++s) {
@@ -244,8 +311,7 @@ TEST_SUITE("multi-rank") {
     }
     const std::string path =
         "/tmp/seqpar_zero3_ckpt_" + std::to_string(::getpid()) + ".safetensors";
-    run_ranks(2, [&](ThreadComm& host) {
-      CudaThreadComm comm(host);
+    run_cuda_ranks(2, [&](CudaThreadComm& comm) {
       Trainer<TrainTiny, Sharded<Zero3, 2>, Cuda, Fp32> t(comm, trainer_options());
       for (int s = 0; s < 2; ++s) t.step(trainer_batch(s));
       t.save_checkpoint(path);
@@ -267,24 +333,12 @@ TEST_SUITE("multi-rank") {
       "a multi-rank Bf16Mixed plan on one GPU follows the one-rank Bf16Mixed trainer", Plan,
       Replicated<2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>, TensorSplit<2>, Pipeline<2>,
       Hybrid<TensorSplit<2>, Pipeline<2>, Replicated<2>>) {
-    constexpr int steps = 3;
-    std::vector<double> ref_losses;
-    std::vector<float> ref_weights, start;
-    const auto flat_weights = [](auto& t, std::vector<float>& out) {
-      out.clear();
-      t.for_each_param([&](const ParamSpec& p, __nv_bfloat16* v, __nv_bfloat16*) {
-        for (std::int64_t i = 0; i < p.numel(); ++i) out.push_back(__bfloat162float(v[i]));
-      });
-    };
-    {
-      Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(trainer_options());
-      flat_weights(t, start);
-      for (int s = 0; s < steps; ++s) ref_losses.push_back(t.step(trainer_batch(s)).loss);
-      flat_weights(t, ref_weights);
-    }
+    constexpr int steps = kPlanSteps;
+    const std::vector<double>& ref_losses = one_rank_bf16().losses;
+    const std::vector<float>& ref_weights = one_rank_bf16().weights;
+    const std::vector<float>& start = one_rank_bf16().start;
     std::mutex m;
-    run_ranks(PlanTraits<Plan>::world_size, [&](ThreadComm& host) {
-      CudaThreadComm comm(host);
+    run_cuda_ranks(PlanTraits<Plan>::world_size, [&](CudaThreadComm& comm) {
       Trainer<TrainTiny, Plan, Cuda, Bf16Mixed> t(comm, trainer_options());
       std::vector<double> losses;
       for (int s = 0; s < steps; ++s) losses.push_back(t.step(trainer_batch(s)).loss);
@@ -302,10 +356,12 @@ TEST_SUITE("multi-rank") {
       loaded.load_weights(path);
       std::filesystem::remove(path);
       std::vector<float> got;
-      flat_weights(loaded, got);
+      flat_bf16_weights(loaded, got);
       const double moved = rel_err(ref_weights, start), apart = rel_err(got, ref_weights);
       INFO("the one-rank weights moved ", moved, "; this plan's end ", apart, " from them");
-      CHECK(moved > 0.05);
+      // Three steps at lr 2e-3, the first at lr 0 (the warmup's step 0): 0.037 relative,
+      // measured (the fp32 CPU trainer's weights move as much).
+      CHECK(moved > 0.02);
       CHECK(apart < 0.5 * moved);
     });
   }

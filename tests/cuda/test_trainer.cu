@@ -187,7 +187,9 @@ TEST_CASE_TEMPLATE("Trainer<Cuda, 16-bit mixed> follows the Cpu losses within 2e
                gpu_end = flat(gpu.weights);
     const double moved = rel_err(cpu_end, start), apart = rel_err(gpu_end, cpu_end);
     INFO("the CPU's weights moved ", moved, " (relative); the GPU's end ", apart, " from them");
-    CHECK(moved > 0.05);
+    // Three steps at lr 2e-3, the first at lr 0 (the warmup's step 0): the CPU's weights move
+    // 0.037 relative (measured).
+    CHECK(moved > 0.02);
     CHECK(apart < 0.5 * moved);
   }
 }
@@ -301,13 +303,14 @@ TEST_CASE("Fp16Mixed: an overflowing loss scale skips steps, halving the scale, 
   // The first step taken saw the initial weights: its loss and norm are the CPU's first.
   CHECK(rel(st.loss, cpu_reference().losses[0]) < 2e-2);
   CHECK(rel(st.grad_norm, cpu_reference().norms[0]) < 1e-1);
-  double moved = 0;
-  for (const auto& [name, w] : weights_of(t)) moved = std::max(moved, rel_err(w, start.at(name)));
-  CHECK(moved > 1e-4);
+  // That step was the schedule's step 0, at lr 0 (the warmup): the weights move from the next.
   const auto next = t.step(trainer_batch(1));
   CHECK_FALSE(next.skipped);
   CHECK(next.loss_scale == st.loss_scale);
   CHECK(t.steps_taken() == 2);
+  double moved = 0;
+  for (const auto& [name, w] : weights_of(t)) moved = std::max(moved, rel_err(w, start.at(name)));
+  CHECK(moved > 1e-4);
 }
 
 TEST_CASE("Fp16Mixed doubles the loss scale after a window of clean steps") {
@@ -338,6 +341,36 @@ TEST_CASE("a checkpoint saved by a Cuda trainer resumes on the CPU") {
   CHECK(rel(gpu.loss, cpu.loss) < 1e-5);
   CHECK(rel(gpu.grad_norm, cpu.grad_norm) < 1e-4);
   CHECK(rel(gpu.lr, cpu.lr) < 1e-12);  // the schedule resumed at the saved step
+}
+
+TEST_CASE_TEMPLATE(
+    "a CPU checkpoint resumes on Cuda, and Cuda's on the CPU, as the run that "
+    "did not stop",
+    Prec, Fp32, Bf16Mixed) {
+  const std::string from_cpu = temp_file("ckpt_from_cpu.safetensors");
+  const std::string from_gpu = temp_file("ckpt_from_gpu.safetensors");
+  // The CPU's uninterrupted steps 1-4, a checkpoint written after two of them.
+  const std::vector<StepStats> straight = cpu_steps_saving(from_cpu, 4, 2);
+  TrainOptions o = trainer_options();
+  o.seed = 1;  // the weights come from the checkpoint
+  Trainer<TrainTiny, Replicated<1>, Cuda, Prec> gpu(o);
+  gpu.load_checkpoint(from_cpu);
+  const StepStats third = gpu.step(trainer_batch(2));
+  gpu.save_checkpoint(from_gpu);
+  const StepStats fourth = cpu_resume_step(from_gpu, 3);
+  std::filesystem::remove(from_cpu);
+  std::filesystem::remove(from_gpu);
+  CHECK(third.step == 3);
+  CHECK(fourth.step == 4);
+  CHECK(rel(third.lr, straight[2].lr) < 1e-12);  // the schedule resumed at the saved step
+  CHECK(rel(fourth.lr, straight[3].lr) < 1e-12);
+  // Fp32 follows the CPU to fp32's rounding; Bf16Mixed computes in bf16 for one step (its
+  // fp32 master weights and moments travel unrounded both ways).
+  const double tol = std::is_same_v<Prec, Fp32> ? 1e-5 : 2e-2;
+  CHECK(rel(third.loss, straight[2].loss) < tol);
+  CHECK(rel(third.grad_norm, straight[2].grad_norm) < 10 * tol);
+  CHECK(rel(fourth.loss, straight[3].loss) < tol);
+  CHECK(rel(fourth.grad_norm, straight[3].grad_norm) < 10 * tol);
 }
 
 TEST_CASE("a Bf16Mixed checkpoint holds the fp32 master weights and resumes bit for bit") {

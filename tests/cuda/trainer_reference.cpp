@@ -48,6 +48,16 @@ StepStats cpu_resume_step(const std::string& checkpoint, int step) {
   });
 }
 
+std::vector<StepStats> cpu_steps_saving(const std::string& checkpoint, int steps, int save_after) {
+  Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(trainer_options());
+  std::vector<StepStats> stats;
+  for (int s = 0; s < steps; ++s) {
+    if (s == save_after) t.save_checkpoint(checkpoint);
+    stats.push_back(t.step(trainer_batch(s)));
+  }
+  return stats;
+}
+
 std::vector<std::vector<std::int32_t>> cpu_greedy_tokens(std::int64_t prompt,
                                                          std::int64_t max_new) {
   Trainer<TrainTiny, Replicated<1>, Cpu, Fp32> t(generation_options());

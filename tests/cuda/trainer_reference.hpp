@@ -100,4 +100,8 @@ double cpu_evaluate_file(const std::string& path, int step);
 /// A Cpu trainer restored from a training checkpoint, then one step on trainer_batch(step).
 StepStats cpu_resume_step(const std::string& checkpoint, int step);
 
+/// `steps` steps of the Cpu trainer on trainer_batch(0, 1, ...), a training checkpoint saved
+/// to `checkpoint` after the first `save_after` of them: the stats of every step.
+std::vector<StepStats> cpu_steps_saving(const std::string& checkpoint, int steps, int save_after);
+
 }  // namespace seqpar::test

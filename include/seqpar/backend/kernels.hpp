@@ -32,6 +32,21 @@ template <class T>
 SEQPAR_HOST_DEVICE T fma_of(T a, T b, T c) {
   return std::fma(a, b, c);
 }
+// a * b rounded on its own, never contracted with a sum it meets into one fused multiply-add
+// (nvcc contracts by default, and so does a host compiler that targets FMA under
+// -ffp-contract=fast): a product every launcher must round the same way.
+template <class T>
+SEQPAR_HOST_DEVICE T mul_of(T a, T b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  T p = a * b;
+#if defined(__GNUC__)
+  asm("" : "+m"(p));  // an opaque step between the product and its use
+#endif
+  return p;
+#endif
+}
 
 // Where `id` falls in the local range [begin, begin + count) of a split table (an
 // embedding's rows, a vocabulary chunk's columns): its local index, or -1 outside.
@@ -174,7 +189,9 @@ struct AdamCoeffs {
 // One parameter element: decoupled decay, then the moment updates, then the step. Every
 // product that meets a sum is an explicit fma_of, so each launcher (the CPU's lanes and
 // scalars, the host AdamW's AVX2 and AVX-512 paths, the CUDA kernel) rounds it once,
-// whatever the compiler's contraction setting: they all give the same bits.
+// whatever the compiler's contraction setting: they all give the same bits. A launcher that
+// scales the gradient first (the loss scale, the clipping coefficient) does it with mul_of:
+// a plain product would meet `g - m` here, and be contracted with it in some launchers only.
 // (nvcc: the host launchers instantiate this body on host-only lane types.)
 #ifdef __CUDACC__
 #pragma nv_exec_check_disable

@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -27,6 +28,7 @@
 #include "seqpar/backend/cuda/error.hpp"
 #include "seqpar/comm/communicator.hpp"
 #include "seqpar/comm/thread_comm.hpp"
+#include "seqpar/comm/timeout.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -105,9 +107,8 @@ class PinnedStaging {
 }  // namespace detail
 
 /// A ThreadComm rank whose collectives accept device memory (see the top of this file).
-/// Wrap each rank's ThreadComm on its own thread: run_ranks(n, [](ThreadComm& c) {
-/// CudaThreadComm comm(c); Trainer<M, Plan, Cuda> t(comm, opts); ... }). Copies share the
-/// rank's staging memory and must be used by that rank's thread only; split() makes a
+/// run_cuda_ranks (below) makes one per rank thread, on the calling thread's GPU. Copies share
+/// the rank's staging memory and must be used by that rank's thread only; split() makes a
 /// communicator with its own. Byte counters are ThreadComm's (the ring model).
 class CudaThreadComm {
  public:
@@ -217,6 +218,25 @@ class CudaThreadComm {
 };
 
 static_assert(Communicator<CudaThreadComm>);
+
+/// Runs fn(CudaThreadComm&) on every rank of an n-rank world, each rank a thread of its own
+/// (run_ranks: a rank that fails makes the others fail promptly, the first failure is
+/// rethrown) working on the GPU current in the calling thread, as a new thread would not (it
+/// starts on device 0): run_cuda_ranks(n, [&](CudaThreadComm& comm) {
+/// Trainer<M, Plan, Cuda> t(comm, opts); ... }).
+template <class F>
+void run_cuda_ranks(int n, F&& fn, CommSeconds timeout = comm_timeout()) {
+  int device = 0;
+  SEQPAR_CUDA_CHECK(cudaGetDevice(&device));
+  run_ranks(
+      n,
+      [&](ThreadComm& host) {
+        SEQPAR_CUDA_CHECK(cudaSetDevice(device));
+        CudaThreadComm comm(host);
+        std::invoke(fn, comm);
+      },
+      timeout);
+}
 
 }  // namespace seqpar::inline v0
 

@@ -13,14 +13,15 @@
 // gathers a ZeRO-3 unit's parameters ahead of its use, while the compute goes on.
 //
 // Pointers are device memory (no copies) or host memory: the scalars a trainer reduces (a
-// loss, a gradient norm) go through a device buffer and are waited for (an async call
-// on host memory runs blocking). Send and recv ignore the tag: NCCL delivers the messages
-// between two ranks in the order they are posted, which is the order the trainer's
+// loss, a gradient norm) go through a device buffer, come back through pinned memory, and
+// are waited for by polling, so that a peer that never comes ends the wait at the timeout
+// (an async call on host memory runs blocking). Send and recv ignore the tag: NCCL delivers the
+// messages between two ranks in the order they are posted, which is the order the trainer's
 // pipeline uses. Byte counters follow the ring model of ring_bytes(), as every
 // communicator's.
 // Seen where SEQPAR_CUDA_BACKEND is defined and NCCL is found (link seqpar::nccl); the constructor
-// over an MpiComm also needs MPI (seqpar::mpi). NcclComm::single() needs neither MPI nor a
-// launcher.
+// over an MpiComm also needs MPI (seqpar::mpi). NcclComm::single() and the constructor from a
+// unique id (ranks that are threads of one process, a GPU each) need neither MPI nor a launcher.
 
 #include "seqpar/core/separate_compilation.hpp"
 
@@ -33,6 +34,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -90,6 +92,9 @@ struct NcclState {
   std::array<cudaEvent_t, 4> marks{};
   std::uint64_t issued = 0, joined = 0;  // async collectives queued / known joined
   CommSeconds timeout = comm_timeout();  // longest wait() before the communicator is aborted
+  // Where results for host memory land (a copy into pageable memory would return only when
+  // done: a dead peer would hang the host inside it, before wait() polls).
+  void* pinned = nullptr;  // NcclComm::pinned_bytes
 
   explicit NcclState(ncclComm_t c) : comm(c) {}
   NcclState(const NcclState&) = delete;
@@ -103,6 +108,7 @@ struct NcclState {
       return;
     }
     if (stream) (void)cudaStreamSynchronize(stream);
+    if (pinned) (void)cudaFreeHost(pinned);
     for (cudaEvent_t e : marks)
       if (e) (void)cudaEventDestroy(e);
     if (done) (void)cudaEventDestroy(done);
@@ -153,13 +159,19 @@ class NcclComm {
 #endif
 
   /// A group of one rank on the current GPU, without MPI (one process alone).
-  static NcclComm single() {
+  static NcclComm single() { return NcclComm(unique_id(), 1, 0); }
+
+  /// A new group's id (ncclGetUniqueId), for ranks that meet without MPI.
+  static ncclUniqueId unique_id() {
     ncclUniqueId id{};
     SEQPAR_NCCL_CHECK(ncclGetUniqueId(&id));
-    NcclComm c;
-    c.init(1, id, 0);
-    return c;
+    return id;
   }
+
+  /// Rank `rank` of a group of `nranks` whose ranks share `id` (unique_id(), passed to each by
+  /// other means: the threads of one process, each on its own GPU), on the calling thread's
+  /// current GPU. Collective: returns once every rank has come.
+  NcclComm(const ncclUniqueId& id, int nranks, int rank) { init(nranks, id, rank); }
 
   int rank() const { return state_->rank; }
   int size() const { return state_->size; }
@@ -326,6 +338,7 @@ class NcclComm {
     SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&state_->done, cudaEventDisableTiming));
     for (cudaEvent_t& e : state_->marks)
       SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    SEQPAR_CUDA_CHECK(cudaMallocHost(&state_->pinned, pinned_bytes));
   }
 
   // Queues call(stream) (an NCCL call) on the communicator's stream after the work queued
@@ -399,6 +412,13 @@ class NcclComm {
     SEQPAR_CHECK(peer != rank(), "NcclComm: rank ", rank(), " named itself as its ", what);
   }
 
+  // Pinned memory where results for host memory land, made with the communicator and never
+  // grown: freeing pinned memory synchronises the device, which NCCL work of another
+  // communicator queued there may forbid (see finish()). Host operands are scalars; longer
+  // ones come back in pieces of this size.
+  static constexpr std::size_t pinned_bytes = 4096;
+  void* pinned() const { return state_->pinned; }
+
   // Waits for the calling thread's stream; fails instead of waiting for ever when NCCL
   // reports an error on this communicator (a peer gone, a network failure) or when the
   // stream is not done within the timeout (a peer stopped or hung): the communicator is
@@ -454,10 +474,16 @@ class NcclComm {
     }
     void finish(const NcclComm& comm, T* host, std::size_t n) {
       if (!staged) return;
-      if (host && n)
-        SEQPAR_CUDA_CHECK(cudaMemcpyAsync(host, ptr, n * sizeof(T), cudaMemcpyDeviceToHost,
+      if (!host || n == 0) return comm.wait();
+      const std::size_t bytes = n * sizeof(T);
+      for (std::size_t at = 0; at < bytes; at += pinned_bytes) {
+        const std::size_t piece = std::min(pinned_bytes, bytes - at);
+        SEQPAR_CUDA_CHECK(cudaMemcpyAsync(comm.pinned(), reinterpret_cast<const char*>(ptr) + at,
+                                          piece, cudaMemcpyDeviceToHost,
                                           CudaContext::current().stream()));
-      comm.wait();
+        comm.wait();
+        std::memcpy(reinterpret_cast<char*>(host) + at, comm.pinned(), piece);
+      }
     }
 
    private:

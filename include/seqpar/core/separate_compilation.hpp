@@ -26,6 +26,14 @@
 // only, and its kernels are compiled once, by nvcc, in the unit that includes
 // <seqpar/compiled_cuda.hpp>; its other units (the trainers) are ordinary C++ compiled by
 // the host compiler against the CUDA toolkit's headers.
-#if defined(__CUDACC__) || (defined(SEQPAR_SEPARATE_COMPILATION) && defined(SEQPAR_WITH_CUDA))
+//
+// SEQPAR_CUDA_KERNELS: defined where a unit holds the CUDA backend's kernels: under nvcc, and in
+// the units the tests' emulated CUDA device (tests/emulation) compiles with the host compiler in
+// nvcc's place (SEQPAR_EMULATED_CUDA_KERNELS). Such a unit also sees the CUDA backend.
+#if defined(__CUDACC__) || defined(SEQPAR_EMULATED_CUDA_KERNELS)
+#define SEQPAR_CUDA_KERNELS 1
+#endif
+#if defined(SEQPAR_CUDA_KERNELS) || \
+    (defined(SEQPAR_SEPARATE_COMPILATION) && defined(SEQPAR_WITH_CUDA))
 #define SEQPAR_CUDA_BACKEND 1
 #endif

@@ -89,7 +89,7 @@ for (std::int64_t b = 0; b < blocks; ++b) body(b * block, std::min(n, (b + 1) * 
 template <bool Scaled, class M>
 inline void element(M* p, const M* g, M* m, M* v, std::int64_t i, const kernels::AdamCoeffs& c,
                     bool decay, M f) {
-  kernels::adamw(p[i], Scaled ? g[i] * f : g[i], m[i], v[i], c, decay);
+  kernels::adamw(p[i], Scaled ? kernels::mul_of(g[i], f) : g[i], m[i], v[i], c, decay);
 }
 
 template <bool Scaled, class M>
@@ -110,9 +110,9 @@ void run_scalar(M* p, const M* g, M* m, M* v, std::int64_t i0, std::int64_t i1,
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 // The lane types: what kernels::adamw needs of a number (conversion from float, + - * /,
-// fma_of, sqrt_of), each operation the one IEEE instruction, so that every lane rounds as
-// the scalar path does. Every member carries its target: `flatten` on the loops below then
-// inlines the body and these into code compiled for that target.
+// fma_of, sqrt_of, and mul_of for the gradient's factor), each operation the one IEEE instruction,
+// so that every lane rounds as the scalar path does. Every member carries its target: `flatten` on
+// the loops below then inlines the body and these into code compiled for that target.
 #define SEQPAR_AVX2 __attribute__((target("avx2,fma"))) inline
 struct Avx2Lanes {
   static constexpr int lanes = 8;
@@ -135,6 +135,12 @@ struct Avx2Lanes {
     return _mm256_fmadd_ps(a.x, b.x, c.x);
   }
   SEQPAR_AVX2 friend Avx2Lanes sqrt_of(Avx2Lanes a) { return _mm256_sqrt_ps(a.x); }
+  // kernels::mul_of's product: rounded on its own, never contracted into a later sum.
+  SEQPAR_AVX2 friend Avx2Lanes mul_of(Avx2Lanes a, Avx2Lanes b) {
+    __m256 p = _mm256_mul_ps(a.x, b.x);
+    asm("" : "+x"(p));
+    return p;
+  }
 };
 #undef SEQPAR_AVX2
 
@@ -160,6 +166,11 @@ struct Avx512Lanes {
     return _mm512_fmadd_ps(a.x, b.x, c.x);
   }
   SEQPAR_AVX512 friend Avx512Lanes sqrt_of(Avx512Lanes a) { return _mm512_sqrt_ps(a.x); }
+  SEQPAR_AVX512 friend Avx512Lanes mul_of(Avx512Lanes a, Avx512Lanes b) {
+    __m512 p = _mm512_mul_ps(a.x, b.x);
+    asm("" : "+v"(p));
+    return p;
+  }
 };
 #undef SEQPAR_AVX512
 
@@ -171,7 +182,7 @@ __attribute__((target("avx2,fma"), flatten)) inline void run_avx2(
   for (; i + L::lanes <= i1; i += L::lanes) {
     L pv = _mm256_loadu_ps(p + i), mv = _mm256_loadu_ps(m + i), vv = _mm256_loadu_ps(v + i);
     L gv = _mm256_loadu_ps(g + i);
-    if (scaled) gv = gv * L(f);
+    if (scaled) gv = mul_of(gv, L(f));
     kernels::adamw(pv, gv, mv, vv, c, decay);
     _mm256_storeu_ps(p + i, pv.x);
     _mm256_storeu_ps(m + i, mv.x);
@@ -189,7 +200,7 @@ __attribute__((target("avx512f"), flatten)) inline void run_avx512(
   for (; i + L::lanes <= i1; i += L::lanes) {
     L pv = _mm512_loadu_ps(p + i), mv = _mm512_loadu_ps(m + i), vv = _mm512_loadu_ps(v + i);
     L gv = _mm512_loadu_ps(g + i);
-    if (scaled) gv = gv * L(f);
+    if (scaled) gv = mul_of(gv, L(f));
     kernels::adamw(pv, gv, mv, vv, c, decay);
     _mm512_storeu_ps(p + i, pv.x);
     _mm512_storeu_ps(m + i, mv.x);

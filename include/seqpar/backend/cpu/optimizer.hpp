@@ -53,7 +53,8 @@ void adamw_mixed(float* master, W* weight, const G* g, float* m, float* v,
     for_lanes<float>(decay.end[k] - b, [&](auto lane, std::int64_t i) {
       using V = decltype(lane);
       V pv = load_lanes<V>(pk + i), mv = load_lanes<V>(mk + i), vv = load_lanes<V>(vk + i);
-      kernels::adamw(pv, load_lanes<V>(gk + i) * V(grad_factor), mv, vv, c, dk);
+      using kernels::mul_of;  // or the lane type's own
+      kernels::adamw(pv, mul_of(load_lanes<V>(gk + i), V(grad_factor)), mv, vv, c, dk);
       store_lanes(pk + i, pv);
       store_lanes(mk + i, mv);
       store_lanes(vk + i, vv);

@@ -111,6 +111,12 @@ struct F32x8 {
   /// a * b + c in one rounding.
   friend F32x8 fma(F32x8 a, F32x8 b, F32x8 c) { return _mm256_fmadd_ps(a.v, b.v, c.v); }
   friend F32x8 fma_of(F32x8 a, F32x8 b, F32x8 c) { return fma(a, b, c); }
+  /// kernels::mul_of's product: rounded on its own, never contracted into a later sum.
+  friend F32x8 mul_of(F32x8 a, F32x8 b) {
+    __m256 p = _mm256_mul_ps(a.v, b.v);
+    asm("" : "+x"(p));
+    return p;
+  }
   friend F32x8 max(F32x8 a, F32x8 b) { return _mm256_max_ps(a.v, b.v); }
   /// Correctly rounded, as std::sqrt.
   friend F32x8 sqrt_of(F32x8 x) { return _mm256_sqrt_ps(x.v); }

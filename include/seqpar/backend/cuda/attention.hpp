@@ -3,10 +3,10 @@
 // attention_backward: scores and context through batched cuBLAS GEMMs, the masked ALiBi
 // softmax and its backward as one warp per score row, in float. probs [B, nh, T, T] is
 // kept for the backward, or recomputed for it by attention_probs. pos and slopes are S:
-// the storage type or float (positions past 256 are not exact in bf16). Compiled only
-// under nvcc.
+// the storage type or float (positions past 256 are not exact in bf16). Compiled only in
+// units that hold kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <cmath>
 #include <cstdint>
@@ -123,8 +123,9 @@ void attention_probs(T* probs, const T* qkv, const S* pos, const std::uint8_t* v
   const HeadStrides qkv_s{Tn * ld, 3 * hd}, probs_s{nh * TT, TT};
   per_head_gemm(false, true, Tn, Tn, hd, scale, qkv, ld, qkv_s, qkv + hd, ld, qkv_s, 0.0f, probs,
                 Tn, probs_s, B, nh);
-  alibi_softmax_kernel<<<softmax_blocks(B * nh * Tn), softmax_threads, 0,
-                         CudaContext::current().stream()>>>(probs, pos, valid, slopes, B, Tn, nh);
+  SEQPAR_LAUNCH(alibi_softmax_kernel, softmax_blocks(B * nh * Tn), softmax_threads, 0,
+                CudaContext::current().stream())
+  (probs, pos, valid, slopes, B, Tn, nh);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -158,9 +159,9 @@ void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
                 probs_s, B, nh);
   per_head_gemm(true, false, Tn, hd, Tn, 1.0f, probs, Tn, probs_s, dctx, Hl, ctx_s, 0.0f,
                 dqkv + 2 * hd, ld, qkv_s, B, nh);
-  alibi_softmax_backward_kernel<<<softmax_blocks(B * nh * Tn), softmax_threads, 0,
-                                  CudaContext::current().stream()>>>(scratch, probs, valid, B, Tn,
-                                                                     nh);
+  SEQPAR_LAUNCH(alibi_softmax_backward_kernel, softmax_blocks(B * nh * Tn), softmax_threads, 0,
+                CudaContext::current().stream())
+  (scratch, probs, valid, B, Tn, nh);
   SEQPAR_CUDA_CHECK_LAUNCH();
   // dq = scale dS k;  dk = scale dS^T q
   per_head_gemm(false, false, Tn, hd, Tn, scale, scratch, Tn, probs_s, k, ld, qkv_s, 0.0f, dqkv, ld,
@@ -171,4 +172,4 @@ void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

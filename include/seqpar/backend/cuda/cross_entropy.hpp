@@ -4,9 +4,9 @@
 // row, their rescaling to the global max, the loss, and softmax minus one-hot as the
 // gradient. Statistics are S (float, or the storage type). target[r] is the row's
 // target as an index into the local vocabulary; a chunk holds columns [col0, col0 + cw).
-// Compiled only under nvcc.
+// Compiled only in units that hold kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <cuda_runtime.h>
 
@@ -95,17 +95,18 @@ template <class T, class S, class Id>
 void softmax_stats(S* mx, S* sum, S* picked, const T* L, const Id* target, std::int64_t n,
                    std::int64_t cw, std::int64_t col0) {
   if (n <= 0 || cw <= 0) return;
-  softmax_stats_kernel<<<rows_of_warps_blocks(n, cross_entropy_threads), cross_entropy_threads, 0,
-                         CudaContext::current().stream()>>>(mx, sum, picked, L, target, n, cw,
-                                                            col0);
+  SEQPAR_LAUNCH(softmax_stats_kernel, rows_of_warps_blocks(n, cross_entropy_threads),
+                cross_entropy_threads, 0, CudaContext::current().stream())
+  (mx, sum, picked, L, target, n, cw, col0);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
 template <class S>
 void softmax_stats_rescale(S* sum, const S* mx, const S* global_mx, std::int64_t n) {
   if (n <= 0) return;
-  softmax_stats_rescale_kernel<<<grid_for(n, 256), 256, 0, CudaContext::current().stream()>>>(
-      sum, mx, global_mx, n);
+  SEQPAR_LAUNCH(softmax_stats_rescale_kernel, grid_for(n, 256), 256, 0,
+                CudaContext::current().stream())
+  (sum, mx, global_mx, n);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -116,11 +117,11 @@ double cross_entropy_loss(S* lse, const S* global_mx, const S* sum, const S* pic
   CudaContext& ctx = CudaContext::current();
   const unsigned blocks = sum_blocks(n);
   auto* partial = static_cast<double*>(ctx.scratch(sizeof(double) * (blocks + 1)));
-  cross_entropy_loss_kernel<<<blocks, sum_threads, 0, ctx.stream()>>>(partial + 1, lse, global_mx,
-                                                                      sum, picked, n);
+  SEQPAR_LAUNCH(cross_entropy_loss_kernel, blocks, sum_threads, 0, ctx.stream())
+  (partial + 1, lse, global_mx, sum, picked, n);
   SEQPAR_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, 1024, 0, ctx.stream()>>>(partial, partial + 1, static_cast<int>(blocks),
-                                                    false);
+  SEQPAR_LAUNCH(sum_partials_kernel, 1, 1024, 0, ctx.stream())
+  (partial, partial + 1, static_cast<int>(blocks), false);
   SEQPAR_CUDA_CHECK_LAUNCH();
   return read_on_host(partial);
 }
@@ -129,12 +130,12 @@ template <class T, class S, class Id>
 void cross_entropy_grad(T* L, const S* lse, const Id* target, std::int64_t n, std::int64_t cw,
                         std::int64_t col0, float grad_scale) {
   if (n <= 0 || cw <= 0) return;
-  cross_entropy_grad_kernel<<<grid_for_rows(n), cross_entropy_threads, 0,
-                              CudaContext::current().stream()>>>(L, lse, target, n, cw, col0,
-                                                                 grad_scale);
+  SEQPAR_LAUNCH(cross_entropy_grad_kernel, grid_for_rows(n), cross_entropy_threads, 0,
+                CudaContext::current().stream())
+  (L, lse, target, n, cw, col0, grad_scale);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

@@ -2,9 +2,9 @@
 // Decode attention, the KV-cache store and its row gather on the GPU, with the semantics
 // of Ops<Cpu>'s decode_attention, kv_store and kv_gather: one thread block per (row, head)
 // runs the body of backend/decode_attention.hpp (the one the CPU loop runs) as a team of
-// threads, in float. Compiled only under nvcc.
+// threads, in float. Compiled only in units that hold kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <cstdint>
 
@@ -97,9 +97,9 @@ void decode_attention(T* ctx, float* scores, const T* qkv, const T* k, const T* 
                       const std::uint8_t* valid, const S* slopes, std::int64_t B, std::int64_t nh,
                       std::int64_t hd, std::int64_t cap, std::int64_t len) {
   if (B <= 0 || nh <= 0 || len <= 0) return;
-  decode_attention_kernel<<<static_cast<unsigned>(B * nh), decode_threads, 0,
-                            CudaContext::current().stream()>>>(ctx, scores, qkv, k, v, pos, valid,
-                                                               slopes, nh, hd, cap, len);
+  SEQPAR_LAUNCH(decode_attention_kernel, static_cast<unsigned>(B * nh), decode_threads, 0,
+                CudaContext::current().stream())
+  (ctx, scores, qkv, k, v, pos, valid, slopes, nh, hd, cap, len);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -109,8 +109,8 @@ void kv_store(T* k, T* v, const T* qkv, std::int64_t B, std::int64_t S, std::int
   const std::int64_t n = B * S * nh * hd;
   if (n <= 0) return;
   constexpr int threads = 256;
-  kv_store_kernel<<<grid_for(n, threads), threads, 0, CudaContext::current().stream()>>>(
-      k, v, qkv, B, S, nh, hd, cap, t0);
+  SEQPAR_LAUNCH(kv_store_kernel, grid_for(n, threads), threads, 0, CudaContext::current().stream())
+  (k, v, qkv, B, S, nh, hd, cap, t0);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -120,11 +120,11 @@ void kv_gather(T* dst, const T* src, const Id* index, std::int64_t B, std::int64
   const std::int64_t n = B * nh * len * hd;
   if (n <= 0) return;
   constexpr int threads = 256;
-  kv_gather_kernel<<<grid_for(n, threads), threads, 0, CudaContext::current().stream()>>>(
-      dst, src, index, B, nh, cap, hd, len);
+  SEQPAR_LAUNCH(kv_gather_kernel, grid_for(n, threads), threads, 0, CudaContext::current().stream())
+  (dst, src, index, B, nh, cap, hd, len);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

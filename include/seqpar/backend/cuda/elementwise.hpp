@@ -1,9 +1,9 @@
 #pragma once
 // Element- and row-wise kernels of the CUDA backend: the bodies are those of
 // backend/kernels.hpp (shared with the CPU loops) in float, loading and storing the
-// storage type. Compiled only under nvcc.
+// storage type. Compiled only in units that hold kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <cstdint>
 
@@ -98,7 +98,7 @@ __global__ void adamw_mixed_kernel(float* master, W* weight, const G* g, float* 
   SEQPAR_GRID_STRIDE(i, n) {
     while (i >= decay.end[k]) ++k;
     float p = master[i];
-    kernels::adamw(p, to_float(g[i]) * grad_factor, m[i], v[i], c, decay.value[k]);
+    kernels::adamw(p, kernels::mul_of(to_float(g[i]), grad_factor), m[i], v[i], c, decay.value[k]);
     master[i] = p;
     if (weight) weight[i] = from_float<W>(p);
   }
@@ -124,7 +124,7 @@ template <class Kernel, class... Args>
 void launch_elementwise(Kernel kernel, std::int64_t n, Args... args) {
   if (n <= 0) return;
   const cudaStream_t s = CudaContext::current().stream();
-  kernel<<<grid_for(n, elementwise_threads), elementwise_threads, 0, s>>>(args...);
+  SEQPAR_LAUNCH(kernel, grid_for(n, elementwise_threads), elementwise_threads, 0, s)(args...);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -132,10 +132,10 @@ template <class Kernel, class... Args>
 void launch_rows(Kernel kernel, std::int64_t rows, Args... args) {
   if (rows <= 0) return;
   const cudaStream_t s = CudaContext::current().stream();
-  kernel<<<grid_for_rows(rows), elementwise_threads, 0, s>>>(args...);
+  SEQPAR_LAUNCH(kernel, grid_for_rows(rows), elementwise_threads, 0, s)(args...);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

@@ -3,9 +3,9 @@
 // atomics and no sort: each block owns a range of table rows, walks the token ids in
 // order, and each of its threads adds the matching gradient rows to one column, in token
 // order. So every run gives the same bits, and for float they are those of Ops<Cpu>.
-// Compiled only under nvcc.
+// Compiled only in units that hold kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <algorithm>
 #include <cstdint>
@@ -97,8 +97,9 @@ template <class T, class Id>
 void embedding_forward(T* y, const Id* ids, const T* table, std::int64_t n, std::int64_t d,
                        std::int64_t row0, std::int64_t rows) {
   if (n <= 0) return;
-  embedding_forward_kernel<<<grid_for_rows(n), embedding_threads, 0,
-                             CudaContext::current().stream()>>>(y, ids, table, n, d, row0, rows);
+  SEQPAR_LAUNCH(embedding_forward_kernel, grid_for_rows(n), embedding_threads, 0,
+                CudaContext::current().stream())
+  (y, ids, table, n, d, row0, rows);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -111,11 +112,12 @@ void embedding_backward(T* dtable, const Id* ids, const T* dy, std::int64_t n, s
   const std::int64_t blocks = std::min<std::int64_t>(rows, 2048);
   const std::int64_t rows_per_block = (rows + blocks - 1) / blocks;
   const auto grid = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-  embedding_backward_kernel<<<grid, embedding_threads, 0, CudaContext::current().stream()>>>(
-      dtable, ids, dy, n, d, row0, rows, rows_per_block);
+  SEQPAR_LAUNCH(embedding_backward_kernel, grid, embedding_threads, 0,
+                CudaContext::current().stream())
+  (dtable, ids, dy, n, d, row0, rows, rows_per_block);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

@@ -8,9 +8,9 @@
 // storage type; lse and the backward's delta are float. No atomics: dq and (dk, dv) are
 // separate kernels that each make the tile's probabilities again from q, k and lse, so the
 // same inputs give the same bits. These kernels use CUDA cores, not tensor cores.
-// Compiled only under nvcc.
+// Compiled only in units that hold kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <cmath>
 #include <cstdint>
@@ -255,9 +255,9 @@ void flash_attention_forward(T* ctx, float* lse, const T* qkv, const S* pos,
   if (B <= 0 || Tn <= 0 || nh <= 0) return;
   check_flash_head_dim(hd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  flash_forward_kernel<<<flash_blocks(B * nh * Tn), flash_warps * warp_size, 0,
-                         CudaContext::current().stream()>>>(ctx, lse, qkv, pos, valid, slopes, B,
-                                                            Tn, nh, hd, scale);
+  SEQPAR_LAUNCH(flash_forward_kernel, flash_blocks(B * nh * Tn), flash_warps * warp_size, 0,
+                CudaContext::current().stream())
+  (ctx, lse, qkv, pos, valid, slopes, B, Tn, nh, hd, scale);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -272,14 +272,14 @@ void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const unsigned blocks = flash_blocks(B * nh * Tn);
   const cudaStream_t stream = CudaContext::current().stream();
-  flash_backward_dq_kernel<<<blocks, flash_warps * warp_size, 0, stream>>>(
-      dqkv, delta, dctx, ctx, qkv, lse, pos, valid, slopes, B, Tn, nh, hd, scale);
+  SEQPAR_LAUNCH(flash_backward_dq_kernel, blocks, flash_warps * warp_size, 0, stream)
+  (dqkv, delta, dctx, ctx, qkv, lse, pos, valid, slopes, B, Tn, nh, hd, scale);
   SEQPAR_CUDA_CHECK_LAUNCH();
-  flash_backward_dkv_kernel<<<blocks, flash_warps * warp_size, 0, stream>>>(
-      dqkv, delta, dctx, qkv, lse, pos, valid, slopes, B, Tn, nh, hd, scale);
+  SEQPAR_LAUNCH(flash_backward_dkv_kernel, blocks, flash_warps * warp_size, 0, stream)
+  (dqkv, delta, dctx, qkv, lse, pos, valid, slopes, B, Tn, nh, hd, scale);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

@@ -2,9 +2,9 @@
 // Row-major GEMMs on cuBLAS, with the semantics of Ops<Cpu>::gemm:
 // C[M,N] = alpha op(A) op(B) + beta C, ld* the row strides. bf16 and fp16 operands
 // accumulate in fp32 (CUBLAS_COMPUTE_32F); fp32 stays fp32 unless the thread's context
-// allows TF32. Compiled only under nvcc.
+// allows TF32. Compiled only in units that hold kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <cublas_v2.h>
 
@@ -45,8 +45,8 @@ void gemm_strided_batched(bool ta, bool tb, std::int64_t M, std::int64_t N, std:
   if (M == 0 || N == 0 || batch == 0) return;
   CudaContext& ctx = CudaContext::current();
   if (K == 0) {
-    scale_matrix_kernel<<<grid_for_rows(M * batch), 256, 0, ctx.stream()>>>(C, M, N, ldc, sC, batch,
-                                                                            beta);
+    SEQPAR_LAUNCH(scale_matrix_kernel, grid_for_rows(M * batch), 256, 0, ctx.stream())
+    (C, M, N, ldc, sC, batch, beta);
     SEQPAR_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -73,4 +73,4 @@ void gemm_strided_batched(bool ta, bool tb, std::int64_t M, std::int64_t N, std:
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

@@ -2,9 +2,9 @@
 // LayerNorm forward and backward on the GPU, one warp per row, statistics in float.
 // mean and rstd are stored as S: the storage type (as Ops<Cpu> does) or float (what a
 // bf16/fp16 model should keep: a 16-bit mean loses digits the backward needs).
-// Compiled only under nvcc.
+// Compiled only in units that hold kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <cstdint>
 
@@ -98,8 +98,9 @@ void layernorm_forward(T* y, S* mean, S* rstd, const T* x, const T* w, const T* 
   if (n <= 0) return;
   constexpr int rows_per_block = layernorm_threads / warp_size;
   const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
-  layernorm_forward_kernel<<<blocks, layernorm_threads, 0, CudaContext::current().stream()>>>(
-      y, mean, rstd, x, w, b, n, d, static_cast<float>(eps));
+  SEQPAR_LAUNCH(layernorm_forward_kernel, blocks, layernorm_threads, 0,
+                CudaContext::current().stream())
+  (y, mean, rstd, x, w, b, n, d, static_cast<float>(eps));
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -109,8 +110,9 @@ void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const S* m
   if (n <= 0) return;
   constexpr int rows_per_block = layernorm_threads / warp_size;
   const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
-  layernorm_backward_dx_kernel<<<blocks, layernorm_threads, 0, CudaContext::current().stream()>>>(
-      dx, dy, x, mean, rstd, w, n, d);
+  SEQPAR_LAUNCH(layernorm_backward_dx_kernel, blocks, layernorm_threads, 0,
+                CudaContext::current().stream())
+  (dx, dy, x, mean, rstd, w, n, d);
   SEQPAR_CUDA_CHECK_LAUNCH();
   column_reduce<2>(ColumnOutputs<T>{{dw, db}}, n, d,
                    LayernormParamTerms<T, S>{dy, x, mean, rstd, d});
@@ -118,4 +120,4 @@ void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const S* m
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

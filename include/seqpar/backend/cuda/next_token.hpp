@@ -4,9 +4,9 @@
 // one thread block a row, the arithmetic and the candidates' order of backend/kernels.hpp.
 // The top k are found in k passes over the row, each taking the best candidate that ranks
 // after the previous one: no per-thread lists, and the order is the CPU's exactly. Compiled
-// only under nvcc.
+// only in units that hold kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <cstdint>
 
@@ -121,8 +121,9 @@ template <class T>
 void next_token_max(float* mx, const T* L, std::int64_t rows, std::int64_t cols,
                     std::int64_t real) {
   if (rows <= 0) return;
-  next_token_max_kernel<<<grid_for_rows(rows), next_token_threads, 0,
-                          CudaContext::current().stream()>>>(mx, L, rows, cols, real);
+  SEQPAR_LAUNCH(next_token_max_kernel, grid_for_rows(rows), next_token_threads, 0,
+                CudaContext::current().stream())
+  (mx, L, rows, cols, real);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -130,8 +131,9 @@ template <class T>
 void next_token_sum_exp(double* sum, const T* L, const float* mx, std::int64_t rows,
                         std::int64_t cols, std::int64_t real) {
   if (rows <= 0) return;
-  next_token_sum_exp_kernel<<<grid_for_rows(rows), next_token_threads, 0,
-                              CudaContext::current().stream()>>>(sum, L, mx, rows, cols, real);
+  SEQPAR_LAUNCH(next_token_sum_exp_kernel, grid_for_rows(rows), next_token_threads, 0,
+                CudaContext::current().stream())
+  (sum, L, mx, rows, cols, real);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -140,9 +142,9 @@ void next_token_scores(float* out, const T* L, const float* mx, const float* lse
                        const std::int32_t* seen, const std::int64_t* seen_start, float penalty,
                        std::int64_t rows, std::int64_t cols, std::int64_t row0, std::int64_t real) {
   if (rows <= 0) return;
-  next_token_scores_kernel<<<grid_for_rows(rows), next_token_threads, 0,
-                             CudaContext::current().stream()>>>(out, L, mx, lse, seen, seen_start,
-                                                                penalty, rows, cols, row0, real);
+  SEQPAR_LAUNCH(next_token_scores_kernel, grid_for_rows(rows), next_token_threads, 0,
+                CudaContext::current().stream())
+  (out, L, mx, lse, seen, seen_start, penalty, rows, cols, row0, real);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -150,12 +152,12 @@ template <class Id>
 void next_token_top_k(float* score, Id* token, const float* S, const float* base, std::int64_t rows,
                       std::int64_t cols, std::int64_t row0, std::int64_t real, std::int64_t k) {
   if (rows <= 0 || k <= 0) return;
-  next_token_top_k_kernel<<<grid_for_rows(rows), next_token_threads, 0,
-                            CudaContext::current().stream()>>>(score, token, S, base, rows, cols,
-                                                               row0, real, k);
+  SEQPAR_LAUNCH(next_token_top_k_kernel, grid_for_rows(rows), next_token_threads, 0,
+                CudaContext::current().stream())
+  (score, token, S, base, rows, cols, row0, real, k);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

@@ -17,6 +17,8 @@
 #include <concepts>
 #include <cstdint>
 
+#include "seqpar/backend/cuda/launch.hpp"
+
 namespace seqpar::inline v0 {
 
 /// The element types Ops<Cuda> stores: float, __nv_bfloat16 and __half.
@@ -70,8 +72,8 @@ inline unsigned grid_for_rows(std::int64_t rows) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, std::int64_t{1} << 18));
 }
 
-// The kernels' reductions (device code: nvcc only).
-#if defined(__CUDACC__)
+// The kernels' reductions (device code: units that hold kernels).
+#if defined(SEQPAR_CUDA_KERNELS)
 template <class A>
 __device__ __forceinline__ A warp_sum(A v) {
   for (int o = warp_size / 2; o > 0; o >>= 1) v += __shfl_xor_sync(full_mask, v, o);
@@ -107,7 +109,7 @@ __device__ __forceinline__ A block_sum(A v, A* shared) {
 __device__ __forceinline__ float block_max(float v, float* shared) {
   return block_reduce(v, shared, -INFINITY, [](float x) { return warp_max(x); });
 }
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS
 
 }  // namespace detail
 }  // namespace seqpar::inline v0

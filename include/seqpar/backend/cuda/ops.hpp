@@ -7,8 +7,9 @@
 // second, copy stream behind an event instead (optimizer offload's gradients). Beyond the CPU set:
 // strided batched GEMM.
 //
-// The ops that launch kernels are declared here and defined in impl/ops.hpp: under nvcc in
-// every unit that includes this header, or, in a program built with
+// The ops that launch kernels are declared here and defined in impl/ops.hpp: in every unit
+// that includes this header and holds kernels (nvcc's, or the tests' emulated device's:
+// SEQPAR_CUDA_KERNELS), or, in a program built with
 // SEQPAR_SEPARATE_COMPILATION, once, in the unit that includes <seqpar/compiled_cuda.hpp>
 // (which instantiates them for every storage type). Seen where SEQPAR_CUDA_BACKEND is
 // defined (core/separate_compilation.hpp).

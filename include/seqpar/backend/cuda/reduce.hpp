@@ -1,9 +1,10 @@
 #pragma once
 // Deterministic reductions of the CUDA backend: sums over the rows of a matrix (bias and
 // layernorm parameter gradients) and sums of squares. No atomics: the partial sums are
-// combined in a fixed order, so every run gives the same bits. Compiled only under nvcc.
+// combined in a fixed order, so every run gives the same bits. Compiled only in units that hold
+// kernels (SEQPAR_CUDA_KERNELS).
 
-#if defined(__CUDACC__)
+#if defined(SEQPAR_CUDA_KERNELS)
 
 #include <cuda_runtime.h>
 
@@ -79,10 +80,12 @@ void column_reduce(ColumnOutputs<T> outs, std::int64_t n, std::int64_t d, F f) {
   auto* partial = static_cast<float*>(ctx.scratch(sizeof(float) * kOut * chunks * d));
   const dim3 grid(static_cast<unsigned>((d + column_tile - 1) / column_tile),
                   static_cast<unsigned>(chunks));
-  column_partials_kernel<kOut><<<grid, dim3(column_tile, column_lanes), 0, ctx.stream()>>>(
-      partial, n, d, rows_per_chunk, f);
+  SEQPAR_LAUNCH(column_partials_kernel<kOut>, grid, dim3(column_tile, column_lanes), 0,
+                ctx.stream())
+  (partial, n, d, rows_per_chunk, f);
   SEQPAR_CUDA_CHECK_LAUNCH();
-  column_finish_kernel<kOut><<<grid_for(d, 256), 256, 0, ctx.stream()>>>(outs, partial, chunks, d);
+  SEQPAR_LAUNCH(column_finish_kernel<kOut>, grid_for(d, 256), 256, 0, ctx.stream())
+  (outs, partial, chunks, d);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -143,9 +146,10 @@ void sum_squares_into(double* out, double* partial, const T* x,
   const std::int64_t n = weight.size();
   const unsigned blocks = sum_blocks(n);
   const cudaStream_t stream = CudaContext::current().stream();
-  sum_squares_kernel<<<blocks, sum_threads, 0, stream>>>(partial, x, n, weight);
+  SEQPAR_LAUNCH(sum_squares_kernel, blocks, sum_threads, 0, stream)(partial, x, n, weight);
   SEQPAR_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, 1024, 0, stream>>>(out, partial, static_cast<int>(blocks), add);
+  SEQPAR_LAUNCH(sum_partials_kernel, 1, 1024, 0, stream)
+  (out, partial, static_cast<int>(blocks), add);
   SEQPAR_CUDA_CHECK_LAUNCH();
 }
 
@@ -180,4 +184,4 @@ double sum_squares(const T* x, std::int64_t n) {
 
 }  // namespace seqpar::inline v0::detail
 
-#endif  // __CUDACC__
+#endif  // SEQPAR_CUDA_KERNELS

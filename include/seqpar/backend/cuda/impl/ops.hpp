@@ -1,9 +1,12 @@
 #pragma once
 // The definitions of Ops<Cuda>'s kernel-launching ops (backend/cuda/ops.hpp), with the
-// kernels behind them: included by ops.hpp under nvcc, or once per program by
-// <seqpar/compiled_cuda.hpp> (SEQPAR_SEPARATE_COMPILATION).
+// kernels behind them: included by ops.hpp in units that hold kernels (SEQPAR_CUDA_KERNELS:
+// nvcc, or the tests' emulated device), or once per program by <seqpar/compiled_cuda.hpp>
+// (SEQPAR_SEPARATE_COMPILATION).
 
-#if !defined(__CUDACC__)
+#include "seqpar/core/separate_compilation.hpp"
+
+#if !defined(SEQPAR_CUDA_KERNELS)
 #error "seqpar/backend/cuda/impl/ops.hpp holds CUDA kernels: compile it with nvcc"
 #endif
 
