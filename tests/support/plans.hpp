@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "deferred_comm.hpp"
@@ -21,16 +22,16 @@ namespace seqpar::test {
 
 using Small = Bloom<BloomConfig{.vocab_size = 200, .hidden = 32, .layers = 4, .heads = 4}>;
 
-/// Global batch `step` of a fixed sequence: 8 rows of 12 tokens, some left padding and
-/// ignored labels (so ranks see different numbers of targets).
-inline Batch plan_batch(int step) {
-  Batch b(8, 12);
-  const CounterRng rng(static_cast<std::uint64_t>(step), "plan-batch");
+/// Global batch `step` of a fixed sequence (`stream` names it): `rows` rows of 12 tokens,
+/// some left padding and ignored labels (so ranks see different numbers of targets).
+inline Batch plan_batch(int step, std::int64_t rows = 8, std::string_view stream = "plan-batch") {
+  Batch b(rows, 12);
+  const CounterRng rng(static_cast<std::uint64_t>(step), stream);
   for (std::size_t i = 0; i < b.input_ids.size(); ++i) {
     b.input_ids[i] = static_cast<std::int32_t>(4 + rng.bits(i) % 196);
     b.labels[i] = rng.bits(i, 1) % 7 == 0 ? ignore_index : b.input_ids[i];
   }
-  for (std::int64_t r = 0; r < 8; ++r)
+  for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t t = 0; t < r % 4; ++t) {
       const auto i = static_cast<std::size_t>(r * 12 + t);
       b.attention_mask[i] = 0;

@@ -23,22 +23,7 @@ namespace any_trainer_test {
 
 // A global batch whose 60 rows every data degree below divides (1 to 6), with padding and
 // ignored labels as the plan tests' batches.
-Batch wide_batch(int step) {
-  Batch b(60, 12);
-  const CounterRng rng(static_cast<std::uint64_t>(step), "any-trainer-batch");
-  for (std::size_t i = 0; i < b.input_ids.size(); ++i) {
-    b.input_ids[i] = static_cast<std::int32_t>(4 + rng.bits(i) % 196);
-    b.labels[i] = rng.bits(i, 1) % 7 == 0 ? ignore_index : b.input_ids[i];
-  }
-  for (std::int64_t r = 0; r < 60; ++r)
-    for (std::int64_t t = 0; t < r % 4; ++t) {
-      const auto i = static_cast<std::size_t>(r * 12 + t);
-      b.attention_mask[i] = 0;
-      b.labels[i] = ignore_index;
-      b.input_ids[i] = 3;
-    }
-  return b;
-}
+Batch wide_batch(int step) { return test::plan_batch(step, 60, "any-trainer-batch"); }
 
 constexpr int kSteps = 4;
 
