@@ -108,21 +108,42 @@ TEST_CASE("each thread has its own stream and cuBLAS handle, and ranks compute i
   CHECK(CudaContext::current().stream() != streams[0]);
 }
 
-TEST_CASE("a block freed by another thread goes back to the device, not into that thread's cache") {
+TEST_CASE("a block freed by another thread goes to the cache of the thread that took it") {
   CudaContext& mine = CudaContext::current();
-  void* p = mine.allocate(std::size_t{1} << 20);
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  void* p = mine.allocate(bytes);
+  const std::size_t mine_before = mine.cached_bytes();
   std::size_t cached_there = 1;
   std::thread([&] {
     CudaContext& other = CudaContext::current();
-    other.deallocate(p, std::size_t{1} << 20);  // its stream never used p: cudaFree
+    (void)other.stream();  // a started context: it waits for its stream, then hands p over
+    other.deallocate(p, bytes);
     cached_there = other.cached_bytes();
   }).join();
   CHECK(cached_there == 0);
-  void* q = mine.allocate(std::size_t{1} << 20);
-  const std::size_t before = mine.cached_bytes();
-  mine.deallocate(q, std::size_t{1} << 20);  // this thread's own block: cached
-  CHECK(mine.cached_bytes() == before + (std::size_t{1} << 20));
+  CHECK(mine.cached_bytes() == mine_before + bytes);
+  // No cudaFree happened: this thread's next allocation of the size gets the same block.
+  void* q = mine.allocate(bytes);
+  CHECK(q == p);
+  mine.deallocate(q, bytes);  // this thread's own block: cached
+  CHECK(mine.cached_bytes() == mine_before + bytes);
   mine.release_cache();
+}
+
+TEST_CASE("growing the scratch frees nothing: the outgrown block joins the cache") {
+  CudaContext& ctx = CudaContext::current();
+  void* old = ctx.scratch(1);  // what it holds now (at least a byte)
+  const std::size_t old_bytes = ctx.scratch_bytes();
+  const std::size_t cached = ctx.cached_bytes();
+  void* grown = ctx.scratch(old_bytes + 1);
+  CHECK(grown != old);
+  CHECK(ctx.scratch_bytes() > old_bytes);
+  CHECK(ctx.cached_bytes() == cached + old_bytes);
+  // The outgrown block is the cache's newest of its size: an allocation of it gets it back.
+  void* again = ctx.allocate(old_bytes);
+  CHECK(again == old);
+  ctx.deallocate(again, old_bytes);
+  ctx.release_cache();
 }
 
 TEST_CASE("an allocation that finds the device full takes back another thread's cached blocks") {

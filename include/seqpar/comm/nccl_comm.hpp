@@ -42,7 +42,9 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "seqpar/backend/cuda/context.hpp"
 #include "seqpar/backend/cuda/error.hpp"
@@ -78,6 +80,49 @@ constexpr ncclDataType_t nccl_type() {
 
 inline ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclMax; }
 
+// Where NcclComm's results for host memory land: pinned blocks of nccl_pinned_bytes, shared
+// by the process's communicators. A communicator that ends gives its block back here instead
+// of to cudaFreeHost, which waits for every device, and so for NCCL work that other
+// communicators have queued and that may wait for peers that wait for this rank (NCCL's
+// documentation: "Using multiple NCCL communicators concurrently"). The blocks go with the
+// process.
+inline constexpr std::size_t nccl_pinned_bytes = 4096;
+
+class NcclPinnedBlocks {
+ public:
+  static void* take() {
+    {
+      std::lock_guard lock(mutex());
+      if (!spare().empty()) {
+        void* p = spare().back();
+        spare().pop_back();
+        return p;
+      }
+    }
+    void* p = nullptr;
+    SEQPAR_CUDA_CHECK(cudaMallocHost(&p, nccl_pinned_bytes));
+    return p;
+  }
+  // Called from a destructor: never throws (a block that cannot be kept stays allocated).
+  static void give(void* p) noexcept {
+    try {
+      std::lock_guard lock(mutex());
+      spare().push_back(p);
+    } catch (...) {
+    }
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<void*>& spare() {
+    static std::vector<void*> blocks;
+    return blocks;
+  }
+};
+
 // The NCCL communicator of this process's rank, its stream and events, and its counters;
 // destroyed with the last handle.
 struct NcclState {
@@ -94,7 +139,7 @@ struct NcclState {
   CommSeconds timeout = comm_timeout();  // longest wait() before the communicator is aborted
   // Where results for host memory land (a copy into pageable memory would return only when
   // done: a dead peer would hang the host inside it, before wait() polls).
-  void* pinned = nullptr;  // NcclComm::pinned_bytes
+  void* pinned = nullptr;  // nccl_pinned_bytes, from NcclPinnedBlocks
 
   explicit NcclState(ncclComm_t c) : comm(c) {}
   NcclState(const NcclState&) = delete;
@@ -108,7 +153,7 @@ struct NcclState {
       return;
     }
     if (stream) (void)cudaStreamSynchronize(stream);
-    if (pinned) (void)cudaFreeHost(pinned);
+    if (pinned) NcclPinnedBlocks::give(pinned);
     for (cudaEvent_t e : marks)
       if (e) (void)cudaEventDestroy(e);
     if (done) (void)cudaEventDestroy(done);
@@ -338,7 +383,7 @@ class NcclComm {
     SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&state_->done, cudaEventDisableTiming));
     for (cudaEvent_t& e : state_->marks)
       SEQPAR_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    SEQPAR_CUDA_CHECK(cudaMallocHost(&state_->pinned, pinned_bytes));
+    state_->pinned = detail::NcclPinnedBlocks::take();
   }
 
   // Queues call(stream) (an NCCL call) on the communicator's stream after the work queued
@@ -412,11 +457,10 @@ class NcclComm {
     SEQPAR_CHECK(peer != rank(), "NcclComm: rank ", rank(), " named itself as its ", what);
   }
 
-  // Pinned memory where results for host memory land, made with the communicator and never
-  // grown: freeing pinned memory synchronises the device, which NCCL work of another
-  // communicator queued there may forbid (see finish()). Host operands are scalars; longer
-  // ones come back in pieces of this size.
-  static constexpr std::size_t pinned_bytes = 4096;
+  // Pinned memory where results for host memory land, taken with the communicator and never
+  // grown nor freed (detail::NcclPinnedBlocks). Host operands are scalars; longer ones come
+  // back in pieces of this size.
+  static constexpr std::size_t pinned_bytes = detail::nccl_pinned_bytes;
   void* pinned() const { return state_->pinned; }
 
   // Waits for the calling thread's stream; fails instead of waiting for ever when NCCL

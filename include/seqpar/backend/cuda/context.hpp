@@ -73,31 +73,46 @@ class CudaContext {
   void set_allow_tf32(bool on) { allow_tf32_ = on; }
 
   /// Device scratch of at least `bytes`, shared by every op of this thread: stream order
-  /// makes the reuse safe. Growing it first waits for the stream (work queued earlier may
-  /// still read the old block); the contents do not survive a growth.
+  /// makes the reuse safe. The contents do not survive a growth. Growing frees nothing: the
+  /// old block joins the cache (allocate's), where only ops queued after this point can take
+  /// it again, so a growth never waits (cudaFree would wait for the whole device).
   void* scratch(std::size_t bytes) {
     ensure();
     if (bytes > scratch_bytes_) {
-      synchronize();
-      if (scratch_) SEQPAR_CUDA_CHECK(cudaFree(scratch_));
-      scratch_ = nullptr;
-      scratch_bytes_ = 0;
-      const std::size_t grown = bytes + bytes / 2;
-      scratch_ = device_malloc(grown);
+      const std::size_t grown = rounded(bytes + bytes / 2);
+      void* fresh = device_malloc(grown);
+      if (scratch_) {
+        std::lock_guard lock(cache_mutex_);
+        cache_[scratch_bytes_].push_back(scratch_);
+        cached_bytes_ += scratch_bytes_;
+      }
+      scratch_ = fresh;
       scratch_bytes_ = grown;
     }
     return scratch_;
   }
 
+  /// Bytes of device scratch held (0 before the first scratch()).
+  std::size_t scratch_bytes() const { return scratch_bytes_; }
+
   /// Pinned host memory of at least `bytes`, where reductions land for the host to read.
+  /// The contents do not survive a growth. Growing frees nothing until the context ends
+  /// (cudaFreeHost waits for every device): the old block is kept, and a copy still queued
+  /// into it lands there harmlessly.
   void* host_scratch(std::size_t bytes) {
     ensure();
     if (bytes > host_bytes_) {
-      synchronize();
-      if (host_) SEQPAR_CUDA_CHECK(cudaFreeHost(host_));
-      host_ = nullptr;
-      host_bytes_ = 0;
-      SEQPAR_CUDA_CHECK(cudaMallocHost(&host_, bytes));
+      void* fresh = nullptr;
+      SEQPAR_CUDA_CHECK(cudaMallocHost(&fresh, bytes));
+      if (host_) {
+        try {
+          retired_host_.push_back(host_);
+        } catch (...) {
+          (void)cudaFreeHost(fresh);
+          throw;
+        }
+      }
+      host_ = fresh;
       host_bytes_ = bytes;
     }
     return host_;
@@ -138,22 +153,26 @@ class CudaContext {
   }
 
   /// Keeps a block this thread's allocate(bytes) handed out for its next allocation of the
-  /// same size. A block from another thread (whose stream may still use it) or one freed
-  /// after this context ended goes back to the device (cudaFree waits for the device).
-  /// Called from destructors: never throws.
+  /// same size. A block another thread's allocate handed out goes to that thread's cache,
+  /// once this thread's stream has run what it queued (the owner's own work stays ordered by
+  /// its stream); one whose thread has ended goes back to the device (cudaFree waits for the
+  /// device). Called from destructors: never throws.
   void deallocate(void* p, std::size_t bytes) noexcept {
     if (!p) return;
     const std::size_t size = rounded(bytes);
     try {
-      {
-        std::lock_guard lock(cache_mutex_);
-        if (ready_ && live_.erase(p) == 1) {
-          cache_[size].push_back(p);
-          cached_bytes_ += size;
-          return;
+      if (ready_) {
+        {
+          std::lock_guard lock(cache_mutex_);
+          if (live_.erase(p) == 1) {
+            cache_[size].push_back(p);
+            cached_bytes_ += size;
+            return;
+          }
         }
+        (void)cudaStreamSynchronize(stream_);
       }
-      forget_elsewhere(p);
+      if (give_to_owner(p, size)) return;
     } catch (...) {
     }
     (void)cudaFree(p);
@@ -205,14 +224,19 @@ class CudaContext {
     cached_bytes_ = 0;
     return blocks;
   }
-  // A block another thread's allocate handed out leaves that thread's books before it goes
-  // back to the device, since cudaMalloc may hand the address out again to anyone.
-  static void forget_elsewhere(void* p) {
+  // A block another thread's allocate handed out goes into that thread's cache; false when
+  // no live context handed it out.
+  static bool give_to_owner(void* p, std::size_t size) {
     std::lock_guard lock(registry().mutex);
     for (CudaContext* c : registry().contexts) {
       std::lock_guard cache_lock(c->cache_mutex_);
-      if (c->live_.erase(p) == 1) return;
+      if (c->live_.erase(p) == 1) {
+        c->cache_[size].push_back(p);
+        c->cached_bytes_ += size;
+        return true;
+      }
     }
+    return false;
   }
   static void free_blocks(const std::vector<void*>& blocks) noexcept {
     for (void* p : blocks) (void)cudaFree(p);
@@ -306,6 +330,8 @@ class CudaContext {
     if (blas_workspace_) (void)cudaFree(blas_workspace_);
     if (scratch_) (void)cudaFree(scratch_);
     if (host_) (void)cudaFreeHost(host_);
+    for (void* p : retired_host_) (void)cudaFreeHost(p);
+    retired_host_.clear();
     if (stream_) (void)cudaStreamDestroy(stream_);
     if (copy_stream_) (void)cudaStreamDestroy(copy_stream_);
     blas_ = nullptr;
@@ -327,6 +353,7 @@ class CudaContext {
   std::size_t scratch_bytes_ = 0;
   void* host_ = nullptr;
   std::size_t host_bytes_ = 0;
+  std::vector<void*> retired_host_;  // host scratch outgrown, freed when the context ends
   mutable std::mutex
       cache_mutex_;  // cache_, cached_bytes_ and live_ (another thread may take the cache)
   std::map<std::size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
