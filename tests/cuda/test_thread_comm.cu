@@ -59,27 +59,68 @@ const OneRankFp32& one_rank_fp32() {
   }();
   return ref;
 }
+inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+inline float to_float(__half v) { return __half2float(v); }
+// The 16-bit working weights of a mixed-precision trainer, in order, as floats.
 template <class T>
-void flat_bf16_weights(T& t, std::vector<float>& out) {
+void flat_working_weights(T& t, std::vector<float>& out) {
   out.clear();
-  t.for_each_param([&](const ParamSpec& p, __nv_bfloat16* v, __nv_bfloat16*) {
-    for (std::int64_t i = 0; i < p.numel(); ++i) out.push_back(__bfloat162float(v[i]));
+  t.for_each_param([&](const ParamSpec& p, auto* v, auto*) {
+    for (std::int64_t i = 0; i < p.numel(); ++i) out.push_back(to_float(v[i]));
   });
 }
-struct OneRankBf16 {
+struct OneRankMixed {
   std::vector<double> losses;
   std::vector<float> weights, start;
 };
-const OneRankBf16& one_rank_bf16() {
-  static const OneRankBf16 ref = [] {
-    OneRankBf16 r;
-    Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> t(trainer_options());
-    flat_bf16_weights(t, r.start);
+// The one-rank trainer in precision P (Bf16Mixed or Fp16Mixed), once per precision.
+template <Precision P>
+const OneRankMixed& one_rank_mixed() {
+  static const OneRankMixed ref = [] {
+    OneRankMixed r;
+    Trainer<TrainTiny, Replicated<1>, Cuda, P> t(trainer_options());
+    flat_working_weights(t, r.start);
     for (int s = 0; s < kPlanSteps; ++s) r.losses.push_back(t.step(trainer_batch(s)).loss);
-    flat_bf16_weights(t, r.weights);
+    flat_working_weights(t, r.weights);
     return r;
   }();
   return ref;
+}
+
+// A multi-rank plan in precision P follows the one-rank trainer in P: the ranks exchange
+// 16-bit activations and gradients (summed in float on the host, rounded once), so to the
+// precision's rounding, not bit for bit.
+template <class Plan, Precision P>
+void check_mixed_plan(const std::string& tag) {
+  constexpr int steps = kPlanSteps;
+  const OneRankMixed& ref = one_rank_mixed<P>();
+  std::mutex m;
+  run_cuda_ranks(PlanTraits<Plan>::world_size, [&](CudaThreadComm& comm) {
+    Trainer<TrainTiny, Plan, Cuda, P> t(comm, trainer_options());
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) losses.push_back(t.step(trainer_batch(s)).loss);
+    // The whole model, gathered in the canonical layout, compared on world rank 0.
+    const std::string path =
+        "/tmp/seqpar_" + tag + "_plan_" + std::to_string(::getpid()) + ".safetensors";
+    t.save_weights(path);
+    std::lock_guard lock(m);
+    for (int s = 0; s < steps; ++s) {
+      CAPTURE(s);
+      CHECK(std::abs(losses[s] - ref.losses[s]) < 2e-2 * std::abs(ref.losses[s]));
+    }
+    if (comm.rank() != 0) return;
+    Trainer<TrainTiny, Replicated<1>, Cuda, P> loaded(trainer_options());
+    loaded.load_weights(path);
+    std::filesystem::remove(path);
+    std::vector<float> got;
+    flat_working_weights(loaded, got);
+    const double moved = rel_err(ref.weights, ref.start), apart = rel_err(got, ref.weights);
+    INFO("the one-rank weights moved ", moved, "; this plan's end ", apart, " from them");
+    // Three steps at lr 2e-3, the first at lr 0 (the warmup's step 0): 0.037 relative,
+    // measured (the fp32 CPU trainer's weights move as much).
+    CHECK(moved > 0.02);
+    CHECK(apart < 0.5 * moved);
+  });
 }
 
 }  // namespace
@@ -326,44 +367,19 @@ TEST_SUITE("multi-rank") {
     CHECK(st.loss == doctest::Approx(want).epsilon(1e-5));
   }
 
-  // bf16 plans: the ranks exchange 16-bit activations and gradients (summed in float on the
-  // host, rounded once), so they follow the one-rank bf16 trainer to bf16's precision, not
-  // bit for bit.
   TEST_CASE_TEMPLATE(
       "a multi-rank Bf16Mixed plan on one GPU follows the one-rank Bf16Mixed trainer", Plan,
       Replicated<2>, Sharded<Zero2, 2>, Sharded<Zero3, 2>, TensorSplit<2>, Pipeline<2>,
       Hybrid<TensorSplit<2>, Pipeline<2>, Replicated<2>>) {
-    constexpr int steps = kPlanSteps;
-    const std::vector<double>& ref_losses = one_rank_bf16().losses;
-    const std::vector<float>& ref_weights = one_rank_bf16().weights;
-    const std::vector<float>& start = one_rank_bf16().start;
-    std::mutex m;
-    run_cuda_ranks(PlanTraits<Plan>::world_size, [&](CudaThreadComm& comm) {
-      Trainer<TrainTiny, Plan, Cuda, Bf16Mixed> t(comm, trainer_options());
-      std::vector<double> losses;
-      for (int s = 0; s < steps; ++s) losses.push_back(t.step(trainer_batch(s)).loss);
-      // The whole model, gathered in the canonical layout, compared on world rank 0.
-      const std::string path =
-          "/tmp/seqpar_bf16_plan_" + std::to_string(::getpid()) + ".safetensors";
-      t.save_weights(path);
-      std::lock_guard lock(m);
-      for (int s = 0; s < steps; ++s) {
-        CAPTURE(s);
-        CHECK(std::abs(losses[s] - ref_losses[s]) < 2e-2 * std::abs(ref_losses[s]));
-      }
-      if (comm.rank() != 0) return;
-      Trainer<TrainTiny, Replicated<1>, Cuda, Bf16Mixed> loaded(trainer_options());
-      loaded.load_weights(path);
-      std::filesystem::remove(path);
-      std::vector<float> got;
-      flat_bf16_weights(loaded, got);
-      const double moved = rel_err(ref_weights, start), apart = rel_err(got, ref_weights);
-      INFO("the one-rank weights moved ", moved, "; this plan's end ", apart, " from them");
-      // Three steps at lr 2e-3, the first at lr 0 (the warmup's step 0): 0.037 relative,
-      // measured (the fp32 CPU trainer's weights move as much).
-      CHECK(moved > 0.02);
-      CHECK(apart < 0.5 * moved);
-    });
+    check_mixed_plan<Plan, Bf16Mixed>("bf16");
+  }
+
+  // fp16 with its dynamic loss scale: every rank takes the same skip-or-step decision.
+  TEST_CASE_TEMPLATE(
+      "a multi-rank Fp16Mixed plan on one GPU follows the one-rank Fp16Mixed trainer", Plan,
+      Replicated<2>, Sharded<Zero1, 2>, Sharded<Zero3, 2>, TensorSplit<2>, Pipeline<2, OneFOneB>,
+      Hybrid<TensorSplit<2>, Pipeline<2>, Replicated<2>>) {
+    check_mixed_plan<Plan, Fp16Mixed>("fp16");
   }
 
 }  // TEST_SUITE
