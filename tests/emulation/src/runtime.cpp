@@ -741,6 +741,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device, seqpar_emu
     return fail(cudaErrorInvalidDevice, call_at("cudaGetDeviceProperties", site));
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "seqpar emulated CUDA device %d", device);
+  // The same device has the same UUID in every process of the machine, as a GPU has.
+  std::snprintf(prop->uuid.bytes, sizeof prop->uuid.bytes, "emu-gpu-%03u",
+                static_cast<unsigned>(device) % 1000u);
   prop->totalGlobalMem = machine().devices[static_cast<std::size_t>(device)].capacity;
   prop->sharedMemPerBlock = 48 << 10;
   prop->sharedMemPerBlockOptin = 227 << 10;

@@ -1,5 +1,4 @@
-# What the example's cmake -P checks share (included by faults_check, controls_check,
-# mpirun_check and resume_check).
+# What the example's cmake -P checks share (included by every check script of this folder).
 
 # ner_run(<expected rc> <output variable> args...): runs seqgpt_ner (EXE) on thread ranks,
 # checks its exit code and returns stdout and stderr together.
@@ -30,4 +29,42 @@ function(micro value var)
   string(REGEX REPLACE "^0+([0-9])" "\\1" frac "${frac}")
   math(EXPR v "${whole} * 1000000 + ${frac}")
   set(${var} ${v} PARENT_SCOPE)
+endfunction()
+
+# train_losses(<run folder> <var>): the run's train losses in millionths, step by step.
+function(train_losses dir var)
+  file(STRINGS "${dir}/metrics.jsonl" lines REGEX "\"event\":\"train\"")
+  set(out "")
+  foreach(line IN LISTS lines)
+    string(JSON loss GET "${line}" loss)
+    micro("${loss}" m)
+    list(APPEND out ${m})
+  endforeach()
+  set(${var} "${out}" PARENT_SCOPE)
+endfunction()
+
+# near(<what> <losses> <reference losses> <per million>): as many losses, each within
+# `per million` of the reference's, relative.
+function(near what got want ppm)
+  list(LENGTH got n)
+  list(LENGTH want m)
+  if(NOT n EQUAL m OR n EQUAL 0)
+    message(FATAL_ERROR "${what}: losses ${got} against ${want}: not as many steps")
+  endif()
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    list(GET got ${i} a)
+    list(GET want ${i} b)
+    math(EXPR diff "${a} - ${b}")
+    if(diff LESS 0)
+      math(EXPR diff "-${diff}")
+    endif()
+    math(EXPR scaled "${diff} * 1000000")
+    math(EXPR bound "${b} * ${ppm}")
+    if(scaled GREATER bound)
+      math(EXPR step "${i} + 1")
+      message(FATAL_ERROR "${what}: step ${step}'s loss ${a} (millionths) is not within ${ppm} per million of ${b}: ${got} against ${want}")
+    endif()
+  endforeach()
+  message(STATUS "${what}: losses (millionths) ${got} against ${want}")
 endfunction()

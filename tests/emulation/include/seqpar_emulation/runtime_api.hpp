@@ -62,8 +62,14 @@ struct cudaPointerAttributes {
   void* hostPointer;
 };
 
+struct CUuuid_st {
+  char bytes[16];
+};
+using cudaUUID_t = CUuuid_st;
+
 struct cudaDeviceProp {
   char name[256];
+  cudaUUID_t uuid;
   std::size_t totalGlobalMem;
   std::size_t sharedMemPerBlock;
   std::size_t sharedMemPerBlockOptin;

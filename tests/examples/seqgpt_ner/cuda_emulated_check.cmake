@@ -1,0 +1,77 @@
+# seqgpt_ner --device cuda on the emulated CUDA device of the tests (tests/emulation; the
+# program built by preset emulated): bf16 and fp16 training on thread ranks (CudaThreadComm)
+# and, under mpirun, on NCCL between processes; evaluation on the device; a CPU run resumed on
+# the device. References: the CPU's fp32 run of the same data, batch and seed.
+#   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> [-DMPIEXEC=mpirun
+#         -DNP_FLAG=-n] -P cuda_emulated_check.cmake
+file(REMOVE_RECURSE "${OUT}")
+include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
+file(MAKE_DIRECTORY "${OUT}")
+set(common --no-eval --quiet --seed 5 --batch 4 --max-steps 3)
+
+# The reference: one rank on the CPU in fp32, the same 4-row batches.
+ner_run(0 out train --out "${OUT}/cpu" ${common} --plan single --device cpu --precision fp32)
+train_losses("${OUT}/cpu" cpu)
+
+# Two thread ranks on one device in bf16 and fp16 (mixed: fp32 master weights, fp32 sums).
+# Bound: 16-bit rounding of weights, activations and gradients; the CPU's own bf16 keeps
+# within 1e-3 of fp32 over such steps (device_check.cmake), fp16 rounds finer.
+foreach(precision IN ITEMS bf16 fp16)
+  ner_run(0 out train --out "${OUT}/${precision}" ${common} --plan dp2 --device cuda
+          --precision ${precision})
+  expect("${out}" "2 rank(s) as threads of this process (CudaThreadComm) on cuda in ${precision}")
+  if(NOT out MATCHES "rank 1  pid [0-9]+  cuda:0 ")
+    message(FATAL_ERROR "no memory line of rank 1 on cuda:0:\n${out}")
+  endif()
+  train_losses("${OUT}/${precision}" got)
+  near("--device cuda --precision ${precision}, 2 thread ranks" "${got}" "${cpu}" 1000)
+endforeach()
+file(STRINGS "${OUT}/fp16/metrics.jsonl" first REGEX "\"event\":\"train\"" LIMIT_COUNT 1)
+string(JSON scale GET "${first}" loss_scale)
+if(NOT scale GREATER 1)
+  message(FATAL_ERROR "fp16 trained without a dynamic loss scale: loss_scale ${scale}")
+endif()
+
+# Generation on the device: greedy answers of the bf16 run's weights (loaded in fp32) are the
+# CPU's, record for record.
+set(eval_args --eval_limit 3 --max_new_tokens 12 --quiet)
+foreach(device IN ITEMS cuda cpu)
+  ner_run(0 out eval --out "${OUT}/bf16" --device ${device} ${eval_args})
+  file(READ "${OUT}/bf16/dev.predictions.jsonl" predictions_${device})
+endforeach()
+if(predictions_cuda STREQUAL "" OR NOT predictions_cuda STREQUAL predictions_cpu)
+  message(FATAL_ERROR "eval on cuda answered otherwise than on the cpu:\ncuda:\n${predictions_cuda}\ncpu:\n${predictions_cpu}")
+endif()
+
+# A CPU run stopped after 2 steps resumes on the device: its third step is the CPU's third.
+ner_run(0 out train --out "${OUT}/moved" ${common} --plan single --device cpu --precision fp32
+        --stop_after 2)
+ner_run(0 out train --out "${OUT}/moved" ${common} --plan dp2 --device cuda --precision bf16
+        --resume_from_checkpoint)
+expect("${out}" "on cuda in bf16")
+train_losses("${OUT}/moved" moved)
+near("a CPU checkpoint resumed on cuda in bf16" "${moved}" "${cpu}" 1000)
+
+# Under mpirun: a process per emulated GPU, NcclComm between them (the emulated NCCL over
+# MPI): the thread ranks' losses, in each precision.
+if(MPIEXEC)
+  foreach(precision IN ITEMS bf16 fp16)
+    execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} 2 "${EXE}" train --out "${OUT}/mpirun_${precision}"
+                            ${common} --plan dp2 --device cuda --precision ${precision}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "mpirun -np 2 seqgpt_ner --device cuda --precision ${precision}: exit code ${rc}:\n${out}\n${err}")
+    endif()
+    foreach(rank IN ITEMS 0 1)
+      if(NOT out MATCHES "rank ${rank}  pid [0-9]+  cuda:${rank} ")
+        message(FATAL_ERROR "rank ${rank} is not on cuda:${rank}:\n${out}")
+      endif()
+    endforeach()
+    train_losses("${OUT}/mpirun_${precision}" got)
+    train_losses("${OUT}/${precision}" threads)
+    near("mpirun -np 2 --device cuda --precision ${precision} (NcclComm)" "${got}" "${threads}" 10)
+  endforeach()
+else()
+  message(STATUS "no mpirun: the NCCL runs between processes are not checked")
+endif()
+message(STATUS "cuda check: seqgpt_ner --device cuda trains, evaluates and resumes on the emulated device")
