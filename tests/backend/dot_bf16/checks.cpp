@@ -66,7 +66,9 @@ void check(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, flo
         ref += p;
         mag += std::fabs(p);
       }
-      ref = alpha * ref + (beta == 0.0f ? 0.0 : beta * double(c0[i * ldc + j]));
+      // C's input as the gemm read it: c0 rounded to Out (bf16 C holds c0 to 8 bits)
+      const double c_in = static_cast<float>(Out(c0[i * ldc + j]));
+      ref = alpha * ref + (beta == 0.0f ? 0.0 : beta * c_in);
       const double unit = std::is_same_v<Out, float> ? 0 : 0x1p-8;
       const double got = static_cast<float>(C[i * ldc + j]);
       worst = std::max(worst, (std::fabs(got - ref) - unit * std::fabs(ref)) /
