@@ -81,6 +81,12 @@ inline void pack_a(std::uint32_t* dst, const View& a, std::int64_t i0, std::int6
         for (std::int64_t q = 0; q < pairs; ++q) std::memcpy(&dst[q * MR + r], row + 2 * q, 4);
         continue;
       }
+      if (a.trans && kc % 2 == 0) {  // k and k + 1 are two rows of A
+        const Bf16Bits* lo = a.p + p0 * a.ld + i0 + s + r;
+        for (std::int64_t q = 0; q < pairs; ++q, lo += 2 * a.ld)
+          dst[q * MR + r] = std::uint32_t{lo[0].bits} | (std::uint32_t{lo[a.ld].bits} << 16);
+        continue;
+      }
       for (std::int64_t q = 0; q < pairs; ++q)
         dst[q * MR + r] = pair_of(a, i0 + s + r, p0 + 2 * q, p0 + kc);
     }
@@ -95,6 +101,22 @@ inline void pack_b(std::uint32_t* dst, const View& b, std::int64_t p0, std::int6
   const View bt{b.p, b.ld, !b.trans};
   for (std::int64_t s = s0; s < s1; ++s) {
     std::uint32_t* d = dst + s * pairs * NR;
+    // A whole sliver and no pair cut short: B read in the order it lies in memory.
+    if (kc % 2 == 0 && (s + 1) * NR <= nc) {
+      if (!b.trans) {  // k and k + 1 are two rows of B
+        for (std::int64_t q = 0; q < pairs; ++q) {
+          const Bf16Bits* lo = b.p + (p0 + 2 * q) * b.ld + j0 + s * NR;
+          for (std::int64_t c = 0; c < NR; ++c)
+            d[q * NR + c] = std::uint32_t{lo[c].bits} | (std::uint32_t{lo[b.ld + c].bits} << 16);
+        }
+      } else {  // a column's pairs are consecutive words of a row of B
+        for (std::int64_t c = 0; c < NR; ++c) {
+          const Bf16Bits* row = b.p + (j0 + s * NR + c) * b.ld + p0;
+          for (std::int64_t q = 0; q < pairs; ++q) std::memcpy(&d[q * NR + c], row + 2 * q, 4);
+        }
+      }
+      continue;
+    }
     for (std::int64_t c = 0; c < NR; ++c) {
       const std::int64_t j = s * NR + c;
       for (std::int64_t q = 0; q < pairs; ++q)
@@ -110,10 +132,13 @@ template <class L, class In, class Out>
 void kernel(std::int64_t pairs, const std::uint32_t* __restrict a,
             const std::uint32_t* __restrict b, const In* in, std::int64_t ldi, Out* out,
             std::int64_t ldo, std::int64_t rows, std::int64_t cols, float alpha, float beta) {
-  typename L::Vec acc[MR][2];
+  typename L::Vec acc[MR][2];  // in registers when the loops over rows are unrolled: at -O2
+                               // GCC otherwise keeps them in memory, at half the speed
+  SEQPAR_UNROLL(12)
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = L::zero();
   for (std::int64_t q = 0; q < pairs; ++q, a += MR, b += NR) {
     const auto b0 = L::load_pairs(b), b1 = L::load_pairs(b + 16);
+    SEQPAR_UNROLL(12)
     for (int r = 0; r < MR; ++r) {
       acc[r][0] = L::dot(acc[r][0], a[r], b0);
       acc[r][1] = L::dot(acc[r][1], a[r], b1);

@@ -35,14 +35,6 @@
 #include <omp.h>
 #endif
 
-// The eight rows of a transpose stay in registers only when their loops are unrolled;
-// nvcc's front end (host code of .cu files) does not know the GCC spelling.
-#if defined(__GNUC__) && !defined(__CUDACC__)
-#define SEQPAR_SGEMM_UNROLL8 _Pragma("GCC unroll 8")
-#else
-#define SEQPAR_SGEMM_UNROLL8
-#endif
-
 namespace seqpar::inline v0::detail::sgemm {
 
 inline constexpr std::int64_t MR = 6;     // rows of the register tile
@@ -79,19 +71,19 @@ struct View {
 // r[i] = column i of the 8 x 8 block held in r (r[i] was row i).
 inline void transpose8(__m256 (&r)[8]) {
   __m256 t[8], u[8];
-  SEQPAR_SGEMM_UNROLL8
+  SEQPAR_UNROLL(8)
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
     t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
   }
-  SEQPAR_SGEMM_UNROLL8
+  SEQPAR_UNROLL(8)
   for (int i = 0; i < 8; i += 4) {
     u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
     u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
     u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
     u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
   }
-  SEQPAR_SGEMM_UNROLL8
+  SEQPAR_UNROLL(8)
   for (int i = 0; i < 4; ++i) {
     r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
     r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
@@ -109,11 +101,11 @@ void pack_transposed(float* dst, std::int64_t ld, const E* const* src, std::int6
   std::int64_t k = 0;
   for (; k + 8 <= kc; k += 8) {
     __m256 r[8];
-    SEQPAR_SGEMM_UNROLL8
+    SEQPAR_UNROLL(8)
     for (int w = 0; w < 8; ++w)
       r[w] = w < width ? _mm256_mul_ps(vs, load8(src[w] + k)) : _mm256_setzero_ps();
     transpose8(r);
-    SEQPAR_SGEMM_UNROLL8
+    SEQPAR_UNROLL(8)
     for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (k + i) * ld, r[i]);
   }
   for (; k < kc; ++k)
@@ -332,5 +324,3 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, floa
 }
 
 }  // namespace seqpar::inline v0::detail::sgemm
-
-#undef SEQPAR_SGEMM_UNROLL8
