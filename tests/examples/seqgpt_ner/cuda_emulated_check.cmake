@@ -1,7 +1,8 @@
 # seqgpt_ner --device cuda on the emulated CUDA device of the tests (tests/emulation; the
 # program built by preset emulated): bf16 and fp16 training on thread ranks (CudaThreadComm)
 # and, under mpirun, on NCCL between processes; evaluation on the device; a CPU run resumed on
-# the device. References: the CPU's fp32 run of the same data, batch and seed.
+# the device and a device run resumed on the CPU. References: the CPU's fp32 run of the same
+# data, batch and seed.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> [-DMPIEXEC=mpirun
 #         -DNP_FLAG=-n] -P cuda_emulated_check.cmake
 file(REMOVE_RECURSE "${OUT}")
@@ -49,8 +50,26 @@ ner_run(0 out train --out "${OUT}/moved" ${common} --plan single --device cpu --
 ner_run(0 out train --out "${OUT}/moved" ${common} --plan dp2 --device cuda --precision bf16
         --resume_from_checkpoint)
 expect("${out}" "on cuda in bf16")
+expect("${out}" "step-2.safetensors at step 2")
 train_losses("${OUT}/moved" moved)
 near("a CPU checkpoint resumed on cuda in bf16" "${moved}" "${cpu}" 1000)
+
+# And back: a device run in bf16 stopped after 2 steps resumes on the CPU in fp32.
+ner_run(0 out train --out "${OUT}/back" ${common} --plan dp2 --device cuda --precision bf16
+        --stop_after 2)
+ner_run(0 out train --out "${OUT}/back" ${common} --plan single --device cpu --precision fp32
+        --resume_from_checkpoint)
+expect("${out}" "on cpu in fp32")
+expect("${out}" "step-2.safetensors at step 2")
+train_losses("${OUT}/back" back)
+near("a cuda bf16 checkpoint resumed on the cpu in fp32" "${back}" "${cpu}" 1000)
+# Its first two steps are the device's: the rows of the stopped run, each once.
+train_losses("${OUT}/bf16" bf16)
+list(SUBLIST back 0 2 back_head)
+list(SUBLIST bf16 0 2 bf16_head)
+if(NOT back_head STREQUAL bf16_head)
+  message(FATAL_ERROR "the resumed run's first steps ${back_head} are not the device run's ${bf16_head}")
+endif()
 
 # Under mpirun: a process per emulated GPU, NcclComm between them (the emulated NCCL over
 # MPI): the thread ranks' losses, in each precision.
