@@ -44,32 +44,35 @@ if(predictions_cuda STREQUAL "" OR NOT predictions_cuda STREQUAL predictions_cpu
   message(FATAL_ERROR "eval on cuda answered otherwise than on the cpu:\ncuda:\n${predictions_cuda}\ncpu:\n${predictions_cpu}")
 endif()
 
-# A CPU run stopped after 2 steps resumes on the device: its third step is the CPU's third.
-ner_run(0 out train --out "${OUT}/moved" ${common} --plan single --device cpu --precision fp32
-        --stop_after 2)
-ner_run(0 out train --out "${OUT}/moved" ${common} --plan dp2 --device cuda --precision bf16
-        --resume_from_checkpoint)
-expect("${out}" "on cuda in bf16")
-expect("${out}" "step-2.safetensors at step 2")
-train_losses("${OUT}/moved" moved)
-near("a CPU checkpoint resumed on cuda in bf16" "${moved}" "${cpu}" 1000)
+# stop_and_resume(<dir> <reference> FIRST <args> THEN <args>): a run with the FIRST
+# arguments stopped after 2 steps, resumed from its step-2 checkpoint with the THEN ones. Its
+# first two losses must be those of <reference> (a list of losses: the stopped run's rows,
+# each once), its third within 1e-3 of the CPU's fp32 third. Sets `out` to the resumed run's
+# output.
+function(stop_and_resume dir reference)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "FIRST;THEN")
+  ner_run(0 out train --out "${OUT}/${dir}" ${common} ${arg_FIRST} --stop_after 2)
+  ner_run(0 out train --out "${OUT}/${dir}" ${common} ${arg_THEN} --resume_from_checkpoint)
+  expect("${out}" "step-2.safetensors at step 2")
+  train_losses("${OUT}/${dir}" losses)
+  string(REPLACE ";" " " what "${arg_FIRST} resumed with ${arg_THEN}")
+  near("${what}" "${losses}" "${cpu}" 1000)
+  list(SUBLIST losses 0 2 head)
+  list(SUBLIST reference 0 2 want)
+  if(NOT head STREQUAL want)
+    message(FATAL_ERROR "the resumed run's first steps ${head} are not the stopped run's ${want}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
 
-# And back: a device run in bf16 stopped after 2 steps resumes on the CPU in fp32.
-ner_run(0 out train --out "${OUT}/back" ${common} --plan dp2 --device cuda --precision bf16
-        --stop_after 2)
-ner_run(0 out train --out "${OUT}/back" ${common} --plan single --device cpu --precision fp32
-        --resume_from_checkpoint)
-expect("${out}" "on cpu in fp32")
-expect("${out}" "step-2.safetensors at step 2")
-train_losses("${OUT}/back" back)
-near("a cuda bf16 checkpoint resumed on the cpu in fp32" "${back}" "${cpu}" 1000)
-# Its first two steps are the device's: the rows of the stopped run, each once.
+# A CPU run in fp32 resumes on the device in bf16, and a device run in bf16 on the CPU.
+stop_and_resume(moved "${cpu}" FIRST --plan single --device cpu --precision fp32
+                THEN --plan dp2 --device cuda --precision bf16)
+expect("${out}" "on cuda in bf16")
 train_losses("${OUT}/bf16" bf16)
-list(SUBLIST back 0 2 back_head)
-list(SUBLIST bf16 0 2 bf16_head)
-if(NOT back_head STREQUAL bf16_head)
-  message(FATAL_ERROR "the resumed run's first steps ${back_head} are not the device run's ${bf16_head}")
-endif()
+stop_and_resume(back "${bf16}" FIRST --plan dp2 --device cuda --precision bf16
+                THEN --plan single --device cpu --precision fp32)
+expect("${out}" "on cpu in fp32")
 
 # Under mpirun: a process per emulated GPU, NcclComm between them (the emulated NCCL over
 # MPI): the thread ranks' losses, in each precision.
