@@ -11,8 +11,9 @@
 // correct either way (each iteration independent, or the directive's clauses say otherwise).
 //
 // SEQPAR_UNROLL(n) before a loop asks GCC (and Clang, which takes its spelling) to unroll it
-// n times: a GEMM tile's sums held in an array stay in registers only then at -O2. nvcc's
-// front end (the host code of .cu files) does not know the spelling, so it vanishes there.
+// n times (n an integer constant expression): a GEMM tile's sums held in an array stay in registers
+// only then at -O2. nvcc's front end (the host code of .cu files) does not know the spelling, so it
+// vanishes there.
 
 #define SEQPAR_DETAIL_PRAGMA(...) _Pragma(#__VA_ARGS__)
 #if defined(_OPENMP)

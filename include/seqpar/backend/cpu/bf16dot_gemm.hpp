@@ -65,6 +65,23 @@ inline std::uint32_t pair_of(const View& v, std::int64_t i, std::int64_t k, std:
   return lo | (hi << 16);
 }
 
+// The pairs (k, k + 1), k = p0, p0 + 2, ..., of row i of v, kc values, written to dst[0],
+// dst[stride], ...; the pair past an odd kc has a zero high half.
+inline void row_pairs(std::uint32_t* dst, std::int64_t stride, const View& v, std::int64_t i,
+                      std::int64_t p0, std::int64_t kc) {
+  const std::int64_t pairs = (kc + 1) / 2;
+  if (kc % 2 == 0 && !v.trans) {  // a row's pairs are consecutive words
+    const Bf16Bits* row = v.p + i * v.ld + p0;
+    for (std::int64_t q = 0; q < pairs; ++q) std::memcpy(&dst[q * stride], row + 2 * q, 4);
+  } else if (kc % 2 == 0) {  // k and k + 1 are two rows of the stored matrix
+    const Bf16Bits* lo = v.p + p0 * v.ld + i;
+    for (std::int64_t q = 0; q < pairs; ++q, lo += 2 * v.ld)
+      dst[q * stride] = std::uint32_t{lo[0].bits} | (std::uint32_t{lo[v.ld].bits} << 16);
+  } else {
+    for (std::int64_t q = 0; q < pairs; ++q) dst[q * stride] = pair_of(v, i, p0 + 2 * q, p0 + kc);
+  }
+}
+
 // dst[kc/2][MR] pairs per sliver of MR rows of op(A)[i0:i0+mc, p0:p0+kc], rows past mc and
 // the pair past an odd kc zero.
 inline void pack_a(std::uint32_t* dst, const View& a, std::int64_t i0, std::int64_t mc,
@@ -72,23 +89,11 @@ inline void pack_a(std::uint32_t* dst, const View& a, std::int64_t i0, std::int6
   const std::int64_t pairs = (kc + 1) / 2;
   for (std::int64_t s = 0; s < mc; s += MR, dst += pairs * MR)
     for (std::int64_t r = 0; r < MR; ++r) {
-      if (s + r >= mc) {
-        for (std::int64_t q = 0; q < pairs; ++q) dst[q * MR + r] = 0;
+      if (s + r < mc) {
+        row_pairs(dst + r, MR, a, i0 + s + r, p0, kc);
         continue;
       }
-      if (!a.trans && kc % 2 == 0) {  // a row's pairs are consecutive words
-        const Bf16Bits* row = a.p + (i0 + s + r) * a.ld + p0;
-        for (std::int64_t q = 0; q < pairs; ++q) std::memcpy(&dst[q * MR + r], row + 2 * q, 4);
-        continue;
-      }
-      if (a.trans && kc % 2 == 0) {  // k and k + 1 are two rows of A
-        const Bf16Bits* lo = a.p + p0 * a.ld + i0 + s + r;
-        for (std::int64_t q = 0; q < pairs; ++q, lo += 2 * a.ld)
-          dst[q * MR + r] = std::uint32_t{lo[0].bits} | (std::uint32_t{lo[a.ld].bits} << 16);
-        continue;
-      }
-      for (std::int64_t q = 0; q < pairs; ++q)
-        dst[q * MR + r] = pair_of(a, i0 + s + r, p0 + 2 * q, p0 + kc);
+      for (std::int64_t q = 0; q < pairs; ++q) dst[q * MR + r] = 0;
     }
 }
 
@@ -101,26 +106,22 @@ inline void pack_b(std::uint32_t* dst, const View& b, std::int64_t p0, std::int6
   const View bt{b.p, b.ld, !b.trans};
   for (std::int64_t s = s0; s < s1; ++s) {
     std::uint32_t* d = dst + s * pairs * NR;
-    // A whole sliver and no pair cut short: B read in the order it lies in memory.
-    if (kc % 2 == 0 && (s + 1) * NR <= nc) {
-      if (!b.trans) {  // k and k + 1 are two rows of B
-        for (std::int64_t q = 0; q < pairs; ++q) {
-          const Bf16Bits* lo = b.p + (p0 + 2 * q) * b.ld + j0 + s * NR;
-          for (std::int64_t c = 0; c < NR; ++c)
-            d[q * NR + c] = std::uint32_t{lo[c].bits} | (std::uint32_t{lo[b.ld + c].bits} << 16);
-        }
-      } else {  // a column's pairs are consecutive words of a row of B
-        for (std::int64_t c = 0; c < NR; ++c) {
-          const Bf16Bits* row = b.p + (j0 + s * NR + c) * b.ld + p0;
-          for (std::int64_t q = 0; q < pairs; ++q) std::memcpy(&d[q * NR + c], row + 2 * q, 4);
-        }
+    if (!b.trans && kc % 2 == 0 && (s + 1) * NR <= nc) {
+      // k and k + 1 are two rows of B: a whole sliver read along them, NR values at a time,
+      // rather than column by column across them
+      for (std::int64_t q = 0; q < pairs; ++q) {
+        const Bf16Bits* lo = b.p + (p0 + 2 * q) * b.ld + j0 + s * NR;
+        for (std::int64_t c = 0; c < NR; ++c)
+          d[q * NR + c] = std::uint32_t{lo[c].bits} | (std::uint32_t{lo[b.ld + c].bits} << 16);
       }
       continue;
     }
     for (std::int64_t c = 0; c < NR; ++c) {
-      const std::int64_t j = s * NR + c;
-      for (std::int64_t q = 0; q < pairs; ++q)
-        d[q * NR + c] = j < nc ? pair_of(bt, j0 + j, p0 + 2 * q, p0 + kc) : 0;
+      if (s * NR + c < nc) {
+        row_pairs(d + c, NR, bt, j0 + s * NR + c, p0, kc);
+        continue;
+      }
+      for (std::int64_t q = 0; q < pairs; ++q) d[q * NR + c] = 0;
     }
   }
 }
@@ -134,11 +135,11 @@ void kernel(std::int64_t pairs, const std::uint32_t* __restrict a,
             std::int64_t ldo, std::int64_t rows, std::int64_t cols, float alpha, float beta) {
   typename L::Vec acc[MR][2];  // in registers when the loops over rows are unrolled: at -O2
                                // GCC otherwise keeps them in memory, at half the speed
-  SEQPAR_UNROLL(12)
+  SEQPAR_UNROLL(MR)
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = L::zero();
   for (std::int64_t q = 0; q < pairs; ++q, a += MR, b += NR) {
     const auto b0 = L::load_pairs(b), b1 = L::load_pairs(b + 16);
-    SEQPAR_UNROLL(12)
+    SEQPAR_UNROLL(MR)
     for (int r = 0; r < MR; ++r) {
       acc[r][0] = L::dot(acc[r][0], a[r], b0);
       acc[r][1] = L::dot(acc[r][1], a[r], b1);
