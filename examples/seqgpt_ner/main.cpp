@@ -63,8 +63,9 @@ int thread_ranks(const ner::Options& o) {
   return std::max(2, l.tensor * l.pipeline);
 }
 
+// A message of the library in this program's terms (its flags for the fields they set).
 void say(bool speaks, const char* what) {
-  if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", what);
+  if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", ner::in_flag_terms(what).c_str());
 }
 
 // A command on the ranks of `launch`: eval, predict and export on the writer alone; train on
@@ -78,7 +79,7 @@ int run_command(ner::Options o, const seqpar::RankLaunch& launch) {
                    " takes no DeepSpeed configuration");
       const auto report = seqpar::apply_deepspeed_file(o.train, o.deepspeed, launch.world_size());
       for (const auto& line : report.lines())
-        if (writer) std::printf("%s\n", line.c_str());
+        if (writer) std::printf("%s\n", ner::in_flag_terms(line).c_str());
     }
     resolve_model(o);
     if (o.command == "train") ner::apply_fine_tuning_defaults(o);
@@ -105,14 +106,15 @@ int run_command(ner::Options o, const seqpar::RankLaunch& launch) {
     say(writer, e.what());
     return 1;
   }
-  // SIGTERM (what Slurm and mpirun send first) and SIGINT stop every rank at the next step
-  // boundary with a checkpoint; a second signal ends the process at once.
-  const seqpar::StopSignals signals;
+  // The run refuses (every rank alike) before it writes; SIGTERM (what Slurm and mpirun send
+  // first) and SIGINT stop every rank at the next step boundary with a checkpoint.
   try {
-    seqpar::run_world(launch, o.device, ner::TrainRank{*t});
-  } catch (const std::exception& e) {
-    ner::log_failure(*t, e.what());
-    throw;
+    seqpar::run_world(launch,
+                      o.device == "cuda" ? seqpar::DeviceKind::cuda : seqpar::DeviceKind::cpu,
+                      ner::TrainRank{*t});
+  } catch (const seqpar::Refusal& e) {
+    say(writer, e.what());
+    return 1;
   }
   return ner::finish_training(*t);
 }
@@ -143,7 +145,7 @@ int run_processes(int argc, char** argv, const ner::Options& o, const std::strin
     say(rank == 0, e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "seqgpt_ner: rank %d: %s\n", rank, e.what());
+    std::fprintf(stderr, "seqgpt_ner: rank %d: %s\n", rank, ner::in_flag_terms(e.what()).c_str());
   }
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
@@ -194,7 +196,7 @@ int main(int argc, char** argv) {
     launch.threads = thread_ranks(o);
     return run_command(o, launch);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "seqgpt_ner: %s\n", e.what());
+    say(true, e.what());
     return 1;
   }
 }

@@ -17,28 +17,9 @@
 #include "seqpar/nn/model.hpp"
 #include "seqpar/plan/registry.hpp"
 #include "seqpar/train/any_trainer.hpp"
+#include "seqpar/train/generation_model.hpp"
 
 namespace ner {
-
-/// A whole model on one rank for generation, in fp32 on device Dev (whatever precision
-/// trained it: checkpoints hold fp32 weights): its own arena and stack, weights from a file.
-template <seqpar::BloomModel M, seqpar::Device Dev>
-struct GenerationModel {
-  seqpar::DeviceArena<Dev> arena;
-  seqpar::BloomStack<M, Dev, float> stack{arena};
-
-  /// Loads weights by Hugging Face names (a model, checkpoint or pytorch_model.bin), a unit
-  /// at a time through the host (the parameters live on Dev).
-  void load(const std::filesystem::path& path) {
-    const seqpar::BloomWeightsFile<M> f(path);
-    std::vector<float> unit;
-    for (std::size_t u = 0; u < stack.units().size(); ++u) {
-      unit.assign(static_cast<std::size_t>(stack.padded_numel(u)), 0.0f);
-      for (const auto& p : stack.units()[u].params) f.read(p, unit.data() + p.offset);
-      seqpar::Ops<Dev>::upload(stack.params(u), unit.data(), stack.padded_numel(u));
-    }
-  }
-};
 
 template <seqpar::BloomModel M, seqpar::Device Dev>
 class ServicesOf final : public ModelServices {
@@ -61,11 +42,7 @@ class ServicesOf final : public ModelServices {
     const seqpar::BloomWeightsFile<M> f(path);
   }
   GenerateFn load(const std::filesystem::path& weights) override {
-    if (!gen_) gen_ = std::make_unique<GenerationModel<M, Dev>>();
-    gen_->load(weights);
-    return [g = gen_.get()](const seqpar::BatchView& b, const seqpar::GenerateOptions& go) {
-      return seqpar::generate(g->stack, b, go);
-    };
+    return seqpar::load_generation_model<M, Dev>(weights);
   }
   void write_hf_dir(const std::filesystem::path& dir, const std::filesystem::path& weights,
                     const std::filesystem::path& tokenizer_file,
@@ -73,9 +50,6 @@ class ServicesOf final : public ModelServices {
                     std::int64_t max_length) const override {
     seqpar::write_hf_model_dir<M>(dir, weights, tokenizer_file, special, decoding, max_length);
   }
-
- private:
-  std::unique_ptr<GenerationModel<M, Dev>> gen_;
 };
 
 template <seqpar::BloomModel M, seqpar::Device Dev>

@@ -17,6 +17,7 @@
 #include "seqpar/nn/generate.hpp"
 #include "seqpar/plan/plan_desc.hpp"
 #include "seqpar/train/any_trainer.hpp"
+#include "seqpar/train/generation_model.hpp"
 #include "seqpar/train/hf_model_dir.hpp"
 
 namespace ner {
@@ -39,8 +40,7 @@ inline constexpr ModelInfo models[] = {
     {"seqgpt560m", seqpar::SeqGPT560M::config, seqpar::SeqGPT560M::parameter_count, true}};
 
 /// Generation with a whole model on one rank: what evaluation and prediction call.
-using GenerateFn =
-    std::function<seqpar::Generated(const seqpar::BatchView&, const seqpar::GenerateOptions&)>;
+using seqpar::GenerateFn;
 
 /// What the commands ask of a model on a device.
 class ModelServices {

@@ -131,14 +131,26 @@ void place_tokenizer(const TokenizerChoice& t) {
   if (!t.built.empty()) seqpar::detail::write_file_atomic(t.file, t.built);
 }
 
-seqpar::Tokenizer load_tokenizer(const fs::path& path, std::int64_t model_vocab) {
-  seqpar::Tokenizer tok = seqpar::Tokenizer::from_file(path);
+namespace {
+seqpar::Tokenizer checked_tokenizer(seqpar::Tokenizer tok, const fs::path& path,
+                                    std::int64_t model_vocab) {
   SEQPAR_CHECK(static_cast<std::int64_t>(tok.vocab_size()) <= model_vocab, path.string(), " has ",
                tok.vocab_size(), " ids; the model's vocabulary holds ", model_vocab,
                " (use --model seqgpt560m for BLOOM's tokenizer)");
   SEQPAR_CHECK(tok.eos_id() >= 0 && tok.pad_id() >= 0, path.string(),
                ": the tokenizer needs </s> and <pad> tokens");
   return tok;
+}
+}  // namespace
+
+seqpar::Tokenizer load_tokenizer(const fs::path& path, std::int64_t model_vocab) {
+  return checked_tokenizer(seqpar::Tokenizer::from_file(path), path, model_vocab);
+}
+
+seqpar::Tokenizer load_tokenizer(const TokenizerChoice& t, std::int64_t model_vocab) {
+  return t.built.empty() ? load_tokenizer(t.file, model_vocab)
+                         : checked_tokenizer(seqpar::Tokenizer::from_json(t.built, t.file.string()),
+                                             t.file, model_vocab);
 }
 
 seqpar::HfSpecialTokens special_tokens(const seqpar::Tokenizer& tok) {
@@ -171,52 +183,41 @@ fs::path cache_path(const Options& o, const std::string& split) {
 }
 }  // namespace
 
-std::optional<std::int64_t> cached_example_count(const Options& o, const std::string& split,
-                                                 const fs::path& source,
-                                                 const seqpar::TaskSpec& spec,
-                                                 const std::string& tokenizer_id) {
-  const fs::path path = cache_path(o, split);
-  if (!fs::exists(path)) return std::nullopt;
-  try {
-    const seqpar::SafetensorsFile f(path);
-    const auto& meta = f.metadata();
-    const auto key = meta.find("key"), examples = meta.find("examples");
-    if (key == meta.end() || examples == meta.end() ||
-        key->second != cache_key(o, source, spec, tokenizer_id))
-      return std::nullopt;
-    return seqpar::detail::parse_field<std::int64_t>(examples->second, path.string(),
-                                                     "metadata examples");
-  } catch (const seqpar::Error&) {
-    return std::nullopt;  // unreadable: rebuilt once the folder is taken
-  }
-}
-
-seqpar::ExampleSet cached_examples(const Options& o, const std::string& split,
-                                   const fs::path& source, const seqpar::NerDataset& d,
-                                   const seqpar::TaskSpec& spec, const seqpar::Tokenizer& tok,
-                                   const std::string& tokenizer_id, seqpar::ExampleReport& report) {
-  seqpar::CacheStatus st;
+SplitExamples split_examples(const Options& o, const std::string& split, const fs::path& source,
+                             const seqpar::NerDataset& d, const seqpar::TaskSpec& spec,
+                             const seqpar::Tokenizer& tok, const std::string& tokenizer_id) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto xo = example_options(o, spec).example_options();
-  xo.task = spec;
-  auto ex =
-      spec.task == seqpar::NluTask::ner
-          ? seqpar::cached_ner_examples(cache_path(o, split), seqpar::file_hash(source), d.records,
-                                        example_options(o, spec), tok, tokenizer_id, &st, &report)
-          : seqpar::cached_examples(cache_path(o, split), seqpar::file_hash(source), d.records, xo,
-                                    tok, tokenizer_id, &st, &report);
+  SplitExamples e;
+  e.split = split;
+  e.key = cache_key(o, source, spec, tokenizer_id);
+  const bool ner = spec.task == seqpar::NluTask::ner;
+  e.format = ner ? seqpar::ner_examples_format : seqpar::examples_format;
+  seqpar::CacheStatus st;
+  if (auto hit = seqpar::find_cached_examples(cache_path(o, split), e.key, &st, &e.report)) {
+    e.set = std::move(*hit);
+  } else {
+    auto xo = example_options(o, spec).example_options();
+    xo.task = spec;
+    e.set = ner ? seqpar::make_ner_examples(d.records, example_options(o, spec), tok, &e.report)
+                : seqpar::make_examples(d.records, xo, tok, &e.report);
+    e.made = true;
+  }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& r = e.report;
   std::printf(
       "  %s: %lld examples, %lld tokens (prompt <= %lld, answer <= %lld), %lld too long "
       "(--max_length %lld: %lld prompts cut on the left, %lld skipped); cache %s (%s, %.2f s)\n",
-      split.c_str(), static_cast<long long>(report.examples), static_cast<long long>(report.tokens),
-      static_cast<long long>(report.max_prompt_tokens),
-      static_cast<long long>(report.max_answer_tokens),
-      static_cast<long long>(report.truncated + report.skipped_too_long),
-      static_cast<long long>(o.max_length), static_cast<long long>(report.truncated),
-      static_cast<long long>(report.skipped_too_long), st.hit ? "hit" : "built", st.reason.c_str(),
-      s);
-  return ex;
+      split.c_str(), static_cast<long long>(r.examples), static_cast<long long>(r.tokens),
+      static_cast<long long>(r.max_prompt_tokens), static_cast<long long>(r.max_answer_tokens),
+      static_cast<long long>(r.truncated + r.skipped_too_long),
+      static_cast<long long>(o.max_length), static_cast<long long>(r.truncated),
+      static_cast<long long>(r.skipped_too_long), e.made ? "built" : "hit", st.reason.c_str(), s);
+  return e;
+}
+
+void store_examples(const Options& o, const SplitExamples& e) {
+  if (e.made)
+    seqpar::save_cached_examples(cache_path(o, e.split), e.key, e.format, e.set, e.report);
 }
 
 void RunInfo::write(const fs::path& path) const {

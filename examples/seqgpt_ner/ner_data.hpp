@@ -58,25 +58,28 @@ void place_tokenizer(const TokenizerChoice& t);
 
 /// Loads a tokenizer.json for a model of `model_vocab` rows.
 seqpar::Tokenizer load_tokenizer(const fs::path& path, std::int64_t model_vocab);
+/// The tokenizer a choice names: the user's file, or the built one from its content.
+seqpar::Tokenizer load_tokenizer(const TokenizerChoice& t, std::int64_t model_vocab);
 
 /// The special tokens of a tokenizer, for the transformers directory.
 seqpar::HfSpecialTokens special_tokens(const seqpar::Tokenizer& tok);
 
-/// The examples of split `split` (its file `source`) through the cache
-/// OUT/cache/<split>.tokens.safetensors (built and written when its key differs), printing a
-/// line.
-seqpar::ExampleSet cached_examples(const Options& o, const std::string& split,
-                                   const fs::path& source, const seqpar::NerDataset& d,
-                                   const seqpar::TaskSpec& spec, const seqpar::Tokenizer& tok,
-                                   const std::string& tokenizer_id, seqpar::ExampleReport& report);
+/// The examples of a split: from the cache OUT/cache/<split>.tokens.safetensors when it was
+/// made from the same inputs, else made in memory (nothing is written before the run takes
+/// its folder: store_examples then writes them).
+struct SplitExamples {
+  std::string split, key;
+  const char* format = "";
+  seqpar::ExampleSet set;
+  seqpar::ExampleReport report;
+  bool made = false;  // made now, not read from the cache
+};
+SplitExamples split_examples(const Options& o, const std::string& split, const fs::path& source,
+                             const seqpar::NerDataset& d, const seqpar::TaskSpec& spec,
+                             const seqpar::Tokenizer& tok, const std::string& tokenizer_id);
 
-/// How many examples the cache of split `split` holds when it was made from `source` with
-/// the tokenizer `tokenizer_id` and this run's settings; none when it was not (absent, or
-/// another key). Reads the cache's header alone: nothing is built or written.
-std::optional<std::int64_t> cached_example_count(const Options& o, const std::string& split,
-                                                 const fs::path& source,
-                                                 const seqpar::TaskSpec& spec,
-                                                 const std::string& tokenizer_id);
+/// Writes examples made in memory as the split's cache (the writer, once the folder is taken).
+void store_examples(const Options& o, const SplitExamples& e);
 
 /// What a training run leaves for eval, predict and export: OUT/run.json.
 struct RunInfo {

@@ -4,6 +4,8 @@
 // known name.
 #include "options.hpp"
 
+#include <cstring>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -479,6 +481,32 @@ seqpar::PlanRequest plan_request(const Options& o) {
     usage_error("--plan " + o.plan + " is " + seqpar::plan_flags(*named) +
                 ", but the command line also gives" + asked + "; give one of them");
   return {*named, "--plan " + o.plan};
+}
+
+std::string in_flag_terms(std::string message) {
+  // Longer names first: RunSpec::resume_from before RunSpec::resume.
+  static const std::pair<const char*, const char*> words[] = {
+      {"set RunSpec::allow_changed", "pass --allow_changed_options"},
+      {"RunSpec::allow_changed", "--allow_changed_options"},
+      {"RunSpec::resume_from", "--resume_from_checkpoint"},
+      {"RunSpec::resume", "--resume_from_checkpoint"},
+      {"RunSpec::overwrite_output_dir", "--overwrite_output_dir"},
+      {"RunSpec::output_dir", "--output_dir"},
+      {"RunSpec::save_total_limit", "--save_total_limit"},
+      {"RunSpec::save_steps", "--save_steps"},
+      {"RunSpec::stop_after", "--stop_after"},
+      {"RunSpec::total_steps", "the run's steps (--max_steps, --num_train_epochs)"},
+      {"the arguments give TrainingArguments::", "the command line gives --"},
+      {"the arguments give ", "the command line gives "},
+      {"TrainingArguments::zero_stage", "--zero-stage"},
+      {"TrainingArguments::", "--"},
+      {"DeviceKind::cuda", "--device cuda"},
+      {"DeviceKind::cpu", "--device cpu"}};
+  for (const auto& [field, flag] : words)
+    for (std::size_t at = message.find(field); at != std::string::npos;
+         at = message.find(field, at + std::strlen(flag)))
+      message.replace(at, std::strlen(field), flag);
+  return message;
 }
 
 }  // namespace ner

@@ -70,6 +70,10 @@ const char* usage();
 /// known one), or with an empty message for --help.
 Options parse_options(int argc, char** argv);
 
+/// A library message in this program's terms: the spec and argument fields its flags set
+/// named by those flags (RunSpec::resume_from -> --resume_from_checkpoint).
+std::string in_flag_terms(std::string message);
+
 /// The options of a training run from published weights (--weights) that the command line
 /// does not set take the fine-tuning defaults (learning rate 2e-5, 3 epochs, warmup ratio
 /// 0.1) instead of the tiny model's from scratch.

@@ -1,7 +1,7 @@
 // seqgpt_ner train: what the ranks of a run share (Training, made by prepare_training before
 // any rank starts), the loop each rank runs (TrainRank), and the end of the run
-// (finish_training). The run around the step is seqpar's (seqpar/train/run.hpp); the NER
-// parts are ner_data.hpp's and ner_eval.hpp's.
+// (finish_training). The run around the step is seqpar's TrainingRun; the task's parts are
+// ner_data.hpp's and ner_eval.hpp's.
 #pragma once
 
 #include <chrono>
@@ -18,9 +18,7 @@
 #include "options.hpp"
 #include "seqpar/data/batching.hpp"
 #include "seqpar/train/launch.hpp"
-#include "seqpar/train/metrics_log.hpp"
 #include "seqpar/train/run.hpp"
-#include "seqpar/train/run_folder.hpp"
 
 namespace ner {
 
@@ -42,28 +40,21 @@ struct Training {
   NerData data;
   TokenizerChoice tokenizer_choice;
   std::optional<seqpar::Tokenizer> tokenizer;
-  seqpar::ExampleSet train_ex, dev_ex;
+  SplitExamples train_ex, dev_ex;
   std::int64_t max_new_tokens = 0, per_epoch = 0, total = 0;
   int threads = 1;
   seqpar::TrainOptions options;
   seqpar::BatchingOptions batching;
-  std::vector<seqpar::RunKey> keys;
-  std::optional<seqpar::RunFolder> folder;  // the writer's
-  std::optional<seqpar::MetricsLog> log;    // the writer's
-  std::optional<std::filesystem::path> resume_from;
-  std::vector<std::string> changed;  // what a resume continues with, allowed to differ
-  bool reorder = false;              // a changed key changed the data order
+  seqpar::RunSpec spec;  // the run of every rank (its data hooks are each rank's)
   // What rank 0 found, for finish_training.
   EvalResult final_eval;
-  bool completed = false;
-  int stop_signal = 0;  // the signal that stopped the run at a step boundary, or 0
-  std::vector<seqpar::RankReport> reports;
+  seqpar::RunResult result;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
-/// Reads the data, makes the tokenizer and examples, and (the writer) takes the output
-/// folder, once every check that can refuse the run has passed: before then nothing is
-/// written into it. Every process of a job calls it; the writer decides, the others follow.
+/// Reads the data and makes the tokenizer and examples (in memory, or from the folder's
+/// cache) and the run's spec; writes nothing (the run writes the program's files once it has
+/// taken the folder: RunHooks::on_take). Every process of a job calls it.
 std::unique_ptr<Training> prepare_training(const Options& o, const seqpar::RankLaunch& launch,
                                            const Launched& run);
 
@@ -76,9 +67,6 @@ struct TrainRank {
 /// The end of a run (the writer): every rank's memory and bytes, the transformers directory
 /// of a finished run, the last F1. Returns the exit code.
 int finish_training(Training& t);
-
-/// Logs a failure of the run (the writer), as its last metrics event.
-void log_failure(Training& t, const std::string& message);
 
 /// `seqgpt_ner export`: the transformers directory of a checkpoint (export.cpp).
 int export_command(const Options& o);

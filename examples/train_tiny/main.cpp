@@ -48,9 +48,6 @@ void train(int steps, const std::string& plan, const std::filesystem::path& out,
   const int ranks = asked->data > 0 ? asked->world_size() : 2 * asked->tensor;
   const seqpar::PlanDesc layout =
       seqpar::resolve_plan({*asked, plan}, {ranks, ""}, Tiny::config, Plans::layouts());
-  seqpar::RunFolder folder(out, {.resume = resume});  // refuses before anything is written
-  folder.take();
-  const seqpar::MetricsLog log(out / "metrics.jsonl");
   seqpar::TrainOptions o;
   o.schedule.peak = 3e-3;
   o.schedule.warmup = 10;
@@ -58,16 +55,14 @@ void train(int steps, const std::string& plan, const std::filesystem::path& out,
   o.schedule.decay = seqpar::LrDecay::cosine;
   o.weight_decay = 0.01;
   o.micro_batch_rows = 4;
-  const seqpar::StopSignals signals;  // Ctrl-C: a checkpoint at the next step, then a stop
   seqpar::run_ranks(ranks, [&](seqpar::ThreadComm& comm) {
     const seqpar::AnyComm world(comm);
     seqpar::AnyTrainer t =
         seqpar::make_trainer<Tiny, seqpar::Cpu, seqpar::Precisions<seqpar::Fp32>, Plans>(
             layout, "fp32", world, o);
-    seqpar::TrainingRun run(t, world, out, {.total_steps = steps, .save_steps = 20});
-    if (comm.rank() == 0) run.keep_books(folder, log);
-    run.start({}, folder.resume_from());  // every rank runs the same, or all refuse
-    if (folder.resume_from()) run.resume(*folder.resume_from());
+    // Refuses (every rank alike) before anything is written; Ctrl-C stops at a step boundary.
+    seqpar::TrainingRun run(
+        t, world, {.output_dir = out, .total_steps = steps, .save_steps = 20, .resume = resume});
     if (comm.rank() == 0)
       std::printf("train_tiny: %lld parameters, plan %s on %d rank(s), from step %lld\n",
                   static_cast<long long>(Tiny::parameter_count), layout.name().c_str(), ranks,
@@ -81,10 +76,10 @@ void train(int steps, const std::string& plan, const std::filesystem::path& out,
             static_cast<long long>(st.step), st.loss, st.grad_norm, st.lr, st.tokens_per_s,
             static_cast<double>(st.memory.total_peak) / (1 << 20));
     }
-    if (run.stopped() && comm.rank() == 0)
+    const seqpar::RunResult r = run.finish();
+    if (r.stop && comm.rank() == 0)
       std::printf("stopped after step %lld by %s; continue with --resume\n",
-                  static_cast<long long>(run.step()), run.stop_decision().describe().c_str());
-    run.finish(out / "model.safetensors");
+                  static_cast<long long>(run.step()), r.stop.describe().c_str());
   });
 }
 }  // namespace

@@ -128,7 +128,8 @@ TEST_CASE("an output folder that is a file is refused before anything is written
   test::TempDir dir;
   const fs::path file = dir / "out";
   write(file, "x");
-  const std::string e = error_of([&] { RunFolder f(file, RunFolderOptions{}); });
-  CHECK(e.find(file.string() + ": is a file, not a folder") != std::string::npos);
+  const std::string e = error_of([&] { RunFolder f(RunSpec{.output_dir = file}); });
+  CHECK(e.find("RunSpec::output_dir " + file.string() + " is a file, not a folder") !=
+        std::string::npos);
   CHECK(dir.listing() == std::vector<std::string>{"out"});
 }

@@ -125,7 +125,7 @@ TEST_CASE("AnyTrainer reports what it trains and the bytes its axes moved") {
     AnyTrainer t = make(layout("tp2zero2", 4), AnyComm(comm));
     CHECK(t.facts().model.heads == Small::heads);
     CHECK(t.facts().parameter_count == Small::parameter_count);
-    CHECK(t.facts().device == "cpu");
+    CHECK(t.facts().device == DeviceKind::cpu);
     CHECK(t.facts().plan.name() == "Hybrid<TensorSplit<2>,Sharded<Zero2,2>>");
     t.step(wide_batch(0));
     CHECK(t.data_stats().total_bytes_sent() > 0);

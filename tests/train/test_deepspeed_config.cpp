@@ -104,7 +104,7 @@ TEST_CASE(
     CHECK(has(r.ignored, key));
   }
   CHECK(r.ignored.size() == 12);
-  CHECK(has(r.applied, "zero_optimization.stage=3 -> --zero-stage 3"));
+  CHECK(has(r.applied, "zero_optimization.stage=3 -> TrainingArguments::zero_stage 3"));
   // Over 8 GPUs, with tensor parallel 2: ZeRO-3 over the 4 data ranks the launch leaves.
   TrainingArguments eight = given({"tensor_parallel"});
   eight.plan.layout.tensor = 2;
@@ -165,7 +165,8 @@ TEST_CASE(
   cli.learning_rate = 1e-4;
   cli.max_grad_norm = 0.5;
   const std::string m = refusal(cli, config);
-  CHECK(contains(m, "optimizer.params.lr=3e-05: the command line gives --learning_rate 0.0001"));
+  CHECK(contains(
+      m, "optimizer.params.lr=3e-05: the arguments give TrainingArguments::learning_rate 0.0001"));
   CHECK(!contains(m, "gradient_clipping"));  // agrees with --max_grad_norm
   TrainingArguments autos = given({"learning_rate"});
   autos.learning_rate = 1e-4;
@@ -178,11 +179,11 @@ TEST_CASE("the ZeRO stage: the layout's, agreeing with the command line's") {
   TrainingArguments plan = given({"zero_stage"});
   plan.plan = {{2, 2, 1, 0, false}, "--plan tp2dp2"};
   CHECK(contains(refusal(plan, {{"zero_optimization", {{"stage", 3}}}}),
-                 "zero_optimization.stage=3: the command line gives --plan tp2dp2 (ZeRO stage 0)"));
+                 "zero_optimization.stage=3: the arguments give --plan tp2dp2 (ZeRO stage 0)"));
   TrainingArguments flag = given({"zero_stage"});
   flag.plan.layout.zero_stage = 1;
   CHECK(contains(refusal(flag, {{"zero_optimization", {{"stage", 2}}}}),
-                 "the command line gives --zero-stage 1 (ZeRO stage 1)"));
+                 "the arguments give TrainingArguments::zero_stage 1 (ZeRO stage 1)"));
   TrainingArguments same = given({"zero_stage"});
   same.plan.layout.zero_stage = 2;
   apply_deepspeed_config(same, {{"zero_optimization", {{"stage", 2}}}}, "ds.json", 4);
@@ -228,18 +229,19 @@ TEST_CASE("precision: fp16 / bf16 blocks and loss scaling fields") {
   TrainingArguments bf = given({"precision"});
   bf.precision = "bf16";
   CHECK(contains(refusal(bf, {{"fp16", {{"enabled", true}}}}),
-                 "the command line gives --precision bf16"));
+                 "the arguments give TrainingArguments::precision bf16"));
   TrainingArguments h = given({"precision", "hysteresis"});
   h.precision = "fp16";
   h.loss_scale.hysteresis = 3;
   CHECK(contains(refusal(h, {{"fp16", {{"enabled", true}, {"hysteresis", 4}}}}),
-                 "the command line gives --hysteresis 3"));
+                 "the arguments give TrainingArguments::hysteresis 3"));
   // Loss scaling arguments set fp16's scaler: refused for fp32 and bf16, naming them.
   for (const char* precision : {"fp32", "bf16"}) {
     TrainingArguments p = given({"hysteresis"});
     p.precision = precision;
     const std::string want =
-        "--hysteresis sets fp16's loss scaling; this run trains in " + std::string(precision);
+        "TrainingArguments::hysteresis sets fp16's loss scaling; this run trains in " +
+        std::string(precision);
     CHECK_THROWS_WITH_AS(check_loss_scale_arguments(p), doctest::Contains(want.c_str()), Error);
   }
   TrainingArguments ds = given({"loss_scale"});
@@ -279,7 +281,7 @@ TEST_CASE("batch sizes: two of the three give the third; all three must agree") 
   TrainingArguments rows = given({"train_batch_size"});
   rows.train_batch_size = 8;
   CHECK(contains(refusal(rows, {{"train_batch_size", 16}}),
-                 "train_batch_size=16: the command line gives --train_batch_size 8"));
+                 "train_batch_size=16: the arguments give TrainingArguments::train_batch_size 8"));
   // The data degree of the batch keys is what the launch leaves over tensor x pipeline.
   TrainingArguments tp = given({"tensor_parallel"});
   tp.plan.layout.tensor = 2;
@@ -305,23 +307,25 @@ TEST_CASE("the batch of TrainingArguments: global = micro x accumulation x data 
   CHECK(b.micro_rows == 4);
   CHECK(b.accumulation == 4);
   a.gradient_accumulation_steps = 3;
-  CHECK_THROWS_WITH_AS(batch_shape(a, 2, 1),
-                       doctest::Contains("--gradient_accumulation_steps 3 does not divide"), Error);
+  CHECK_THROWS_WITH_AS(
+      batch_shape(a, 2, 1),
+      doctest::Contains("TrainingArguments::gradient_accumulation_steps 3 does not divide"), Error);
   TrainingArguments all = given({"train_batch_size"});
   all.train_batch_size = 10;
   all.per_device_train_batch_size = 2;
   all.gradient_accumulation_steps = 2;
-  CHECK_THROWS_WITH_AS(
-      batch_shape(all, 2, 1),
-      doctest::Contains("--train_batch_size 10 is not --per_device_train_batch_size 2 x "
-                        "--gradient_accumulation_steps 2 x 2"),
-      Error);
+  CHECK_THROWS_WITH_AS(batch_shape(all, 2, 1),
+                       doctest::Contains("TrainingArguments::train_batch_size 10 is not "
+                                         "TrainingArguments::per_device_train_batch_size 2 x "
+                                         "TrainingArguments::gradient_accumulation_steps 2 x 2"),
+                       Error);
   TrainingArguments odd;
   odd.train_batch_size = 16;
-  CHECK_THROWS_WITH_AS(batch_shape(odd, 3, 1),
-                       doctest::Contains("--train_batch_size 16 is not a multiple of the "
-                                         "data-parallel degree 3"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      batch_shape(odd, 3, 1),
+      doctest::Contains("TrainingArguments::train_batch_size 16 is not a multiple of the "
+                        "data-parallel degree 3"),
+      Error);
 }
 
 TEST_CASE("DeepSpeed's schedules through the arguments: the rates of their formulas") {
@@ -358,7 +362,7 @@ TEST_CASE("DeepSpeed's schedules through the arguments: the rates of their formu
   TrainingArguments ratio = given({"warmup_ratio"});
   CHECK(contains(refusal(ratio, {{"scheduler",
                                   {{"type", "WarmupLR"}, {"params", {{"warmup_num_steps", 8}}}}}}),
-                 "warmup_num_steps=8: the command line gives --warmup_ratio"));
+                 "warmup_num_steps=8: the arguments give TrainingArguments::warmup_ratio"));
   CHECK(contains(
       refusal({}, {{"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-4}}}}},
                    {"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_max_lr", 1e-3}}}}}}),

@@ -56,10 +56,17 @@ std::vector<nlohmann::json> events(const fs::path& metrics, const std::string& k
   return out;
 }
 
-RunFolderOptions resuming(bool resume = true) {
-  RunFolderOptions o;
-  o.resume = resume;
-  return o;
+RunSpec resuming(const fs::path& out, bool resume = true) {
+  return {.output_dir = out, .resume = resume};
+}
+
+std::vector<std::string> listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    names.push_back(e.path().lexically_relative(dir).string() + " " +
+                    (e.is_regular_file() ? std::to_string(fs::file_size(e.path())) : "/"));
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 TEST_CASE("the output lock names pid and host; a live run or another host's is never taken") {
@@ -104,7 +111,7 @@ TEST_CASE("a run folder is looked at without a write; refusals leave it as it wa
   const fs::path out = dir / "out";
   // A fresh folder: nothing made until take().
   {
-    RunFolder f(out, {});
+    RunFolder f(resuming(out, false));
     CHECK(!fs::exists(out));
     CHECK(!f.resume_from().has_value());
     f.take();
@@ -113,7 +120,7 @@ TEST_CASE("a run folder is looked at without a write; refusals leave it as it wa
   CHECK(!fs::exists(out / "seqpar.lock"));
   // A resume with nothing to resume, and a fresh run over an earlier run's checkpoints.
   CHECK(error_of([&] {
-          RunFolder(out, resuming());
+          RunFolder{resuming(out)};
         }).find("no complete checkpoint step-N.safetensors to resume from") != std::string::npos);
   test::write_bytes(out / "step-3.safetensors", {});
   const auto before = [&] {
@@ -122,11 +129,12 @@ TEST_CASE("a run folder is looked at without a write; refusals leave it as it wa
     std::sort(names.begin(), names.end());
     return names;
   }();
-  CHECK(error_of([&] {
-          RunFolder(out, {});
-        }).find("holds checkpoints of an earlier run (step-3.safetensors)") != std::string::npos);
+  CHECK(error_of([&] { RunFolder{resuming(out, false)}; })
+            .find("holds checkpoints of an earlier run (step-3.safetensors); RunSpec::resume "
+                  "continues that run, RunSpec::overwrite_output_dir deletes them") !=
+        std::string::npos);
   // step-3 does not open: a resume has nothing complete, and says why.
-  CHECK(error_of([&] { RunFolder(out, resuming()); }).find("step-3.safetensors") !=
+  CHECK(error_of([&] { RunFolder{resuming(out)}; }).find("step-3.safetensors") !=
         std::string::npos);
   std::vector<std::string> after;
   for (const auto& e : fs::directory_iterator(out)) after.push_back(e.path().filename());
@@ -140,10 +148,9 @@ TEST_CASE("a run folder is looked at without a write; refusals leave it as it wa
   test::write_bytes(out / "mine.json.tmp.keep", {});
   fs::create_directories(out / "cache");
   test::write_bytes(out / "cache" / ".train.tokens.safetensors.tmp.0f", {});
-  RunFolderOptions overwrite;
-  overwrite.overwrite = true;
-  overwrite.own_files = {"cache/*.tokens.safetensors"};
-  RunFolder f(out, overwrite);
+  RunFolder f({.output_dir = out,
+               .overwrite_output_dir = true,
+               .own_files = {"cache/*.tokens.safetensors"}});
   const auto notes = f.take();
   CHECK(notes.size() == 5);  // four temporaries, one checkpoint
   CHECK(!fs::exists(out / "step-3.safetensors"));
@@ -179,29 +186,24 @@ TEST_CASE("metrics after a resume hold each step once; the history of attempts s
         }).find("folder.jsonl: cannot be opened for appending metrics") != std::string::npos);
 }
 
-// Replicated over two thread ranks, with the run's books on rank 0; `stop_at` (> 0) asks
-// rank 1 alone to stop there. Returns rank 0's losses and its report.
+// Replicated over two thread ranks, typed (Trainer<Small, Replicated<2>>) or erased
+// (AnyTrainer); `stop_at` (> 0) asks rank 1 alone to stop there. Returns rank 0's losses and
+// the run's result.
 struct Trained {
   std::vector<double> losses;
-  std::vector<RankReport> reports;
-  bool finished = false;
+  RunResult result;
+  std::optional<Resumed> resumed;
 };
-Trained train(const fs::path& out, RunSchedule schedule, bool resume, std::int64_t stop_at = 0) {
-  std::optional<RunFolder> folder;
-  folder.emplace(out, resuming(resume));
-  folder->take();
-  const MetricsLog log(out / "metrics.jsonl");
+template <class Make>
+Trained train_with(Make make, RunSpec spec, std::int64_t stop_at) {
   Trained t;
   std::mutex m;
+  spec.hooks.checkpoint_metadata = [] {
+    return std::map<std::string, std::string>{{"my", "entry"}};
+  };
   run_ranks(2, [&](ThreadComm& comm) {
-    AnyTrainer trainer = make_trainer<Small, Cpu, Precisions<Fp32>, Plans>(
-        {2, 1, 1, 0, false}, "fp32", AnyComm(comm), test::plan_options());
-    RunHooks hooks;
-    hooks.checkpoint_metadata = [] { return std::map<std::string, std::string>{{"my", "entry"}}; };
-    TrainingRun run(trainer, AnyComm(comm), out, schedule, hooks);
-    if (comm.rank() == 0) run.keep_books(*folder, log);
-    run.start();
-    if (resume) CHECK(run.resume(*folder->resume_from()).at("my") == "entry");
+    auto trainer = make(AnyComm(comm));
+    TrainingRun run(trainer, AnyComm(comm), spec);
     std::vector<double> losses;
     while (run.running()) {
       const StepStats st = trainer.step(test::plan_batch(static_cast<int>(run.step())));
@@ -209,43 +211,66 @@ Trained train(const fs::path& out, RunSchedule schedule, bool resume, std::int64
       if (comm.rank() == 1 && st.step == stop_at) run.request_stop(SIGINT);
       run.after_step(st);
     }
-    const bool finished = run.finish(out / "model.safetensors");
-    AnyComm world(comm);
-    const auto reports = gather_rank_reports(world, run.report());
+    RunResult r = run.finish();
     std::lock_guard lock(m);
-    if (comm.rank() == 0) t = {losses, reports, finished};
+    if (comm.rank() == 0) t = {losses, r, run.resumed()};
   });
   return t;
+}
+Trained train(RunSpec spec, bool typed = false, std::int64_t stop_at = 0) {
+  if (typed)
+    return train_with(
+        [](AnyComm world) { return Trainer<Small, Replicated<2>>(world, test::plan_options()); },
+        std::move(spec), stop_at);
+  return train_with(
+      [](AnyComm world) {
+        return make_trainer<Small, Cpu, Precisions<Fp32>, Plans>({2, 1, 1, 0, false}, "fp32", world,
+                                                                 test::plan_options());
+      },
+      std::move(spec), stop_at);
 }
 
 TEST_CASE("a run: rotated checkpoints, a resume that continues it, a stop, the weights") {
   test::TempDir dir;
   const fs::path out = dir / "out";
-  const Trained straight = train(dir / "straight", {.total_steps = 6}, false);
-  CHECK(straight.finished);
+  const Trained straight = train({.output_dir = dir / "straight", .total_steps = 6});
+  CHECK(straight.result.completed);
+  CHECK(straight.result.weights == dir / "straight" / "model.safetensors");
   CHECK(fs::exists(dir / "straight" / "model.safetensors"));
-  // Stopped after step 3 (stop_after), resumed: the losses of the uninterrupted run.
-  const Trained first = train(out, {.total_steps = 6, .save_steps = 2, .stop_after = 3}, false);
+  // Stopped after step 3 (stop_after) by the typed trainer, resumed by the erased one: the
+  // losses of the uninterrupted run.
+  const Trained first =
+      train({.output_dir = out, .total_steps = 6, .save_steps = 2, .stop_after = 3}, true);
   CHECK(first.losses.size() == 3);
-  CHECK(!first.finished);
+  CHECK(!first.result.completed);
   CHECK(!fs::exists(out / "model.safetensors"));
   CHECK(fs::exists(out / "step-2.safetensors"));
   CHECK(fs::exists(out / "step-3.safetensors"));
-  const Trained second =
-      train(out, {.total_steps = 6, .save_steps = 2, .save_total_limit = 2}, true);
+  const Trained second = train({.output_dir = out,
+                                .total_steps = 6,
+                                .save_steps = 2,
+                                .save_total_limit = 2,
+                                .resume = true});
   REQUIRE(second.losses.size() == 3);
   for (std::size_t i = 0; i < 3; ++i) {
     CHECK(first.losses[i] == straight.losses[i]);
     CHECK(second.losses[i] == straight.losses[3 + i]);
   }
-  CHECK(second.finished);
+  CHECK(second.result.completed);
+  REQUIRE(second.resumed.has_value());
+  CHECK(second.resumed->checkpoint == out / "step-3.safetensors");
+  CHECK(second.resumed->metadata.at("my") == "entry");
+  CHECK(second.resumed->changed.empty());
   CHECK(CheckpointDir{out}.steps() == std::vector<std::int64_t>{6, 4});  // rotated to 2
   std::vector<std::int64_t> steps;
   for (const auto& e : events(out / "metrics.jsonl", "train")) steps.push_back(e["step"]);
   CHECK(steps == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
   // A stop asked for by rank 1 alone: both ranks stop after step 2, with its checkpoint.
-  const Trained stopped = train(dir / "stop", {.total_steps = 6, .save_steps = 5}, false, 2);
+  const Trained stopped =
+      train({.output_dir = dir / "stop", .total_steps = 6, .save_steps = 5}, true, 2);
   CHECK(stopped.losses.size() == 2);
+  CHECK(stopped.result.stop.signal == SIGINT);
+  CHECK(stopped.result.stop.rank == 1);
   CHECK(CheckpointDir{dir / "stop"}.steps() == std::vector<std::int64_t>{2});
   const auto interrupted = events(dir / "stop" / "metrics.jsonl", "interrupted");
   REQUIRE(interrupted.size() == 1);
@@ -255,37 +280,43 @@ TEST_CASE("a run: rotated checkpoints, a resume that continues it, a stop, the w
   CHECK(interrupted[0]["checkpoint"] == (dir / "stop" / "step-2.safetensors").string());
   CHECK(events(out / "metrics.jsonl", "interrupted").empty());  // stop_after is no signal
   // Each rank's report: two ranks of this process, the bytes of the steps alone.
-  REQUIRE(straight.reports.size() == 2);
-  CHECK(straight.reports[1].rank == 1);
-  CHECK(straight.reports[0].pid == ::getpid());
-  CHECK(straight.reports[0].total_peak > 0);
-  CHECK(straight.reports[0].bytes.steps == 6);
+  const auto& reports = straight.result.ranks;
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[1].rank == 1);
+  CHECK(reports[0].pid == ::getpid());
+  CHECK(reports[0].total_peak > 0);
+  CHECK(reports[0].device == "cpu");
+  CHECK(reports[0].bytes.steps == 6);
   // Replicated over D = 2: each unit's gradients all-reduced (its buffer padded to a
   // multiple of D: 2 (D - 1) ceil(padded / D) x 4 bytes sent), and the loss sum (one
   // double) all-reduced, every step; nothing of the checkpoints' gathers counted.
   std::uint64_t per_step = 2 * 1 * 8;
   for (const auto& u : bloom_units<Small>(1, 0)) per_step += 2 * 1 * ((u.numel + 1) / 2) * 4;
-  CHECK(straight.reports[0].bytes.sent[0] == 6 * per_step);
-  CHECK(straight.reports[1].bytes.sent[0] == 6 * per_step);
-  CHECK(straight.reports[0].bytes.sent[1] == 0);
-  const auto ranks = rank_reports_json(straight.reports);
-  CHECK(ranks["ranks"][1]["bytes_sent"]["data"] == 6 * per_step);
+  CHECK(reports[0].bytes.sent[MeshAxis::data] == 6 * per_step);
+  CHECK(reports[1].bytes.sent[MeshAxis::data] == 6 * per_step);
+  CHECK(reports[0].bytes.sent[MeshAxis::tensor] == 0);
+  const auto logged = events(dir / "straight" / "metrics.jsonl", "ranks");
+  REQUIRE(logged.size() == 1);
+  CHECK(logged[0]["ranks"][1]["bytes_sent"]["data"] == 6 * per_step);
+  CHECK(events(dir / "straight" / "metrics.jsonl", "end").size() == 1);
+  CHECK(events(dir / "straight" / "metrics.jsonl", "start")[0]["plan"] == "dp2");
 }
 
 TEST_CASE("a resume compares the checkpoint's keys with the run's, before anything is written") {
   const std::map<std::string, std::string> meta{{"data", "abc"}, {"lr", "0.1"}, {"seed", "5"}};
   const std::vector<RunKey> same{{"data", "abc", true}, {"lr", "0.1"}};
   bool order = false;
-  CHECK(check_resume_keys("ck", meta, same, false, "--allow", &order).empty());
+  CHECK(check_resume_keys("ck", meta, same, false, &order).empty());
   const std::vector<RunKey> other{{"data", "xyz", true}, {"lr", "0.2"}, {"batch", "8", true}};
-  CHECK(error_of([&] { check_resume_keys("ck", meta, other, false, "--allow", &order); }) ==
+  CHECK(error_of([&] { check_resume_keys("ck", meta, other, false, &order); }) ==
         "ck: this run differs from the one that wrote the checkpoint:\n"
         "  data: checkpoint 'abc', this run 'xyz'\n"
         "  lr: checkpoint '0.1', this run '0.2'\n"
         "  batch: checkpoint (not recorded), this run '8'\n"
-        "resume with the same data and options, or pass --allow to continue anyway");
+        "resume with the same data and options, or set RunSpec::allow_changed to continue "
+        "anyway");
   order = false;
-  CHECK(check_resume_keys("ck", meta, other, true, "--allow", &order).size() == 3);
+  CHECK(check_resume_keys("ck", meta, other, true, &order).size() == 3);
   CHECK(order);
 }
 
@@ -383,14 +414,12 @@ TEST_CASE("a run's ranks agree on what they run, or every rank refuses") {
     std::vector<std::string> messages(2);
     run_ranks(2, [&](ThreadComm& comm) {
       TrainOptions o = test::plan_options();
-      AgreedValues values{{"data.sha256", "ab12"}};
-      std::optional<fs::path> resume;
-      differ(comm.rank(), o, values, resume);
-      AnyTrainer trainer = make_trainer<Small, Cpu, Precisions<Fp32>, Plans>(
-          {2, 1, 1, 0, false}, "fp32", AnyComm(comm), o);
-      TrainingRun run(trainer, AnyComm(comm), dir.path, {.total_steps = 1});
+      RunSpec spec{
+          .output_dir = dir / "out", .total_steps = 1, .agreed = {{"data.sha256", "ab12"}}};
+      differ(comm.rank(), o, spec);
+      Trainer<Small, Replicated<2>> trainer(AnyComm(comm), o);
       try {
-        run.start(values, resume);
+        TrainingRun run(trainer, AnyComm(comm), spec);
       } catch (const Error& e) {
         messages[static_cast<std::size_t>(comm.rank())] = e.what();
       }
@@ -398,24 +427,117 @@ TEST_CASE("a run's ranks agree on what they run, or every rank refuses") {
     CHECK(messages[0] == messages[1]);
     return messages[0];
   };
-  CHECK(refusals([](int, TrainOptions&, AgreedValues&, std::optional<fs::path>&) {}).empty());
-  const std::string data =
-      refusals([](int r, TrainOptions&, AgreedValues& v, std::optional<fs::path>&) {
-        if (r == 1) v[0].second = "cd34";
-      });
+  CHECK(refusals([](int, TrainOptions&, RunSpec&) {}).empty());
+  fs::remove_all(dir / "out");
+  const std::string data = refusals([](int r, TrainOptions&, RunSpec& s) {
+    if (r == 1) s.agreed[0].second = "cd34";
+  });
   CHECK(contains(data, "ranks disagree on what must be equal on all 2 of them"));
   CHECK(contains(data, "data.sha256: rank 0 'ab12'; rank 1 'cd34'"));
-  const std::string seed =
-      refusals([](int r, TrainOptions& o, AgreedValues&, std::optional<fs::path>&) {
-        o.seed = 7 + static_cast<std::uint64_t>(r);
-      });
+  const std::string seed = refusals(
+      [](int r, TrainOptions& o, RunSpec&) { o.seed = 7 + static_cast<std::uint64_t>(r); });
   CHECK(contains(seed, "options.seed: rank 0 '7'; rank 1 '8'"));
   CHECK(!contains(seed, "data.sha256"));
-  const std::string resumed =
-      refusals([](int r, TrainOptions&, AgreedValues&, std::optional<fs::path>& resume) {
-        if (r == 0) resume = "out/step-4.safetensors";
-      });
-  CHECK(contains(resumed, "checkpoint resumed: rank 0 'out/step-4.safetensors'; rank 1 '(none)'"));
+  // What decides which collectives run: the schedule of saves and stops.
+  const std::string saves =
+      refusals([](int r, TrainOptions&, RunSpec& s) { s.save_steps = 2 + r; });
+  CHECK(contains(saves, "RunSpec::save_steps: rank 0 '2'; rank 1 '3'"));
+  CHECK(!fs::exists(dir / "out"));  // refused before the folder was taken
+  // Bad input is refused on every rank before anything is written, naming field and value.
+  const std::string steps = refusals([](int, TrainOptions&, RunSpec& s) { s.total_steps = 0; });
+  CHECK(steps == "RunSpec::total_steps is 0; expected at least one step");
+  const std::string kept =
+      refusals([](int r, TrainOptions&, RunSpec& s) { s.save_total_limit = r; });
+  CHECK(kept == "rank 0: RunSpec::save_total_limit is 0; expected at least one checkpoint kept");
+  const std::string missing = refusals([&](int, TrainOptions&, RunSpec& s) {
+    s.resume = true;
+    s.resume_from = dir / "nowhere" / "step-9.safetensors";
+  });
+  CHECK(contains(missing, "RunSpec::resume_from " + (dir / "nowhere").string()));
+  CHECK(contains(missing, "does not exist"));
+  dir.write("a_file", "abc");
+  const std::string file =
+      refusals([&](int, TrainOptions&, RunSpec& s) { s.output_dir = dir / "a_file"; });
+  CHECK(contains(file, "RunSpec::output_dir " + (dir / "a_file").string() + " is a file"));
+  CHECK(!fs::exists(dir / "out"));
+  CHECK(fs::file_size(dir / "a_file") == 3);
+}
+
+TEST_CASE("a resume whose model or options differ is refused before a byte is written") {
+  test::TempDir dir;
+  const fs::path out = dir / "out";
+  train({.output_dir = out, .total_steps = 4, .save_steps = 2, .stop_after = 2});
+  const auto before = listing(out);
+  const std::string metrics = read_text(out / "metrics.jsonl");
+  // Another peak learning rate: a key of the run's own (options.schedule.peak).
+  std::vector<std::string> messages(2);
+  run_ranks(2, [&](ThreadComm& comm) {
+    TrainOptions o = test::plan_options();
+    o.schedule.peak *= 2;
+    Trainer<Small, Replicated<2>> trainer(AnyComm(comm), o);
+    try {
+      TrainingRun run(trainer, AnyComm(comm),
+                      {.output_dir = out, .total_steps = 4, .resume = true});
+    } catch (const Error& e) {
+      messages[static_cast<std::size_t>(comm.rank())] = e.what();
+    }
+  });
+  CHECK(messages[0] == messages[1]);
+  CHECK(contains(messages[0], "this run differs from the one that wrote the checkpoint"));
+  CHECK(contains(messages[0], "options.schedule.peak: checkpoint '"));
+  CHECK(contains(messages[0], "RunSpec::allow_changed"));
+  CHECK(listing(out) == before);
+  CHECK(read_text(out / "metrics.jsonl") == metrics);
+  // Another model: refused the same way, naming it.
+  using Other = Bloom<BloomConfig{.vocab_size = Small::vocab_size,
+                                  .hidden = Small::hidden,
+                                  .layers = Small::layers + 1,
+                                  .heads = Small::heads}>;
+  std::string model;
+  run_ranks(1, [&](ThreadComm& comm) {
+    Trainer<Other, Replicated<1>> trainer(AnyComm(comm), test::plan_options());
+    model = error_of([&] {
+      TrainingRun run(trainer, AnyComm(comm),
+                      {.output_dir = out, .total_steps = 4, .resume = true});
+    });
+  });
+  CHECK(contains(model, "model: checkpoint '"));
+  CHECK(listing(out) == before);
+  // Allowed: the run goes on, the change reported to the program and in the metrics.
+  run_ranks(2, [&](ThreadComm& comm) {
+    TrainOptions o = test::plan_options();
+    o.schedule.peak *= 2;
+    Trainer<Small, Replicated<2>> trainer(AnyComm(comm), o);
+    TrainingRun run(trainer, AnyComm(comm),
+                    {.output_dir = out, .total_steps = 4, .resume = true, .allow_changed = true});
+    REQUIRE(run.resumed().has_value());
+    CHECK(run.resumed()->changed.size() == 1);
+    CHECK(contains(run.resumed()->changed[0], "options.schedule.peak"));
+    CHECK(!run.resumed()->reorder);
+    CHECK(run.step() == 2);
+  });
+  const auto resumes = events(out / "metrics.jsonl", "resume");
+  REQUIRE(resumes.size() == 1);
+  CHECK(resumes[0]["changed"].size() == 1);
+}
+
+TEST_CASE("every TrainOptions field is agreed on, and those that change results are keys") {
+  const TrainOptions o;
+  TrainerFacts f{
+      Small::config, Small::parameter_count, {1, 1, 1, 0, false}, DeviceKind::cpu, "fp32"};
+  const auto agreed = agreed_values(f, o);
+  std::size_t fields = 0;
+  visit_options(o, [&](std::string_view, const auto&, OptionRole) { ++fields; });
+  CHECK(agreed.size() == 4 + fields);
+  const auto keys = trainer_keys(f, o);
+  const auto has = [&](const std::string& k) {
+    return std::any_of(keys.begin(), keys.end(), [&](const RunKey& x) { return x.key == k; });
+  };
+  CHECK(has("model"));
+  CHECK(has("options.schedule.peak"));
+  CHECK(has("options.seed"));
+  CHECK(!has("options.micro_batch_rows"));  // a layout may change on resume
+  CHECK(!has("options.offload"));
 }
 
 }  // namespace run_test

@@ -9,12 +9,19 @@
 
 namespace seqpar::inline v0 {
 
+/// Which device a trainer runs on, where a program chooses it at run time.
+enum class DeviceKind { cpu, cuda };
+
+/// "cpu" or "cuda": the device's name in files and messages.
+constexpr const char* device_name(DeviceKind d) { return d == DeviceKind::cuda ? "cuda" : "cpu"; }
+
 /// Host memory: packed AVX2 / AVX-512 GEMMs (Eigen elsewhere); fp32, fp64 for gradient
 /// checks, and bf16 or fp16 storage with fp32 arithmetic (Bf16Mixed, Fp16Mixed).
 struct Cpu {
   using allocator = HostAllocator;
   using host_allocator = HostAllocator;  // offloaded state (its device memory is host memory)
-  static constexpr const char* name = "cpu";
+  static constexpr DeviceKind kind = DeviceKind::cpu;
+  static constexpr const char* name = device_name(kind);
 };
 
 /// An NVIDIA GPU: cuBLAS(Lt) GEMMs and CUDA kernels (compiled only under nvcc).
@@ -24,6 +31,7 @@ struct Cuda;
 template <class D>
 concept Device = requires {
   typename D::allocator;
+  { D::kind } -> std::convertible_to<DeviceKind>;
   { D::name } -> std::convertible_to<const char*>;
 };
 

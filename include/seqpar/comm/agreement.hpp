@@ -1,14 +1,12 @@
 #pragma once
 // require_agreement: the start-up check that every rank of a run was given the same plan,
 // model, options, data and checkpoint. Each rank passes what must be equal as name/value
-// pairs; the collective is safe whatever they hold (the lengths are exchanged first, in
-// messages of one size, then the texts padded to the longest), and when any rank differs,
+// pairs; the collective is safe whatever they hold (all_gather_text), and when any differs,
 // every rank throws the same seqpar::Error naming the ranks and the values that differ.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <string>
 #include <string_view>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "seqpar/comm/communicator.hpp"
+#include "seqpar/comm/text.hpp"
 #include "seqpar/core/error.hpp"
 
 namespace seqpar::inline v0 {
@@ -129,22 +128,9 @@ template <class C>
 void require_agreement(C& comm, const AgreedValues& values) {
   namespace a = detail::agreement;
   const int n = comm.size();
-  const std::string mine = a::encode(values);
-  // 1. every rank's length, in messages of one element
-  std::int64_t length = static_cast<std::int64_t>(mine.size());
-  std::vector<std::int64_t> lengths(static_cast<std::size_t>(n));
-  comm.all_gather(&length, lengths.data(), 1);
-  // 2. every rank's text, padded to the longest, as 8-byte words
-  const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-  const std::size_t words = static_cast<std::size_t>((longest + 7) / 8);
-  std::vector<std::int64_t> padded(words, 0), all(words * static_cast<std::size_t>(n));
-  if (!mine.empty()) std::memcpy(padded.data(), mine.data(), mine.size());
-  comm.all_gather(padded.data(), all.data(), words);
-  std::vector<AgreedValues> per_rank(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r)
-    per_rank[static_cast<std::size_t>(r)] =
-        a::decode({reinterpret_cast<const char*>(all.data() + words * static_cast<std::size_t>(r)),
-                   static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)])});
+  const std::vector<std::string> texts = all_gather_text(comm, a::encode(values));
+  std::vector<AgreedValues> per_rank;
+  for (const auto& t : texts) per_rank.push_back(a::decode(t));
   // Every rank holds every rank's pairs: the same verdict and message everywhere. The order
   // of the pairs does not matter.
   const auto sorted = [](AgreedValues v) {

@@ -118,13 +118,12 @@ inline ExampleSet load_examples(const std::filesystem::path& path,
   return ExampleSet(c, std::shared_ptr<const void>(f), true, path.string());
 }
 
-namespace detail {
-/// The examples under `key`, from the cache file at `path` when its key matches, else made
-/// by `build` and written there.
-template <class Build>
-ExampleSet cached_examples_keyed(const std::filesystem::path& path, const std::string& key,
-                                 const char* format, Build&& build, CacheStatus* status,
-                                 ExampleReport* report) {
+/// The examples under `key` in the cache file at `path`; none when there is no such file,
+/// it is unreadable or its key differs (`status` says which). `report` is restored on a hit.
+inline std::optional<ExampleSet> find_cached_examples(const std::filesystem::path& path,
+                                                      const std::string& key,
+                                                      CacheStatus* status = nullptr,
+                                                      ExampleReport* report = nullptr) {
   CacheStatus st{false, path, "no file"};
   const auto number = [&path](const std::map<std::string, std::string>& m,
                               const char* k) -> std::int64_t {
@@ -155,9 +154,16 @@ ExampleSet cached_examples_keyed(const std::filesystem::path& path, const std::s
       st.reason = std::string("unreadable: ") + e.what();
     }
   }
-  ExampleReport rep;
-  ExampleSet built = build(&rep);
-  save_examples(path, built,
+  if (status) *status = st;
+  return std::nullopt;
+}
+
+/// Writes `examples` (made with `report`) as the cache file at `path` under `key`, in
+/// `format` (the writer's name for its examples' layout); atomic.
+inline void save_cached_examples(const std::filesystem::path& path, const std::string& key,
+                                 const char* format, const ExampleSet& examples,
+                                 const ExampleReport& rep) {
+  save_examples(path, examples,
                 {{"key", key},
                  {"format", format},
                  {"examples", std::to_string(rep.examples)},
@@ -166,6 +172,26 @@ ExampleSet cached_examples_keyed(const std::filesystem::path& path, const std::s
                  {"max_prompt_tokens", std::to_string(rep.max_prompt_tokens)},
                  {"max_answer_tokens", std::to_string(rep.max_answer_tokens)},
                  {"truncated", std::to_string(rep.truncated)}});
+}
+
+/// The format names of the two example layouts, as their cache files record them.
+inline constexpr const char* examples_format = "seqpar-examples-v2";
+inline constexpr const char* ner_examples_format = "seqpar-ner-examples-v1";
+
+namespace detail {
+/// The examples under `key`, from the cache file at `path` when its key matches, else made
+/// by `build` and written there.
+template <class Build>
+ExampleSet cached_examples_keyed(const std::filesystem::path& path, const std::string& key,
+                                 const char* format, Build&& build, CacheStatus* status,
+                                 ExampleReport* report) {
+  CacheStatus st;
+  if (auto hit = find_cached_examples(path, key, &st, report)) {
+    if (status) *status = st;
+    return std::move(*hit);
+  }
+  ExampleReport rep;
+  save_cached_examples(path, key, format, build(&rep), rep);
   if (report) *report = rep;
   if (status) *status = st;
   // Read back mapped, so a first run works from the same bytes as every later one.
@@ -183,7 +209,7 @@ ExampleSet cached_examples(const std::filesystem::path& path, const std::string&
                            const Enc& tok, const std::string& tokenizer_id,
                            CacheStatus* status = nullptr, ExampleReport* report = nullptr) {
   return detail::cached_examples_keyed(
-      path, example_cache_key(source_hash, tokenizer_id, options), "seqpar-examples-v2",
+      path, example_cache_key(source_hash, tokenizer_id, options), examples_format,
       [&](ExampleReport* rep) { return make_examples(records, options, tok, rep); }, status,
       report);
 }
@@ -195,7 +221,7 @@ ExampleSet cached_ner_examples(const std::filesystem::path& path, const std::str
                                const Enc& tok, const std::string& tokenizer_id,
                                CacheStatus* status = nullptr, ExampleReport* report = nullptr) {
   return detail::cached_examples_keyed(
-      path, example_cache_key(source_hash, tokenizer_id, options), "seqpar-ner-examples-v1",
+      path, example_cache_key(source_hash, tokenizer_id, options), ner_examples_format,
       [&](ExampleReport* rep) { return make_ner_examples(records, options, tok, rep); }, status,
       report);
 }

@@ -44,6 +44,9 @@ class Tokenizer {
   /// Loads tokenizer.json; throws seqpar::Error naming the file and the field
   /// for anything unreadable or unsupported.
   SEQPAR_DECL static Tokenizer from_file(const std::filesystem::path& tokenizer_json);
+  /// The same from a tokenizer.json's text (one not yet written); `name` names it in
+  /// messages.
+  SEQPAR_DECL static Tokenizer from_json(std::string_view text, const std::string& name);
 
   /// Token ids of `utf8_text`, no special tokens added (BLOOM adds none). Each
   /// maximal invalid UTF-8 subpart is first replaced by U+FFFD, as Python's

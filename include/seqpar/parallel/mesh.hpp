@@ -3,11 +3,37 @@
 // innermost so that a tensor group is made of neighbouring ranks, and the three
 // sub-communicators split from the world.
 
+#include <array>
+
 #include "seqpar/comm/any_comm.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/parallel/plan.hpp"
 
 namespace seqpar::inline v0 {
+
+/// The three axes of a plan's grid.
+enum class MeshAxis { data, tensor, pipeline };
+
+/// Every axis, in the order reports list them.
+inline constexpr std::array<MeshAxis, 3> mesh_axes{MeshAxis::data, MeshAxis::tensor,
+                                                   MeshAxis::pipeline};
+
+/// "data", "tensor" or "pipeline".
+constexpr const char* axis_name(MeshAxis a) {
+  return a == MeshAxis::data ? "data" : a == MeshAxis::tensor ? "tensor" : "pipeline";
+}
+
+/// A value for each axis (bytes sent, degrees), indexed by MeshAxis.
+template <class T>
+struct PerAxis {
+  T data{}, tensor{}, pipeline{};
+  T& operator[](MeshAxis a) {
+    return a == MeshAxis::data ? data : a == MeshAxis::tensor ? tensor : pipeline;
+  }
+  const T& operator[](MeshAxis a) const {
+    return a == MeshAxis::data ? data : a == MeshAxis::tensor ? tensor : pipeline;
+  }
+};
 
 /// One rank's place in a plan and the groups it belongs to.
 struct Mesh {
@@ -54,6 +80,11 @@ struct Mesh {
       m.pipeline = world.split(m.data_rank * m.tensor_degree + m.tensor_rank, m.pipeline_rank);
     }
     return m;
+  }
+
+  /// This rank's group along `axis`.
+  const AnyComm& group(MeshAxis axis) const {
+    return axis == MeshAxis::data ? data : axis == MeshAxis::tensor ? tensor : pipeline;
   }
 };
 

@@ -24,30 +24,11 @@
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/plan/plan_desc.hpp"
 #include "seqpar/plan/registry.hpp"
+#include "seqpar/train/generation_model.hpp"
 #include "seqpar/train/precision.hpp"
 #include "seqpar/train/trainer.hpp"
 
 namespace seqpar::inline v0 {
-
-/// The name of precision policy P on command lines and in files: fp32, bf16, fp16, fp64.
-template <Precision P>
-constexpr std::string_view precision_name() {
-  switch (P::dtype) {
-    case DType::bf16: return "bf16";
-    case DType::f16: return "fp16";
-    case DType::f64: return "fp64";
-    default: return "fp32";
-  }
-}
-
-/// What an AnyTrainer trains: the model's shape, the layout with its data degree, the
-/// device and the precision.
-struct TrainerFacts {
-  BloomConfig model;
-  std::int64_t parameter_count = 0;
-  PlanDesc plan;
-  std::string_view device, precision;
-};
 
 /// One rank's Trainer of any model, plan, device and precision (a move-only handle).
 class AnyTrainer {
@@ -89,10 +70,17 @@ class AnyTrainer {
   std::int64_t steps_taken() const { return impl().steps_taken(); }
   double loss_scale() const { return impl().loss_scale(); }
   const TrainOptions& options() const { return impl().options(); }
-  /// The bytes this rank's communicators moved, by axis.
-  const CommStats& data_stats() const { return impl().comm(0); }
-  const CommStats& tensor_stats() const { return impl().comm(1); }
-  const CommStats& pipeline_stats() const { return impl().comm(2); }
+  /// The bytes this rank's communicators moved along `axis`.
+  const CommStats& comm_stats(MeshAxis axis) const { return impl().comm_stats(axis); }
+  const CommStats& data_stats() const { return comm_stats(MeshAxis::data); }
+  const CommStats& tensor_stats() const { return comm_stats(MeshAxis::tensor); }
+  const CommStats& pipeline_stats() const { return comm_stats(MeshAxis::pipeline); }
+  /// A decoder (greedy or beam search) over this trainer's model, whole on this rank in
+  /// fp32, with the weights of `weights` (a checkpoint the run wrote): what an evaluation
+  /// during training needs in-process, whatever the plan.
+  GenerateFn generator(const std::filesystem::path& weights) const {
+    return impl().generator(weights);
+  }
 
  private:
   struct Concept {
@@ -110,19 +98,15 @@ class AnyTrainer {
     virtual std::int64_t steps_taken() const = 0;
     virtual double loss_scale() const = 0;
     virtual const TrainOptions& options() const = 0;
-    virtual const CommStats& comm(int axis) const = 0;
+    virtual const CommStats& comm_stats(MeshAxis axis) const = 0;
+    virtual GenerateFn generator(const std::filesystem::path& weights) const = 0;
     TrainerFacts facts;
   };
 
   template <BloomModel M, ParallelPlan Plan, Device Dev, Precision Prec>
   struct Model final : Concept {
     Model(AnyComm world, const TrainOptions& options) : t(std::move(world), options) {
-      using P = PlanTraits<Plan>;
-      const Mesh& mesh = t.mesh();
-      this->facts = {M::config, M::parameter_count,
-                     PlanDesc{mesh.data_degree, mesh.tensor_degree, mesh.pipeline_degree,
-                              P::zero_stage, std::is_same_v<typename P::pipeline::schedule, GPipe>},
-                     Dev::name, precision_name<Prec>()};
+      this->facts = t.facts();
     }
     StepStats step(const BatchView& batch) override { return t.step(batch); }
     double evaluate(const BatchView& batch) override { return t.evaluate(batch); }
@@ -144,9 +128,9 @@ class AnyTrainer {
     std::int64_t steps_taken() const override { return t.steps_taken(); }
     double loss_scale() const override { return t.loss_scale(); }
     const TrainOptions& options() const override { return t.options(); }
-    const CommStats& comm(int axis) const override {
-      const Mesh& m = t.mesh();
-      return axis == 0 ? m.data.stats() : axis == 1 ? m.tensor.stats() : m.pipeline.stats();
+    const CommStats& comm_stats(MeshAxis axis) const override { return t.comm_stats(axis); }
+    GenerateFn generator(const std::filesystem::path& weights) const override {
+      return load_generation_model<M, Dev>(weights);
     }
     Trainer<M, Plan, Dev, Prec> t;
   };

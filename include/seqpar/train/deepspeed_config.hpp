@@ -206,12 +206,14 @@ class DeepSpeedReader {
              const std::string& shown = {}) {
     if (a_.was_given(name) && !(field == value)) {
       refuse(key, v,
-             std::string("the command line gives --") + name + " " + text_of(field) +
+             std::string("the arguments give TrainingArguments::") + name + " " + text_of(field) +
                  "; make them agree, or set the key to \"auto\" to take the command line's");
       return;
     }
     field = value;
-    applied(key, v, shown.empty() ? "--" + std::string(name) + " " + text_of(value) : shown);
+    applied(
+        key, v,
+        shown.empty() ? "TrainingArguments::" + std::string(name) + " " + text_of(value) : shown);
   }
   template <class T>
   void match_number(const std::string& key, const json& v, const char* name, T& field) {
@@ -335,7 +337,7 @@ class DeepSpeedReader {
           else if (*b)
             match(key, x, "precision", a_.precision, wanted);
           else if (a_.precision == wanted && a_.was_given("precision"))
-            refuse(key, x, "the command line gives --precision " + wanted);
+            refuse(key, x, "the arguments give TrainingArguments::precision " + wanted);
           else if (a_.precision == wanted)
             a_.precision = "fp32";
         }
@@ -433,45 +435,48 @@ class DeepSpeedReader {
     block("scheduler", v, {}, [&](const std::string& k, const std::string&, const json& p) {
       if (k == "type") return true;
       if (k != "params") return false;
-      block("scheduler.params", p, {},
-            [&](const std::string& name, const std::string& key, const json& x) {
-              if (name == "warmup_min_lr") {
-                if (const auto lr = number(key, x)) {
-                  a_.warmup_min_lr = *lr;
-                  applied(key, x, "the warmup's first rate");
-                }
-              } else if (name == "warmup_max_lr") {
-                const auto lr = number(key, x);
-                if (lr && optimizer_lr_ && *lr != *optimizer_lr_)
-                  refuse(key, x,
-                         "optimizer.params.lr is " + text_of(*optimizer_lr_) +
-                             "; the two are one rate");
-                else if (lr)
-                  match_number(key, x, "learning_rate", a_.learning_rate);
-              } else if (name == "warmup_num_steps") {
-                if (is_auto(x)) return true;
-                if (a_.was_given("warmup_ratio"))
-                  refuse(key, x, "the command line gives --warmup_ratio; set the key to \"auto\"");
-                else if (const auto n = integer(key, x, 0))
-                  match(key, x, "warmup_steps", a_.warmup_steps, *n);
-              } else if (name == "total_num_steps" && decay) {
-                if (const auto n = integer(key, x, 1)) {
-                  a_.lr_decay_steps = *n;
-                  applied(key, x, "the decay ends at step " + std::to_string(*n));
-                }
-              } else if (name == "warmup_type") {
-                typed_warmup = true;
-                if (x == "log" || x == "linear")
-                  a_.warmup_type = x.get<std::string>();
-                else
-                  refuse(key, x, "expected \"log\" or \"linear\"");
-              } else if (name == "last_batch_iteration") {
-                neutral(key, x, json(-1), "a resumed run takes its step from the checkpoint");
-              } else {
-                return false;
+      block(
+          "scheduler.params", p, {},
+          [&](const std::string& name, const std::string& key, const json& x) {
+            if (name == "warmup_min_lr") {
+              if (const auto lr = number(key, x)) {
+                a_.warmup_min_lr = *lr;
+                applied(key, x, "the warmup's first rate");
               }
-              return true;
-            });
+            } else if (name == "warmup_max_lr") {
+              const auto lr = number(key, x);
+              if (lr && optimizer_lr_ && *lr != *optimizer_lr_)
+                refuse(
+                    key, x,
+                    "optimizer.params.lr is " + text_of(*optimizer_lr_) + "; the two are one rate");
+              else if (lr)
+                match_number(key, x, "learning_rate", a_.learning_rate);
+            } else if (name == "warmup_num_steps") {
+              if (is_auto(x)) return true;
+              if (a_.was_given("warmup_ratio"))
+                refuse(
+                    key, x,
+                    "the arguments give TrainingArguments::warmup_ratio; set the key to \"auto\"");
+              else if (const auto n = integer(key, x, 0))
+                match(key, x, "warmup_steps", a_.warmup_steps, *n);
+            } else if (name == "total_num_steps" && decay) {
+              if (const auto n = integer(key, x, 1)) {
+                a_.lr_decay_steps = *n;
+                applied(key, x, "the decay ends at step " + std::to_string(*n));
+              }
+            } else if (name == "warmup_type") {
+              typed_warmup = true;
+              if (x == "log" || x == "linear")
+                a_.warmup_type = x.get<std::string>();
+              else
+                refuse(key, x, "expected \"log\" or \"linear\"");
+            } else if (name == "last_batch_iteration") {
+              neutral(key, x, json(-1), "a resumed run takes its step from the checkpoint");
+            } else {
+              return false;
+            }
+            return true;
+          });
       return true;
     });
     if (!typed_warmup) report_.applied.push_back("scheduler warmup_type (absent) -> log");
@@ -488,14 +493,16 @@ class DeepSpeedReader {
       // One data rank shards nothing: a layout of one data rank keeps its own stage.
       if (!(data_ranks_ == 1 && stage > 0))
         refuse("zero_optimization.stage", s,
-               "the command line gives " +
-                   (a_.plan.asked.empty() ? "--zero-stage " + std::to_string(layout.zero_stage)
-                                          : a_.plan.asked) +
+               "the arguments give " +
+                   (a_.plan.asked.empty()
+                        ? "TrainingArguments::zero_stage " + std::to_string(layout.zero_stage)
+                        : a_.plan.asked) +
                    " (ZeRO stage " + std::to_string(layout.zero_stage) +
                    "); make them agree, or drop one");
     } else {
       layout.zero_stage = static_cast<int>(stage);
-      applied("zero_optimization.stage", s, "--zero-stage " + std::to_string(stage));
+      applied("zero_optimization.stage", s,
+              "TrainingArguments::zero_stage " + std::to_string(stage));
     }
     if (offload_params_ && !offload_optimizer_ && stage == 3) {
       refuse("zero_optimization.offload_param", json("cpu"),
@@ -523,8 +530,8 @@ class DeepSpeedReader {
       from_file_ = from_file_ || ds.has_value();
       if (ds && a_.was_given(name) && *ds != cli)
         refuse(key, it->second,
-               std::string("the command line gives --") + name + " " + std::to_string(cli) +
-                   "; make them agree, or set the key to \"auto\"");
+               std::string("the arguments give TrainingArguments::") + name + " " +
+                   std::to_string(cli) + "; make them agree, or set the key to \"auto\"");
       out = ds ? ds : a_.was_given(name) ? std::optional(cli) : std::nullopt;
     };
     take("train_batch_size", "train_batch_size", a_.train_batch_size, t);

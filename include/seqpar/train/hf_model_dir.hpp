@@ -42,19 +42,18 @@ struct HfSpecialTokens {
   Token bos, eos, pad, unk;
 };
 
-/// config.json of model type M with the tokenizer's special ids.
-template <BloomModel M>
-nlohmann::ordered_json hf_config_json(const HfSpecialTokens& special) {
+/// config.json of model `m` with the tokenizer's special ids.
+inline nlohmann::ordered_json hf_config_json(const BloomConfig& m, const HfSpecialTokens& special) {
   nlohmann::ordered_json j;
   j["architectures"] = {"BloomForCausalLM"};
   j["model_type"] = "bloom";
   // The embedding's rows as the file holds them (seqpar's padding of the vocabulary to a
   // multiple of 128 and of the tensor split is never written).
-  j["vocab_size"] = M::vocab_size;
-  j["hidden_size"] = M::hidden;
-  j["n_layer"] = M::layers;
-  j["n_head"] = M::heads;
-  j["layer_norm_epsilon"] = M::layer_norm_eps;
+  j["vocab_size"] = m.vocab_size;
+  j["hidden_size"] = m.hidden;
+  j["n_layer"] = m.layers;
+  j["n_head"] = m.heads;
+  j["layer_norm_epsilon"] = m.layer_norm_eps;
   j["initializer_range"] = 0.02;
   j["apply_residual_connection_post_layernorm"] = false;
   j["hidden_dropout"] = 0.0;
@@ -69,6 +68,12 @@ nlohmann::ordered_json hf_config_json(const HfSpecialTokens& special) {
     if (t.id >= 0) j[key] = t.id;
   j["torch_dtype"] = "float32";
   return j;
+}
+
+/// config.json of model type M.
+template <BloomModel M>
+nlohmann::ordered_json hf_config_json(const HfSpecialTokens& special) {
+  return hf_config_json(M::config, special);
 }
 
 /// generation_config.json: deterministic decoding as `g` decodes (beam search as
@@ -132,22 +137,27 @@ inline void place_file(const std::filesystem::path& from, const std::filesystem:
 }
 }  // namespace detail
 
-/// Writes the model directory `dir` for model type M from `weights` (a file of M's weights
-/// by Hugging Face names: Trainer::save_weights' file, or a training checkpoint, whose
-/// AdamW moments are left out) and the tokenizer file the run used. `decoding` is how the
-/// run decodes; `max_length` its example length limit. The weights are checked against M
-/// from the header; a checkpoint's are copied tensor by tensor (they were finite when
-/// saved: no save writes a non-finite value).
-template <BloomModel M>
-void write_hf_model_dir(const std::filesystem::path& dir, const std::filesystem::path& weights,
-                        const std::filesystem::path& tokenizer_file, const HfSpecialTokens& special,
-                        const GenerateOptions& decoding, std::int64_t max_length) {
+/// What a Hugging Face model directory holds besides the weights: where it goes, the
+/// tokenizer file the run used and its special tokens, how the run decodes and its example
+/// length limit.
+struct HfExport {
+  std::filesystem::path dir, tokenizer_file;
+  HfSpecialTokens special;
+  GenerateOptions decoding;
+  std::int64_t max_length = 0;
+};
+
+/// Writes the model directory e.dir for model `config` from `weights` (a file of that
+/// model's weights by Hugging Face names, as Trainer::save_weights writes it, or a training
+/// checkpoint, whose AdamW moments are left out) and the tokenizer file the run used.
+/// A checkpoint's tensors are copied one by one (they were finite when saved: no save
+/// writes a non-finite value).
+inline void write_hf_model_dir(const BloomConfig& config, const std::filesystem::path& weights,
+                               const HfExport& e) {
   namespace fs = std::filesystem;
-  fs::create_directories(dir);
+  fs::create_directories(e.dir);
   {
     const TensorFile f(weights);
-    check_bloom_weights<M>(
-        f.names(), [&f](std::string_view n) { return f.find(n); }, weights.string());
     std::vector<std::string> model;
     for (const auto& n : f.names())
       if (!n.starts_with("optimizer.")) model.push_back(n);
@@ -155,25 +165,39 @@ void write_hf_model_dir(const std::filesystem::path& dir, const std::filesystem:
       const SafetensorsFile s(weights);
       std::vector<TensorToWrite> tensors;
       for (const auto& n : model) {
-        const TensorEntry* e = s.find(n);
-        SEQPAR_CHECK(e != nullptr, weights.string(), ": tensor '", n, "' cannot be read");
+        const TensorEntry* t = s.find(n);
+        SEQPAR_CHECK(t != nullptr, weights.string(), ": tensor '", n, "' cannot be read");
         tensors.push_back(
-            {n, e->dtype, e->shape,
-             e->bytes.first(static_cast<std::size_t>(e->numel() * dtype_size(e->dtype)))});
+            {n, t->dtype, t->shape,
+             t->bytes.first(static_cast<std::size_t>(t->numel() * dtype_size(t->dtype)))});
       }
-      write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+      write_safetensors(e.dir / "model.safetensors", tensors, {{"format", "pt"}});
     } else {
-      detail::place_file(weights, dir / "model.safetensors");
+      detail::place_file(weights, e.dir / "model.safetensors");
     }
   }
-  detail::place_file(tokenizer_file, dir / "tokenizer.json");
-  const auto put = [&dir](const char* name, const nlohmann::ordered_json& j) {
-    detail::write_file_atomic(dir / name, j.dump(2) + "\n");
+  detail::place_file(e.tokenizer_file, e.dir / "tokenizer.json");
+  const auto put = [&e](const char* name, const nlohmann::ordered_json& j) {
+    detail::write_file_atomic(e.dir / name, j.dump(2) + "\n");
   };
-  put("config.json", hf_config_json<M>(special));
-  put("generation_config.json", hf_generation_json(special, decoding));
-  put("tokenizer_config.json", hf_tokenizer_config_json(special, max_length));
-  put("special_tokens_map.json", hf_special_tokens_json(special));
+  put("config.json", hf_config_json(config, e.special));
+  put("generation_config.json", hf_generation_json(e.special, e.decoding));
+  put("tokenizer_config.json", hf_tokenizer_config_json(e.special, e.max_length));
+  put("special_tokens_map.json", hf_special_tokens_json(e.special));
+}
+
+/// write_hf_model_dir for model type M, the weights checked against M from their header
+/// first (any file a user names: a model or a checkpoint of another run).
+template <BloomModel M>
+void write_hf_model_dir(const std::filesystem::path& dir, const std::filesystem::path& weights,
+                        const std::filesystem::path& tokenizer_file, const HfSpecialTokens& special,
+                        const GenerateOptions& decoding, std::int64_t max_length) {
+  {
+    const TensorFile f(weights);
+    check_bloom_weights<M>(
+        f.names(), [&f](std::string_view n) { return f.find(n); }, weights.string());
+  }
+  write_hf_model_dir(M::config, weights, {dir, tokenizer_file, special, decoding, max_length});
 }
 
 /// A Hugging Face model directory as a program reads it: its config.json (read), its

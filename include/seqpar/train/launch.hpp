@@ -3,8 +3,7 @@
 // share one GPU, CudaThreadComm), or one per process when mpirun or srun started it (the
 // program makes the world: MpiComm, or NcclComm over it). What the launcher says before MPI
 // starts (process_launch_from_environment), one body run on every rank either way
-// (run_world), decisions one rank makes and every rank follows (broadcast_text,
-// decide_on_writer), and the check that each process of a node has a GPU of its own.
+// (run_world), and the check that each process of a node has a GPU of its own.
 
 #include <unistd.h>
 
@@ -18,7 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "seqpar/backend/device.hpp"  // DeviceKind
 #include "seqpar/comm/any_comm.hpp"
+#include "seqpar/comm/text.hpp"  // Refusal, decide_on_writer: decisions every rank follows
 #include "seqpar/comm/thread_comm.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/core/parse.hpp"
@@ -80,9 +81,10 @@ struct RankLaunch {
   int world_size() const { return under_launcher() ? processes.size() : threads; }
   /// The process that prints, owns the output folder and writes files (world rank 0).
   bool writer() const { return processes.rank() == 0; }
-  /// How the world came to be, for messages ("mpirun started 8 processes", "--ranks 2").
+  /// How the world came to be, for messages ("mpirun started 8 processes", "2 thread ranks").
   std::string origin() const {
-    if (!under_launcher()) return "--ranks " + std::to_string(threads);
+    if (!under_launcher())
+      return std::to_string(threads) + (threads == 1 ? " thread rank" : " thread ranks");
     const int n = processes.size();
     return launcher + " started " + std::to_string(n) + " process" + (n == 1 ? "" : "es");
   }
@@ -95,11 +97,11 @@ struct RankLaunch {
 
 /// Runs body(AnyComm& world) on every rank: on `launch.threads` threads of this process
 /// (run_ranks: a rank that fails makes the others fail promptly and the first failure is
-/// rethrown; with `device` "cuda" each thread's ThreadComm becomes a CudaThreadComm, its own
+/// rethrown; on DeviceKind::cuda each thread's ThreadComm becomes a CudaThreadComm, its own
 /// stream on the one GPU), or once in this process when it is one of several (its world is
 /// launch.processes).
 template <class F>
-void run_world(const RankLaunch& launch, std::string_view device, F&& body) {
+void run_world(const RankLaunch& launch, DeviceKind device, F&& body) {
   if (launch.under_launcher()) {
     AnyComm world = launch.processes;
     body(world);
@@ -107,74 +109,17 @@ void run_world(const RankLaunch& launch, std::string_view device, F&& body) {
   }
   run_ranks(launch.threads, [&](ThreadComm& c) {
 #if defined(SEQPAR_CUDA_BACKEND)
-    if (device == "cuda") {
+    if (device == DeviceKind::cuda) {
       AnyComm world{CudaThreadComm(c)};
       body(world);
       return;
     }
 #endif
-    SEQPAR_CHECK(device == "cpu", "device '", device, "' is not built into this program");
+    SEQPAR_CHECK(device == DeviceKind::cpu, "device '", device_name(device),
+                 "' is not built into this program");
     AnyComm world(c);
     body(world);
   });
-}
-
-/// Collective: `text` of rank `root` on every rank of `world`.
-inline void broadcast_text(AnyComm& world, std::string& text, int root = 0) {
-  auto n = static_cast<std::int64_t>(text.size());
-  world.broadcast(&n, 1, root);
-  std::vector<std::int64_t> words(static_cast<std::size_t>((n + 7) / 8));
-  if (world.rank() == root)
-    std::copy(text.begin(), text.end(), reinterpret_cast<char*>(words.data()));
-  world.broadcast(words.data(), words.size(), root);
-  text.assign(reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(n));
-}
-
-/// Collective: every rank's `text`, in rank order, on every rank of `world`.
-inline std::vector<std::string> all_gather_text(AnyComm& world, const std::string& text) {
-  auto longest = static_cast<std::int64_t>(text.size());
-  world.all_reduce(&longest, 1, ReduceOp::max);
-  const std::size_t words = static_cast<std::size_t>((longest + 7) / 8) + 1;  // + the length
-  std::vector<std::int64_t> mine(words, 0), all(words * static_cast<std::size_t>(world.size()));
-  mine[0] = static_cast<std::int64_t>(text.size());
-  std::copy(text.begin(), text.end(), reinterpret_cast<char*>(mine.data() + 1));
-  world.all_gather(mine.data(), all.data(), words);
-  std::vector<std::string> out;
-  for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) {
-    const std::int64_t* w = all.data() + r * words;
-    out.emplace_back(reinterpret_cast<const char*>(w + 1), static_cast<std::size_t>(w[0]));
-  }
-  return out;
-}
-
-/// An error every rank of a run throws alike (a decision of world rank 0 every rank
-/// follows): one rank need say it, and no rank need end the others.
-struct Refusal : Error {
-  using Error::Error;
-};
-
-/// Collective: world rank 0 runs `decide` (which may throw seqpar::Error: a refusal) and
-/// every rank learns its outcome. Every rank throws the same Refusal when it refused, so a
-/// job stops alike everywhere and rank 0 alone need say why; otherwise every rank gets the
-/// text `decide` returned (a checkpoint's path, a choice only rank 0 can make).
-template <class F>
-std::string decide_on_writer(AnyComm& world, F&& decide) {
-  std::string outcome, refused;
-  if (world.rank() == 0) {
-    try {
-      outcome = decide();
-    } catch (const Error& e) {
-      refused = e.what();
-    }
-  }
-  if (world.size() == 1) {
-    if (!refused.empty()) throw Refusal(refused);
-    return outcome;
-  }
-  broadcast_text(world, refused);
-  if (!refused.empty()) throw Refusal(refused);
-  broadcast_text(world, outcome);
-  return outcome;
 }
 
 /// One process of a job on GPUs, as it will train: its world rank, its node (host name),
@@ -196,19 +141,20 @@ inline std::string gpu_binding_problem(const std::vector<ProcessGpu>& ranks,
                                        std::string_view launcher) {
   for (const auto& r : ranks)
     if (r.visible_gpus == 0)
-      return "--device cuda under " + std::string(launcher) + ": rank " + std::to_string(r.rank) +
-             " (node " + r.node +
+      return "DeviceKind::cuda under " + std::string(launcher) + ": rank " +
+             std::to_string(r.rank) + " (node " + r.node +
              ") sees no CUDA GPU (no driver, or CUDA_VISIBLE_DEVICES hides them all); run with "
-             "--device cpu";
+             "DeviceKind::cpu";
   for (std::size_t i = 0; i < ranks.size(); ++i)
     for (std::size_t j = 0; j < i; ++j) {
       const auto &a = ranks[j], &b = ranks[i];
       if (a.node != b.node || a.gpu != b.gpu) continue;
       const std::string gpus =
           std::to_string(b.visible_gpus) + " GPU" + (b.visible_gpus == 1 ? "" : "s");
-      return "--device cuda under " + std::string(launcher) + ": ranks " + std::to_string(a.rank) +
-             " and " + std::to_string(b.rank) + " would share GPU " + b.gpu + " on node " + b.node +
-             " (" + std::to_string(b.node_processes) + " processes there, each seeing " + gpus +
+      return "DeviceKind::cuda under " + std::string(launcher) + ": ranks " +
+             std::to_string(a.rank) + " and " + std::to_string(b.rank) + " would share GPU " +
+             b.gpu + " on node " + b.node + " (" + std::to_string(b.node_processes) +
+             " processes there, each seeing " + gpus +
              "); each process takes a GPU of its own (NCCL): start at most as many processes per "
              "node as it has GPUs, or bind one GPU to each (srun --gpus-per-task=1, or "
              "--gpu-bind), or start the program without a launcher to run the ranks as threads "

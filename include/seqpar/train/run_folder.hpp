@@ -4,11 +4,8 @@
 // leftovers of a killed save, and RunFolder, which looks at a folder without writing to it
 // (every refusal comes first) and only then takes it.
 //
-// The order a program keeps: RunFolder(dir, options) refuses a folder another run holds, an
-// earlier run's checkpoints when the run is fresh, a resume with nothing to resume; the
-// program then checks its own inputs against resume_metadata() (train/run.hpp: changed_keys)
-// and whatever else may refuse the run; take() then locks the folder and clears it, and
-// from there on files may be written. A refused run has written nothing.
+// TrainingRun (train/run.hpp) looks at the folder, compares the checkpoint, agrees with
+// every rank and only then takes the folder: a refused run has written nothing.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -33,6 +30,7 @@
 #include "seqpar/core/parse.hpp"
 #include "seqpar/io/safetensors.hpp"
 #include "seqpar/train/launch.hpp"  // host_name
+#include "seqpar/train/run_spec.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -250,47 +248,30 @@ struct CheckpointDir {
   }
 };
 
-/// What a run does with its output folder.
-struct RunFolderOptions {
-  /// The lock file's name in the folder.
-  std::string lock_name = "seqpar.lock";
-  /// Continue a run: from `resume_from` when given (a checkpoint file, or a folder whose
-  /// newest complete step-N.safetensors is taken), else from the folder's newest complete
-  /// checkpoint.
-  bool resume = false;
-  std::filesystem::path resume_from{};
-  /// A fresh run in a folder holding an earlier run's checkpoints deletes them (without it,
-  /// it is refused: left in place they would outrank its own in the rotation and a resume).
-  bool overwrite = false;
-  /// The files the program writes besides the run's own (step-*.safetensors,
-  /// model.safetensors, run.json, metrics.jsonl), relative to the folder, `*` standing for a
-  /// name's letters and digits: the temporaries a killed save leaves of them are removed.
-  std::vector<std::string> own_files{};
-};
-
 /// A run's output folder, looked at (the constructor writes nothing) and then taken.
 class RunFolder {
  public:
-  /// Refuses, before anything is written: a folder a live run holds; for a fresh run, an
-  /// earlier run's checkpoints (unless options.overwrite); for a resume, no complete
-  /// checkpoint, or a named one that does not open whole.
-  RunFolder(std::filesystem::path dir, RunFolderOptions options)
-      : dir_(std::move(dir)), options_(std::move(options)) {
+  /// The folder spec.output_dir, looked at. Refuses, before anything is written: a file; a
+  /// folder a live run holds; for a fresh run, an earlier run's checkpoints (unless
+  /// spec.overwrite_output_dir); for a resume, no complete checkpoint, or a named one that
+  /// does not exist or does not open whole.
+  explicit RunFolder(const RunSpec& spec) : dir_(spec.output_dir), options_(spec) {
     std::error_code ec;
+    SEQPAR_CHECK(!dir_.empty(), "RunSpec::output_dir is empty; expected the run's folder");
     SEQPAR_CHECK(!std::filesystem::exists(dir_, ec) || std::filesystem::is_directory(dir_, ec),
-                 dir_.string(),
-                 ": is a file, not a folder; the output folder of a run must be "
-                 "a folder (or not exist yet)");
+                 "RunSpec::output_dir ", dir_.string(),
+                 " is a file, not a folder; the output folder of a run must be a folder (or not "
+                 "exist yet)");
     const std::filesystem::path lock = dir_ / options_.lock_name;
     OutputLock::check_free(lock);
     const CheckpointDir here{dir_};
     if (!options_.resume) {
       const auto earlier = here.steps();
-      if (!earlier.empty() && !options_.overwrite)
+      if (!earlier.empty() && !options_.overwrite_output_dir)
         detail::fail(dir_.string(), ": holds checkpoints of an earlier run (",
                      here.path(earlier.front()).filename().string(),
-                     "); resume continues that run, overwriting the output folder deletes them "
-                     "and starts afresh");
+                     "); RunSpec::resume continues that run, RunSpec::overwrite_output_dir "
+                     "deletes them and starts afresh");
       return;
     }
     const bool named = !options_.resume_from.empty();
@@ -298,6 +279,9 @@ class RunFolder {
                                  ? options_.resume_from
                                  : dir_};
     if (named && !std::filesystem::is_directory(options_.resume_from, ec)) {
+      SEQPAR_CHECK(std::filesystem::exists(options_.resume_from, ec), "RunSpec::resume_from ",
+                   options_.resume_from.string(),
+                   " does not exist; expected a checkpoint step-N.safetensors or a run's folder");
       resume_metadata_ = CheckpointDir::open_metadata(options_.resume_from);
       resume_from_ = options_.resume_from;
       return;
@@ -338,7 +322,7 @@ class RunFolder {
     return notes;
   }
 
-  /// Keeps the newest options.keep checkpoints (the writer, after each save).
+  /// Keeps the newest `keep` checkpoints (the writer, after each save).
   void rotate(std::int64_t keep) const { checkpoints().rotate(keep); }
 
  private:
@@ -383,7 +367,7 @@ class RunFolder {
   }
 
   std::filesystem::path dir_;
-  RunFolderOptions options_;
+  RunSpec options_;
   std::optional<std::filesystem::path> resume_from_;
   std::map<std::string, std::string> resume_metadata_;
   std::vector<std::pair<std::filesystem::path, std::string>> incomplete_;

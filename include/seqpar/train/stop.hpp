@@ -22,6 +22,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "seqpar/comm/communicator.hpp"
@@ -89,6 +91,37 @@ class StopSignals {
  private:
   struct sigaction old_term_ {};
   struct sigaction old_int_ {};
+};
+
+/// A share of one StopSignals for the whole process: the first share installs it, the last
+/// one gone removes it, so that every rank of a run (threads of one process, or processes)
+/// may hold one without their handlers undoing each other's.
+class StopSignalsShare {
+ public:
+  StopSignalsShare() {
+    const std::lock_guard lock(mutex());
+    if (count()++ == 0) held().emplace();
+  }
+  ~StopSignalsShare() {
+    const std::lock_guard lock(mutex());
+    if (--count() == 0) held().reset();
+  }
+  StopSignalsShare(const StopSignalsShare&) = delete;
+  StopSignalsShare& operator=(const StopSignalsShare&) = delete;
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static int& count() {
+    static int n = 0;
+    return n;
+  }
+  static std::optional<StopSignals>& held() {
+    static std::optional<StopSignals> s;
+    return s;
+  }
 };
 
 /// What the ranks decided at a step boundary: stop (a signal, the largest number any rank

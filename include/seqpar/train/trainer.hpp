@@ -30,58 +30,33 @@
 #include "seqpar/parallel/plan.hpp"
 #include "seqpar/parallel/policies.hpp"
 #include "seqpar/parallel/tensor_axis.hpp"
+#include "seqpar/plan/plan_desc.hpp"
 #include "seqpar/train/checkpoint.hpp"
 #include "seqpar/train/pipeline.hpp"
 #include "seqpar/train/precision.hpp"
+#include "seqpar/train/train_options.hpp"
 
 namespace seqpar::inline v0 {
 
-/// What a training run is asked to do (Hugging Face Trainer names in comments; the memory
-/// trades are docs/architecture.md's, the faults and loss scale docs/reliability.md's).
-struct TrainOptions {
-  LrSchedule schedule{.peak = 2e-5};  // learning_rate, warmup_steps, the decay
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0.0;          // on matrices only
-  double max_grad_norm = 1.0;         // <= 0: no clipping
-  std::int64_t micro_batch_rows = 0;  // rows per micro-batch; 0: the whole local batch at once
-  std::uint64_t seed = 42;            // initialisation and data order
-  double init_std = 0.02;
-  // Logits the LM head holds at once; 0: Ops<D>::logits_chunk_bytes (32 MiB Cpu, 256 MiB Cuda).
-  std::int64_t logits_bytes = 0;
-  // What a block keeps for its backward (Recompute: none, selective, full); full recomputes
-  // every recompute_every-th block (gradient_checkpointing). The same bits in every mode.
-  Recompute recompute = Recompute::none;
-  std::int64_t recompute_every = 1;
-  // fused: flash-style attention, a log-sum-exp per query kept instead of the probabilities.
-  AttentionKind attention = AttentionKind::standard;
-  // DeepSpeed's fp16 block (dynamic under Fp16Mixed; off elsewhere unless enabled).
-  LossScaleOptions loss_scale;
-  // Non-finite steps in a row after which step() throws (each one makes no update).
-  std::int64_t max_nonfinite_steps = 10;
-  // Master weights and moments in host memory (optimizer), and ZeRO-3's parameter shards
-  // too (optimizer_and_params): DeepSpeed's offload_optimizer / offload_param.
-  Offload offload = Offload::none;
-};
+/// The name of precision policy P in files and messages: fp32, bf16, fp16, fp64.
+template <Precision P>
+constexpr std::string_view precision_name() {
+  switch (P::dtype) {
+    case DType::bf16: return "bf16";
+    case DType::f16: return "fp16";
+    case DType::f64: return "fp64";
+    default: return "fp32";
+  }
+}
 
-/// What one optimizer step did.
-struct StepStats {
-  std::int64_t step = 0;     // 1-based count of optimizer steps taken
-  double loss = 0;           // token mean over the global batch
-  double grad_norm = 0;      // before clipping
-  double lr = 0;             // the rate this step used
-  std::int64_t tokens = 0;   // rows * seq of the global batch
-  std::int64_t targets = 0;  // tokens that entered the loss
-  double seconds = 0;
-  double tokens_per_s = 0;
-  MemoryStats memory;              // this rank's arena
-  bool skipped = false;            // no update was made: the loss or gradient norm was not finite
-  bool overflow = false;           // skipped: the scaled gradients overflowed, the scaler adapts
-  double loss_scale = 1;           // the loss scale this step used (1 without loss scaling)
-  std::int64_t skipped_steps = 0;  // steps skipped so far by this trainer, this one included
-  std::int64_t nonfinite_in_a_row = 0;  // faults in a row (no loss scale explains them)
-  /// 1-based count of step() calls, skipped ones included (step + skipped_steps; it resumes
-  /// with a checkpoint): a skipped step's own number, where `step` stays the last update's.
-  std::int64_t attempt = 0;
+/// What a trainer trains: the model's shape, the layout with its data degree, the device
+/// and the precision.
+struct TrainerFacts {
+  BloomConfig model;
+  std::int64_t parameter_count = 0;
+  PlanDesc plan;
+  DeviceKind device = DeviceKind::cpu;
+  std::string_view precision;
 };
 
 /// The training stack of one rank for model `Model` under plan `Plan` (Replicated<N>,
@@ -322,6 +297,15 @@ class Trainer {
   /// Counters of this rank's communicators, by axis.
   CommStats& data_stats() { return mesh_.data.stats(); }
   CommStats& tensor_stats() { return mesh_.tensor.stats(); }
+  const CommStats& comm_stats(MeshAxis axis) const { return mesh_.group(axis).stats(); }
+  /// The model, the layout (its data degree as the world made it), the device, the precision.
+  TrainerFacts facts() const {
+    return {
+        Model::config, Model::parameter_count,
+        PlanDesc{mesh_.data_degree, mesh_.tensor_degree, mesh_.pipeline_degree, Traits::zero_stage,
+                 std::is_same_v<typename Traits::pipeline::schedule, GPipe>},
+        Dev::kind, precision_name<Prec>()};
+  }
   /// This rank's memory by category: the device arena's, with the host state offloaded
   /// to a pinned arena of its own (Cuda) counted in (its categories and the totals; the
   /// total peak is then the sum of both peaks, a bound).

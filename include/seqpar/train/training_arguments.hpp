@@ -80,25 +80,25 @@ inline BatchShape batch_shape(const TrainingArguments& a, std::int64_t data_rank
                               std::int64_t stages) {
   const std::int64_t m = a.per_device_train_batch_size, g = a.gradient_accumulation_steps;
   if (m > 0 && g > 0) {
-    SEQPAR_CHECK(m <= INT64_MAX / g / data_ranks, "--per_device_train_batch_size ", m,
-                 " x --gradient_accumulation_steps ", g, " x ", data_ranks,
+    SEQPAR_CHECK(m <= INT64_MAX / g / data_ranks, "TrainingArguments::per_device_train_batch_size ",
+                 m, " x TrainingArguments::gradient_accumulation_steps ", g, " x ", data_ranks,
                  " data-parallel rank(s) overflows");
     const std::int64_t rows = m * g * data_ranks;
     SEQPAR_CHECK(!a.was_given("train_batch_size") || a.train_batch_size == rows,
-                 "--train_batch_size ", a.train_batch_size,
-                 " is not --per_device_train_batch_size ", m, " x --gradient_accumulation_steps ",
-                 g, " x ", data_ranks, " data-parallel rank(s) = ", rows,
-                 "; give two of the three");
+                 "TrainingArguments::train_batch_size ", a.train_batch_size,
+                 " is not TrainingArguments::per_device_train_batch_size ", m,
+                 " x TrainingArguments::gradient_accumulation_steps ", g, " x ", data_ranks,
+                 " data-parallel rank(s) = ", rows, "; give two of the three");
     return {rows, m, g};
   }
   SEQPAR_CHECK(a.train_batch_size > 0 && a.train_batch_size % data_ranks == 0,
-               "--train_batch_size ", a.train_batch_size,
+               "TrainingArguments::train_batch_size ", a.train_batch_size,
                " is not a multiple of the data-parallel degree ", data_ranks);
   const std::int64_t local = a.train_batch_size / data_ranks;
   if (g > 0) {
-    SEQPAR_CHECK(local % g == 0, "--train_batch_size ", a.train_batch_size, " over ", data_ranks,
-                 " data-parallel rank(s) is ", local,
-                 " rows per rank, which --gradient_accumulation_steps ", g,
+    SEQPAR_CHECK(local % g == 0, "TrainingArguments::train_batch_size ", a.train_batch_size,
+                 " over ", data_ranks, " data-parallel rank(s) is ", local,
+                 " rows per rank, which TrainingArguments::gradient_accumulation_steps ", g,
                  " does not divide into micro-batches of equal rows");
     return {a.train_batch_size, local / g, g};
   }
@@ -140,7 +140,7 @@ inline TrainOptions train_options(const TrainingArguments& a, std::int64_t total
   to.micro_batch_rows = batch.micro_rows;
   to.seed = a.seed;
   to.max_nonfinite_steps = a.max_nonfinite_steps;
-  to.offload = parse_offload(a.offload, "--offload");
+  to.offload = parse_offload(a.offload, "TrainingArguments::offload");
   to.recompute = a.recompute;
   to.recompute_every = a.recompute_every;
   to.loss_scale = a.loss_scale;  // the precision decides whether it scales
@@ -170,10 +170,10 @@ inline std::string optimizer_key(const TrainingArguments& a) {
 inline void check_loss_scale_arguments(const TrainingArguments& a) {
   for (const char* field : {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
                             "consecutive_hysteresis", "min_loss_scale"})
-    SEQPAR_CHECK(!a.was_given(field) || a.precision == "fp16", "--", field,
+    SEQPAR_CHECK(!a.was_given(field) || a.precision == "fp16", "TrainingArguments::", field,
                  " sets fp16's loss scaling; this run trains in ", a.precision,
-                 ", which scales no loss (--precision fp16, or fp16.enabled in a DeepSpeed "
-                 "configuration)");
+                 ", which scales no loss (TrainingArguments::precision fp16, or fp16.enabled in "
+                 "a DeepSpeed configuration)");
 }
 
 }  // namespace seqpar::inline v0

@@ -61,7 +61,8 @@ struct PinnedHostAllocator {
 struct Cuda {
   using allocator = CudaAllocator;
   using host_allocator = PinnedHostAllocator;
-  static constexpr const char* name = "cuda";
+  static constexpr DeviceKind kind = DeviceKind::cuda;
+  static constexpr const char* name = device_name(kind);
 };
 
 static_assert(Device<Cuda>);

@@ -213,6 +213,19 @@ class TokenizerJsonReader final : public nlohmann::json_sax<nlohmann::json> {
   std::string error_;
 };
 
+/// The parts of a tokenizer.json's text; `file` names it in messages.
+inline RawTokenizerJson parse_tokenizer_json(std::string_view bytes, const std::string& file) {
+  RawTokenizerJson out;
+  out.vocab_text.reserve(bytes.size() / 4);
+  out.merge_text.reserve(bytes.size() / 4);
+  TokenizerJsonReader reader(out);
+  const bool ok = nlohmann::json::sax_parse(bytes.data(), bytes.data() + bytes.size(), &reader);
+  SEQPAR_CHECK(ok, file, ": ",
+               reader.error().empty() ? std::string("not valid JSON") : reader.error());
+  SEQPAR_CHECK(out.rest.is_object(), file, ": the top level is not a JSON object");
+  return out;
+}
+
 /// Reads and parses `path`; throws seqpar::Error naming the file on failure.
 inline RawTokenizerJson read_tokenizer_json(const std::filesystem::path& path) {
   const std::string file = path.string();
@@ -226,16 +239,7 @@ inline RawTokenizerJson read_tokenizer_json(const std::filesystem::path& path) {
   in.read(bytes.data(), static_cast<std::streamsize>(size));
   SEQPAR_CHECK(in.gcount() == static_cast<std::streamsize>(size), file,
                ": short read of the tokenizer file");
-
-  RawTokenizerJson out;
-  out.vocab_text.reserve(bytes.size() / 4);
-  out.merge_text.reserve(bytes.size() / 4);
-  TokenizerJsonReader reader(out);
-  const bool ok = nlohmann::json::sax_parse(bytes.data(), bytes.data() + bytes.size(), &reader);
-  SEQPAR_CHECK(ok, file, ": ",
-               reader.error().empty() ? std::string("not valid JSON") : reader.error());
-  SEQPAR_CHECK(out.rest.is_object(), file, ": the top level is not a JSON object");
-  return out;
+  return parse_tokenizer_json(bytes, file);
 }
 
 }  // namespace seqpar::inline v0::detail

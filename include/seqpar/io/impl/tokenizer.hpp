@@ -564,6 +564,10 @@ SEQPAR_DECL Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenize
                                            tokenizer_json.string()));
 }
 
+SEQPAR_DECL Tokenizer Tokenizer::from_json(std::string_view text, const std::string& name) {
+  return Tokenizer(detail::build_tokenizer(detail::parse_tokenizer_json(text, name), name));
+}
+
 SEQPAR_DECL std::vector<std::int32_t> Tokenizer::encode(std::string_view utf8_text) const {
   std::string repaired;
   if (!detail::utf8_valid(utf8_text)) {

@@ -1,0 +1,88 @@
+#pragma once
+// RunSpec: what a training run is asked to do around its trainer's steps, as named fields:
+// its output folder, its length, its saves, its resume, what a resume must find unchanged
+// and what its ranks must share, and the program's hooks (train/run.hpp runs it).
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "seqpar/comm/agreement.hpp"
+#include "seqpar/train/hf_model_dir.hpp"
+#include "seqpar/train/resume_keys.hpp"
+
+namespace seqpar::inline v0 {
+
+/// What a resumed run found: the checkpoint, its metadata, what differs from this run
+/// (RunSpec::allow_changed) and whether a difference changes the data order.
+struct Resumed {
+  std::filesystem::path checkpoint;
+  std::map<std::string, std::string> metadata;
+  std::vector<std::string> changed;
+  bool reorder = false;
+};
+
+/// What a program adds to the run; each may be left empty.
+struct RunHooks {
+  /// The writer, once the folder is taken and before any rank resumes: the program's own
+  /// files (a tokenizer, caches, a run description).
+  std::function<void()> on_take;
+  /// Every rank at each save: metadata the checkpoint records besides the run's (the data
+  /// position); TrainingRun::resumed() gives it back to a resumed run.
+  std::function<std::map<std::string, std::string>()> checkpoint_metadata;
+};
+
+/// A training run, as named fields; TrainingRun refuses, naming the field, what cannot work.
+struct RunSpec {
+  /// The run's folder: checkpoints step-N.safetensors, metrics.jsonl, the final weights.
+  /// The same on every rank, on a file system every process sees.
+  std::filesystem::path output_dir;
+  /// The optimizer steps of the whole run (at least one).
+  std::int64_t total_steps = 0;
+  /// Steps between checkpoints; 0: only where the program asks (after_step's save_here),
+  /// at a stop and at the end.
+  std::int64_t save_steps = 0;
+  /// The newest checkpoints kept (at least one).
+  std::int64_t save_total_limit = 2;
+  /// > 0: a checkpoint and a stop after this step.
+  std::int64_t stop_after = 0;
+  /// Continue a run: from resume_from when given (a checkpoint file, or a folder whose
+  /// newest complete checkpoint is taken), else from output_dir's newest complete one.
+  bool resume = false;
+  std::filesystem::path resume_from{};
+  /// A fresh run in a folder holding an earlier run's checkpoints deletes them (without it
+  /// such a run is refused: they would outrank its own in the rotation and a resume).
+  bool overwrite_output_dir = false;
+  /// A resume whose keys differ from the checkpoint's goes on, each difference reported
+  /// (Resumed::changed), instead of being refused.
+  bool allow_changed = false;
+  /// The program's entries a checkpoint records and a resume compares (data and tokenizer
+  /// digests, the batch); the trainer's model and options are the run's own keys.
+  std::vector<RunKey> keys{};
+  /// What every rank must have alike besides the keys, the trainer and this spec.
+  AgreedValues agreed{};
+  /// Files the program writes into the folder besides the run's own, relative to it, `*`
+  /// standing for a name's letters and digits: a killed save's temporaries of them are
+  /// removed when the folder is taken.
+  std::vector<std::string> own_files{};
+  /// The lock file's name in the folder.
+  std::string lock_name = "seqpar.lock";
+  /// The final weights, in the folder, as transformers loads them.
+  std::string weights_file = "model.safetensors";
+  /// Where set, a finished run's Hugging Face model directory.
+  std::optional<HfExport> hf_export{};
+  /// How the rank reports name this process's device ("cuda:0 NVIDIA H200"); empty: the
+  /// device's name.
+  std::string device_label{};
+  /// SIGTERM and SIGINT stop the run at the next step boundary with a checkpoint.
+  bool catch_signals = true;
+  /// Fields added to the "start" row of metrics.jsonl.
+  nlohmann::json start_details = nlohmann::json::object();
+  RunHooks hooks{};
+};
+
+}  // namespace seqpar::inline v0
