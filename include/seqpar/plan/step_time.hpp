@@ -47,7 +47,7 @@ struct Hardware {
   int gpus_per_node = 8;
 };
 
-/// The presets seqpar-plan knows (`--gpu NAME`): published peaks and bandwidths.
+/// The GPU presets by name: published peaks and bandwidths.
 inline std::vector<Hardware> hardware_presets() {
   // name, GiB, bf16 TFLOP/s, fp32 TFLOP/s, efficiency, HBM, node link, network, PCIe, host,
   // GPUs/node
@@ -61,7 +61,7 @@ inline std::vector<Hardware> hardware_presets() {
   };
 }
 
-/// A CPU rank (seqpar-plan --device cpu): its memory is the host's, so its device and host
+/// A CPU rank: its memory is the host's, so its device and host
 /// bytes share one budget; the rates are what seqpar's step reaches on two cores of an AMD
 /// EPYC (family 25, model 1: AVX2 + FMA, no AVX-512; docs/cpu.md), bf16 computing in fp32
 /// there (the conversion path), the ranks of a machine exchanging through its memory.

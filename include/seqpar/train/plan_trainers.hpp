@@ -18,12 +18,6 @@
 
 namespace seqpar::inline v0 {
 
-/// Whether model M can take plan Plan (CheckPlan's rules as a value: the family skips, rather
-/// than fails to compile, a tensor degree the model's heads or stages its layers refuse).
-template <BloomModel M, ParallelPlan Plan>
-inline constexpr bool plan_fits = M::heads % PlanTraits<Plan>::tensor_degree == 0 &&
-                                  M::layers % PlanTraits<Plan>::pipeline_degree == 0;
-
 template <BloomModel M, Device Dev, Precision Prec, class Family>
 std::optional<AnyTrainer> make_family_trainer(const PlanDesc& layout, AnyComm world,
                                               const TrainOptions& options) {
