@@ -21,6 +21,7 @@
 #include "seqpar/core/error.hpp"
 #include "seqpar/io/hf_config.hpp"
 #include "seqpar/plan/plan_desc.hpp"
+#include "seqpar/plan/plan_rules.hpp"
 #include "seqpar/plan/predict.hpp"
 #include "seqpar/plan/registry.hpp"
 #include "seqpar/plan/step_time.hpp"
@@ -237,117 +238,143 @@ struct Row {
 
 double gib(std::int64_t b) { return static_cast<double>(b) / static_cast<double>(1ll << 30); }
 
-}  // namespace
+// The layout flags seqgpt_ner takes for a layout (--zero-stage 0 --tensor-parallel 2 ...).
+std::string launch_flags(const PlanDesc& p) {
+  std::string flags;
+  layout_fields(p, [&flags](std::string field, const std::string& value) {
+    std::replace(field.begin(), field.end(), '_', '-');
+    flags += (flags.empty() ? "--" : " --") + field + " " + value;
+  });
+  return flags;
+}
 
-int main(int argc, char** argv) try {
-  const Options o = parse(argc, argv);
-  const auto budget = static_cast<std::int64_t>((o.hw.memory_gib - o.reserve_gib) * (1ll << 30));
+// Bytes per rank a device may use: its memory less the reserve.
+std::int64_t budget_bytes(const Options& o) {
+  return static_cast<std::int64_t>((o.hw.memory_gib - o.reserve_gib) * (1ll << 30));
+}
+
+// The planner's question for plan p under the options.
+PlanQuery query_of(const Options& o, const PlanDesc& p) {
+  PlanQuery q;
+  q.model = o.model;
+  q.plan = p;
+  q.precision = o.precision;
+  q.micro_batch_rows = o.micro_batch;
+  q.seq = o.seq;
+  q.micro_batches = o.micro_batches > 0 ? o.micro_batches : (p.pipeline > 1 ? 4 * p.pipeline : 1);
+  q.recompute = o.recompute;
+  q.recompute_every = o.recompute_every;
+  q.fused_attention = o.fused;
+  q.offload = o.offload;
+  q.logits_bytes = o.logits_mib << 20;
+  q.asynchronous = !o.sync;
+  return q;
+}
+
+// Every plan of the world the planner models (only the compiled ones unless --all), predicted.
+std::vector<Row> plan_rows(const Options& o, std::int64_t budget) {
   std::vector<Row> rows;
   const std::vector<PlanDesc> compiled = StandardPlans::layouts();
   for (const PlanDesc& p : enumerate_plans(o.model, o.gpus)) {
     Row r;
     r.plan = p;
-    r.launchable = std::any_of(compiled.begin(), compiled.end(), [&](const PlanDesc& c) {
-      return c.tensor == p.tensor && c.pipeline == p.pipeline && c.gpipe == p.gpipe &&
-             c.zero_stage == p.zero_stage;
-    });
+    r.launchable = layout_compiled(p, compiled);
     if (!r.launchable && !o.all) continue;
-    PlanQuery& q = r.query;
-    q.model = o.model;
-    q.plan = p;
-    q.precision = o.precision;
-    q.micro_batch_rows = o.micro_batch;
-    q.seq = o.seq;
-    q.micro_batches = o.micro_batches > 0 ? o.micro_batches : (p.pipeline > 1 ? 4 * p.pipeline : 1);
-    q.recompute = o.recompute;
-    q.recompute_every = o.recompute_every;
-    q.fused_attention = o.fused;
-    q.offload = o.offload;
-    q.logits_bytes = o.logits_mib << 20;
-    q.asynchronous = !o.sync;
-    r.pred = predict(q);
-    r.max_micro_batch = max_micro_batch(q, budget, 1 << 16, o.cpu);
-    r.seconds = step_seconds(q, r.pred, o.hw);
+    r.query = query_of(o, p);
+    r.pred = predict(r.query);
+    r.max_micro_batch = max_micro_batch(r.query, budget, 1 << 16, o.cpu);
+    r.seconds = step_seconds(r.query, r.pred, o.hw);
     r.fits = (o.cpu ? r.pred.worst_joint_peak() : r.pred.worst_device_peak()) <= budget;
     rows.push_back(std::move(r));
   }
+  return rows;
+}
 
-  if (o.json) {
-    using nlohmann::json;
-    json plans = json::array();
-    for (const Row& r : rows) {
-      json dev;
-      for (std::size_t k = 0; k < memory_kinds; ++k) {
-        const auto m = static_cast<Memory>(k);
-        if (!host_memory(m)) dev[memory_name(m)] = r.pred.worst(m);
-      }
-      dev["total"] = r.pred.worst_device_peak();
-      dev["joint"] = r.pred.worst_joint_peak();  // with the host's: a CPU rank's whole
-      json host;
-      host["host_optimizer"] = r.pred.worst(Memory::host_optimizer);
-      host["host_parameters"] = r.pred.worst(Memory::host_parameters);
-      std::uint64_t data = 0, tensor = 0, pipe = 0;
-      for (const auto& rk : r.pred.ranks) {
-        data = std::max<std::uint64_t>(data, rk.data.total_bytes_sent());
-        tensor = std::max<std::uint64_t>(tensor, rk.tensor.total_bytes_sent());
-        pipe = std::max<std::uint64_t>(pipe, rk.pipeline.total_bytes_sent());
-      }
-      const double tokens = static_cast<double>(r.query.micro_batch_rows * r.query.seq *
-                                                r.query.micro_batches * r.plan.data);
-      plans.push_back(
-          {{"plan", r.plan.name()},
-           {"name", plan_name(r.plan)},
-           {"flags", plan_flags(r.plan)},
-           {"launchable", r.launchable},
-           {"data", r.plan.data},
-           {"tensor", r.plan.tensor},
-           {"pipeline", r.plan.pipeline},
-           {"zero_stage", r.plan.zero_stage},
-           {"micro_batches", r.query.micro_batches},
-           {"device_bytes", dev},
-           {"host_bytes", r.pred.worst_host_bytes()},
-           {"host_bytes_by_category", host},
-           {"bytes_sent_per_step", {{"data", data}, {"tensor", tensor}, {"pipeline", pipe}}},
-           {"fits", r.fits},
-           {"max_micro_batch", r.max_micro_batch},
-           {"step_seconds", r.seconds},
-           {"tokens_per_second", tokens / r.seconds}});
-    }
-    const json out = {{"model",
-                       {{"name", o.model_name},
-                        {"vocab_size", o.model.vocab_size},
-                        {"hidden", o.model.hidden},
-                        {"layers", o.model.layers},
-                        {"heads", o.model.heads}}},
-                      {"device", o.cpu ? "cpu" : "gpu"},
-                      {"gpus", o.gpus},
-                      {"gpu",
-                       {{"name", o.hw.name},
-                        {"memory_gib", o.hw.memory_gib},
-                        {"reserve_gib", o.reserve_gib},
-                        {"budget_bytes", budget},
-                        {"tflops_16", o.hw.tflops_16},
-                        {"tflops_32", o.hw.tflops_32},
-                        {"efficiency", o.hw.efficiency},
-                        {"hbm_gbps", o.hw.hbm_gbps},
-                        {"link_gbps", o.hw.link_gbps},
-                        {"network_gbps", o.hw.network_gbps},
-                        {"pcie_gbps", o.hw.pcie_gbps},
-                        {"host_gbps", o.hw.host_gbps},
-                        {"gpus_per_node", o.hw.gpus_per_node}}},
-                      {"precision", o.precision_name},
-                      {"seq", o.seq},
-                      {"micro_batch", o.micro_batch},
-                      {"recompute", o.recompute_name},
-                      {"recompute_every", o.recompute_every},
-                      {"attention", o.fused ? "fused" : "standard"},
-                      {"offload", o.offload_name},
-                      {"asynchronous", !o.sync},
-                      {"plans", plans}};
-    std::cout << out.dump(2) << "\n";
-    return 0;
+// One plan's row as JSON.
+nlohmann::json plan_json(const Row& r) {
+  using nlohmann::json;
+  json dev;
+  for (std::size_t k = 0; k < memory_kinds; ++k) {
+    const auto m = static_cast<Memory>(k);
+    if (!host_memory(m)) dev[memory_name(m)] = r.pred.worst(m);
   }
+  dev["total"] = r.pred.worst_device_peak();
+  dev["joint"] = r.pred.worst_joint_peak();  // with the host's: a CPU rank's whole
+  json host;
+  host["host_optimizer"] = r.pred.worst(Memory::host_optimizer);
+  host["host_parameters"] = r.pred.worst(Memory::host_parameters);
+  std::uint64_t data = 0, tensor = 0, pipe = 0;
+  for (const auto& rk : r.pred.ranks) {
+    data = std::max<std::uint64_t>(data, rk.data.total_bytes_sent());
+    tensor = std::max<std::uint64_t>(tensor, rk.tensor.total_bytes_sent());
+    pipe = std::max<std::uint64_t>(pipe, rk.pipeline.total_bytes_sent());
+  }
+  const double tokens = static_cast<double>(r.query.micro_batch_rows * r.query.seq *
+                                            r.query.micro_batches * r.plan.data);
+  return {{"plan", r.plan.name()},
+          {"name", plan_name(r.plan)},
+          {"flags", launch_flags(r.plan)},
+          {"launchable", r.launchable},
+          {"data", r.plan.data},
+          {"tensor", r.plan.tensor},
+          {"pipeline", r.plan.pipeline},
+          {"zero_stage", r.plan.zero_stage},
+          {"micro_batches", r.query.micro_batches},
+          {"device_bytes", dev},
+          {"host_bytes", r.pred.worst_host_bytes()},
+          {"host_bytes_by_category", host},
+          {"bytes_sent_per_step", {{"data", data}, {"tensor", tensor}, {"pipeline", pipe}}},
+          {"fits", r.fits},
+          {"max_micro_batch", r.max_micro_batch},
+          {"step_seconds", r.seconds},
+          {"tokens_per_second", tokens / r.seconds}};
+}
 
+// The hardware as JSON.
+nlohmann::json hardware_json(const Options& o, std::int64_t budget) {
+  return {{"name", o.hw.name},
+          {"memory_gib", o.hw.memory_gib},
+          {"reserve_gib", o.reserve_gib},
+          {"budget_bytes", budget},
+          {"tflops_16", o.hw.tflops_16},
+          {"tflops_32", o.hw.tflops_32},
+          {"efficiency", o.hw.efficiency},
+          {"hbm_gbps", o.hw.hbm_gbps},
+          {"link_gbps", o.hw.link_gbps},
+          {"network_gbps", o.hw.network_gbps},
+          {"pcie_gbps", o.hw.pcie_gbps},
+          {"host_gbps", o.hw.host_gbps},
+          {"gpus_per_node", o.hw.gpus_per_node}};
+}
+
+// --json: the question and every row as one JSON object.
+void print_json(const Options& o, std::int64_t budget, const std::vector<Row>& rows) {
+  using nlohmann::json;
+  json plans = json::array();
+  for (const Row& r : rows) plans.push_back(plan_json(r));
+  const json out = {{"model",
+                     {{"name", o.model_name},
+                      {"vocab_size", o.model.vocab_size},
+                      {"hidden", o.model.hidden},
+                      {"layers", o.model.layers},
+                      {"heads", o.model.heads}}},
+                    {"device", o.cpu ? "cpu" : "gpu"},
+                    {"gpus", o.gpus},
+                    {"gpu", hardware_json(o, budget)},
+                    {"precision", o.precision_name},
+                    {"seq", o.seq},
+                    {"micro_batch", o.micro_batch},
+                    {"recompute", o.recompute_name},
+                    {"recompute_every", o.recompute_every},
+                    {"attention", o.fused ? "fused" : "standard"},
+                    {"offload", o.offload_name},
+                    {"asynchronous", !o.sync},
+                    {"plans", plans}};
+  std::cout << out.dump(2) << "\n";
+}
+
+// The table's title lines and column heads.
+void print_table_head(const Options& o, std::int64_t budget) {
   const std::string recompute =
       o.recompute == Recompute::full && o.recompute_every > 1
           ? o.recompute_name + " (every " + std::to_string(o.recompute_every) + ". block)"
@@ -368,19 +395,25 @@ int main(int argc, char** argv) try {
   std::printf(
       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :-: | "
       "---: | ---: |\n");
-  for (const Row& r : rows) {
-    const auto w = [&](Memory m) { return gib(r.pred.worst(m)); };
-    std::printf(
-        "| `%s`%s | `%s` | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | "
-        "%s | %lld | %.3f |\n",
-        plan_name(r.plan).c_str(), r.launchable ? "" : " (not compiled)", r.plan.name().c_str(),
-        static_cast<long long>(r.query.micro_batches), w(Memory::parameters), w(Memory::gradients),
-        w(Memory::optimizer), w(Memory::activations), w(Memory::buffers),
-        w(Memory::gathered_parameters), w(Memory::unreduced_gradients),
-        gib(o.cpu ? r.pred.worst_joint_peak() : r.pred.worst_device_peak()),
-        gib(r.pred.worst_host_bytes()), r.fits ? "yes" : "no",
-        static_cast<long long>(r.max_micro_batch), r.seconds);
-  }
+}
+
+// One plan's line of the table.
+void print_table_row(const Options& o, const Row& r) {
+  const auto w = [&](Memory m) { return gib(r.pred.worst(m)); };
+  std::printf(
+      "| `%s`%s | `%s` | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | "
+      "%s | %lld | %.3f |\n",
+      plan_name(r.plan).c_str(), r.launchable ? "" : " (not compiled)", r.plan.name().c_str(),
+      static_cast<long long>(r.query.micro_batches), w(Memory::parameters), w(Memory::gradients),
+      w(Memory::optimizer), w(Memory::activations), w(Memory::buffers),
+      w(Memory::gathered_parameters), w(Memory::unreduced_gradients),
+      gib(o.cpu ? r.pred.worst_joint_peak() : r.pred.worst_device_peak()),
+      gib(r.pred.worst_host_bytes()), r.fits ? "yes" : "no",
+      static_cast<long long>(r.max_micro_batch), r.seconds);
+}
+
+// The notes under the table: how plans are named, what the step time assumes.
+void print_table_notes(const Options& o) {
   std::printf(
       "\nplan: seqgpt_ner --plan NAME (or its flags: `--plan tp2pp2dp2` is --zero-stage 0 "
       "--tensor-parallel 2 --pipeline-parallel 2 over 8 ranks).\n");
@@ -395,6 +428,21 @@ int main(int argc, char** argv) try {
             "downloads what the backward does not hide, at least the last unit's); nothing "
             "else overlaps"
           : "; no overlap");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options o = parse(argc, argv);
+  const std::int64_t budget = budget_bytes(o);
+  const std::vector<Row> rows = plan_rows(o, budget);
+  if (o.json) {
+    print_json(o, budget, rows);
+    return 0;
+  }
+  print_table_head(o, budget);
+  for (const Row& r : rows) print_table_row(o, r);
+  print_table_notes(o);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

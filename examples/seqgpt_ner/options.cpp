@@ -450,6 +450,15 @@ void apply_fine_tuning_defaults(Options& o) {
   if (!t.was_given("warmup_ratio")) t.warmup_ratio = 0.1;
 }
 
+std::string plan_flags(const seqpar::PlanDesc& layout) {
+  std::string flags;
+  seqpar::layout_fields(layout, [&flags](std::string field, const std::string& value) {
+    std::replace(field.begin(), field.end(), '_', '-');
+    flags += (flags.empty() ? "--" : " --") + field + " " + value;
+  });
+  return flags;
+}
+
 seqpar::PlanRequest plan_request(const Options& o) {
   const auto& given = o.train.given;
   const seqpar::PlanDesc flags = o.train.plan.layout;
@@ -478,7 +487,7 @@ seqpar::PlanRequest plan_request(const Options& o) {
                        (given.contains("pipeline_parallel") && flags.pipeline != named->pipeline) ||
                        (given.contains("pipeline_schedule") && flags.gpipe != named->gpipe);
   if (differs)
-    usage_error("--plan " + o.plan + " is " + seqpar::plan_flags(*named) +
+    usage_error("--plan " + o.plan + " is " + plan_flags(*named) +
                 ", but the command line also gives" + asked + "; give one of them");
   return {*named, "--plan " + o.plan};
 }

@@ -84,4 +84,8 @@ void apply_fine_tuning_defaults(Options& o);
 /// name given as well.
 seqpar::PlanRequest plan_request(const Options& o);
 
+/// The layout flags of a layout (--zero-stage 3 --tensor-parallel 2 ...): the data degree is
+/// the world's.
+std::string plan_flags(const seqpar::PlanDesc& layout);
+
 }  // namespace ner

@@ -226,7 +226,7 @@ void print_plan(const Training& t) {
       "plan %s (%s; %s): %d rank(s) as %s (%s) on %s in %s, %d OpenMP thread(s) each; %lld "
       "steps of %lld rows (%lld per epoch), lr %.2g, warmup %lld\n",
       seqpar::plan_name(run.layout).c_str(), run.layout.name().c_str(),
-      seqpar::plan_flags(run.layout).c_str(), run.layout.world_size(), t.launch.how().c_str(),
+      plan_flags(run.layout).c_str(), run.layout.world_size(), t.launch.how().c_str(),
       o.device == "cuda" ? (t.launch.under_launcher() ? "NcclComm" : "CudaThreadComm")
                          : (t.launch.under_launcher() ? "MpiComm" : "ThreadComm"),
       o.device.c_str(), o.train.precision.c_str(), t.threads, static_cast<long long>(t.total),

@@ -16,30 +16,52 @@
 #if defined(SEQPAR_WITH_EIGEN) || __has_include(<Eigen/Core>)
 #include "seqpar/backend/cpu/ops.hpp"  // Ops<Cpu>: Eigen GEMMs and row-wise loops (seqpar::cpu)
 #endif
-#include "seqpar/comm/agreement.hpp"       // require_agreement: what every rank must share
-#include "seqpar/comm/communicator.hpp"    // the Communicator concept, CommStats, ring byte counts
-#include "seqpar/comm/fingerprint.hpp"     // CommCall, CommHistory, comm_checks
-#include "seqpar/comm/thread_comm.hpp"     // ThreadComm, run_ranks
-#include "seqpar/comm/timeout.hpp"         // comm_timeout (SEQPAR_COMM_TIMEOUT_S), CommSeconds
+#include "seqpar/comm/agreement.hpp"     // require_agreement: what every rank must share
+#include "seqpar/comm/communicator.hpp"  // the Communicator concept, CommStats, ring byte counts
+#include "seqpar/comm/fingerprint.hpp"   // CommCall, CommHistory, comm_checks
+#include "seqpar/comm/thread_comm.hpp"   // ThreadComm, run_ranks
+#include "seqpar/comm/timeout.hpp"       // comm_timeout (SEQPAR_COMM_TIMEOUT_S), CommSeconds
+#include "seqpar/data/batching.hpp"  // BatchStream: left-padded batches in a plan-independent order
+#include "seqpar/data/char_tokenizer.hpp"  // a character tokenizer written as tokenizer.json
+#include "seqpar/data/classification.hpp"  // classification prompts and answers
+#include "seqpar/data/cluener.hpp"         // CLUENER-style NER JSON
+#include "seqpar/data/conll.hpp"           // CoNLL-style BIO files
+#include "seqpar/data/decoding.hpp"        // a model's default decoding settings
+#include "seqpar/data/examples.hpp"        // tokenized SeqGPT examples
+#include "seqpar/data/json_records.hpp"    // JSON records of every task
+#include "seqpar/data/metrics.hpp"         // entity-level precision, recall and F1
+#include "seqpar/data/ner_record.hpp"      // NerRecord: the NER names of the records
+#include "seqpar/data/predictions.hpp"     // predictions and scores as files
+#include "seqpar/data/prompt.hpp"          // SeqGPT prompts and the answer contract
+#include "seqpar/data/record.hpp"          // TextRecord, ReadOptions: records of every task
+#include "seqpar/data/relation.hpp"        // relation extraction from two prompts
+#include "seqpar/data/spans.hpp"           // character offsets of answered strings
+#include "seqpar/data/task_spec.hpp"       // TaskSpec: what a model is trained for
+#include "seqpar/data/tasks.hpp"           // the tasks on one path: prompts, predict, score
+#include "seqpar/data/token_cache.hpp"     // a pre-tokenized cache of examples on disk
 #include "seqpar/io/hf_config.hpp"         // read_bloom_config: a Hugging Face config.json
 #include "seqpar/io/safetensors.hpp"       // SafetensorsFile, write_safetensors
 #include "seqpar/io/tensor_file.hpp"       // TensorFile: either kind, told apart by content
 #include "seqpar/io/torch_checkpoint.hpp"  // TorchCheckpoint: pytorch_model.bin without libtorch
-#include "seqpar/nn/generate.hpp"          // greedy_generate: batched decoding with a KV cache
-#include "seqpar/nn/model.hpp"             // BloomStack: layers, forward and backward, decoding
-#include "seqpar/optim/adamw.hpp"          // AdamW over flat ranges
-#include "seqpar/optim/host_adamw.hpp"     // host_adamw: AVX2, AVX-512 or scalar AdamW
-#include "seqpar/optim/offload.hpp"        // Offload: optimizer state in host memory
-#include "seqpar/optim/schedule.hpp"       // LrSchedule: warmup, linear or cosine decay
-#include "seqpar/parallel/data_axis.hpp"   // DataAxis<Policy, ...>: Replicated, ZeRO-1/2, ZeRO-3
-#include "seqpar/parallel/mesh.hpp"        // Mesh: rank coordinates and sub-communicators
+#include "seqpar/nn/beam_search.hpp"       // beam_search: transformers' beam search with a KV cache
+#include "seqpar/nn/decoder.hpp"   // Decoder: a stack's prefill and decoding step with a KV cache
+#include "seqpar/nn/generate.hpp"  // greedy_generate: batched decoding with a KV cache
+#include "seqpar/nn/model.hpp"     // BloomStack: layers, forward and backward
+#include "seqpar/optim/adamw.hpp"  // AdamW over flat ranges
+#include "seqpar/optim/host_adamw.hpp"    // host_adamw: AVX2, AVX-512 or scalar AdamW
+#include "seqpar/optim/loss_scale.hpp"    // LossScaler, LossScaleOptions: dynamic loss scaling
+#include "seqpar/optim/offload.hpp"       // Offload: optimizer state in host memory
+#include "seqpar/optim/schedule.hpp"      // LrSchedule: warmup, linear or cosine decay
+#include "seqpar/parallel/data_axis.hpp"  // DataAxis<Policy, ...>: Replicated, ZeRO-1/2, ZeRO-3
+#include "seqpar/parallel/mesh.hpp"       // Mesh: rank coordinates and sub-communicators
 #include "seqpar/parallel/pipeline_axis.hpp"  // PipelineAxis, StageLayers: the layers and units of each stage
 #include "seqpar/parallel/plan.hpp"      // PlanTraits, the ParallelPlan concept, plan rules
 #include "seqpar/parallel/policies.hpp"  // Replicated, Sharded<Zero*>, TensorSplit, Pipeline, Hybrid
-#include "seqpar/plan/plan_desc.hpp"     // PlanDesc: plan types as numbers, enumerate_plans
-#include "seqpar/plan/predict.hpp"       // predict: bytes per rank by category, bytes moved
-#include "seqpar/plan/registry.hpp"      // PlanFamily, StandardPlans, plan names, resolve_plan
-#include "seqpar/plan/step_time.hpp"     // Hardware presets, step_time, max_micro_batch
+#include "seqpar/plan/plan_desc.hpp"     // PlanDesc: plan types as numbers
+#include "seqpar/plan/plan_rules.hpp"  // check_plan: whether a layout fits a world, the model, the program
+#include "seqpar/plan/predict.hpp"            // predict: bytes per rank by category, bytes moved
+#include "seqpar/plan/registry.hpp"           // PlanFamily, StandardPlans, plan names, resolve_plan
+#include "seqpar/plan/step_time.hpp"          // Hardware presets, step_time, max_micro_batch
 #include "seqpar/train/any_trainer.hpp"       // AnyTrainer, make_trainer: a plan chosen at launch
 #include "seqpar/train/deepspeed_config.hpp"  // apply_deepspeed_config: ds_config.json
 #include "seqpar/train/hf_model_dir.hpp"   // write_hf_model_dir, HfModelDir: transformers' folders

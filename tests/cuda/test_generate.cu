@@ -110,8 +110,9 @@ void check_cached_equals_full(double tol) {
   std::vector<float> want;
   for (const auto& x : t.logits(full)) want.push_back(static_cast<float>(x));  // [B*Tn, V]
   auto& m = t.model();
-  auto cache = m.kv_cache(B, Tn);
-  m.prefill(generation_batch(P), cache);
+  Decoder dec(m);
+  auto cache = dec.kv_cache(B, Tn);
+  dec.prefill(generation_batch(P), cache);
   const std::int64_t cols = m.vocab_shard().rows;
   DeviceBuffer<T> logits(m.arena(), B * cols, Memory::buffers);
   for (std::int64_t pos = P - 1; pos < Tn; ++pos) {
@@ -120,7 +121,7 @@ void check_cached_equals_full(double tol) {
       std::vector<std::int32_t> ids;
       for (std::int64_t r = 0; r < B; ++r)
         ids.push_back(full.input_ids[static_cast<std::size_t>(r * Tn + pos)]);
-      m.decode(ids, cache);
+      dec.decode(ids, cache);
     }
     m.logits(cache.hidden.data(), B, logits.data());
     const double err = logits_err(to_host(logits), cols, want, pos, Tn, B, V);

@@ -102,32 +102,33 @@ TEST_CASE("select_cache_rows repeats and reorders a cache's rows; decoding goes 
   Trainer<Tiny, Replicated<1>> t(random_model());
   auto& m = t.model();
   const Batch p = left_padded(kPrompts);
-  auto base = m.kv_cache(3, p.seq + 4);
-  m.prefill(p.view(), base);
+  Decoder dec(m);
+  auto base = dec.kv_cache(3, p.seq + 4);
+  dec.prefill(p.view(), base);
   // Rows 2, 0, 0, 1 of the prompts: then, in place, the reverse order.
-  auto big = m.kv_cache(4, p.seq + 4);
+  auto big = dec.kv_cache(4, p.seq + 4);
   const std::vector<std::int32_t> pick{2, 0, 0, 1}, reverse{3, 2, 1, 0};
-  m.select_cache_rows(big, base, pick);
-  m.select_cache_rows(big, big, reverse);
+  dec.select_cache_rows(big, base, pick);
+  dec.select_cache_rows(big, big, reverse);
   CHECK(big.length == p.seq);
   CHECK(big.next_pos == std::vector<std::int64_t>{3, 7, 7, 5});
   // Two decoding steps from the gathered cache equal those from a prefill of the same rows.
   const Batch q = left_padded({kPrompts[1], kPrompts[0], kPrompts[0], kPrompts[2]});
-  auto want = m.kv_cache(4, p.seq + 4);
-  m.prefill(q.view(), want);
+  auto want = dec.kv_cache(4, p.seq + 4);
+  dec.prefill(q.view(), want);
   const std::int64_t cols = m.vocab_shard().rows;
   std::vector<float> a(static_cast<std::size_t>(4 * cols)), b(a.size());
   for (int step = 0; step < 2; ++step) {
     const std::vector<std::int32_t> ids{5, 9, 9 + step, 40};
-    m.decode(ids, big);
-    m.decode(ids, want);
+    dec.decode(ids, big);
+    dec.decode(ids, want);
     m.logits(big.hidden.data(), 4, a.data());
     m.logits(want.hidden.data(), 4, b.data());
     for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
   }
-  CHECK_THROWS_WITH_AS(m.select_cache_rows(big, base, std::vector<std::int32_t>{0, 1, 3, 0}),
+  CHECK_THROWS_WITH_AS(dec.select_cache_rows(big, base, std::vector<std::int32_t>{0, 1, 3, 0}),
                        doctest::Contains("index[2] = 3 is not a row"), Error);
-  CHECK_THROWS_WITH_AS(m.select_cache_rows(big, base, std::vector<std::int32_t>{0, 1}),
+  CHECK_THROWS_WITH_AS(dec.select_cache_rows(big, base, std::vector<std::int32_t>{0, 1}),
                        doctest::Contains("2 rows chosen into a cache of 4 rows"), Error);
 }
 

@@ -228,13 +228,14 @@ TEST_CASE(
   auto& m = t.model();
   const std::int64_t before =
       m.arena().stats().current[static_cast<std::size_t>(Memory::activations)];
-  auto cache = m.kv_cache(B, T);
+  Decoder dec(m);
+  auto cache = dec.kv_cache(B, T);
   // Keys and values of 3 blocks x 12 heads x 10 positions x 4 dims for 3 rows, in float,
   // the positions, the mask and the last hidden state: the arena's activations.
   const std::int64_t kv_bytes = 2 * 3 * B * 12 * T * 4 * 4 + B * T * (4 + 1) + B * 48 * 4;
   CHECK(m.arena().stats().current[static_cast<std::size_t>(Memory::activations)] - before ==
         kv_bytes);
-  m.prefill(prompt, cache);
+  dec.prefill(prompt, cache);
   CHECK(cache.length == P);
   const std::int64_t cols = m.vocab_shard().rows;
   std::vector<float> got(static_cast<std::size_t>(B * cols));
@@ -244,7 +245,7 @@ TEST_CASE(
       std::vector<std::int32_t> ids;
       for (std::int64_t r = 0; r < B; ++r)
         ids.push_back(full.input_ids[static_cast<std::size_t>(r * T + pos)]);
-      m.decode(ids, cache);
+      dec.decode(ids, cache);
       CHECK(cache.length == pos + 1);
     }
     m.logits(cache.hidden.data(), B, got.data());
@@ -259,7 +260,7 @@ TEST_CASE(
   }
   CHECK(worst < 1e-5);
   // A full cache refuses another step, naming its size.
-  CHECK_THROWS_WITH_AS(m.decode(std::vector<std::int32_t>(B, 5), cache),
+  CHECK_THROWS_WITH_AS(dec.decode(std::vector<std::int32_t>(B, 5), cache),
                        doctest::Contains("10 positions"), Error);
 }
 

@@ -18,7 +18,7 @@
 #include "seqpar/backend/cpu/ops.hpp"
 #include "seqpar/comm/thread_comm.hpp"
 #include "seqpar/core/rng.hpp"
-#include "seqpar/plan/plan_desc.hpp"
+#include "seqpar/plan/plan_rules.hpp"
 #include "seqpar/plan/predict.hpp"
 #include "seqpar/plan/step_time.hpp"
 #include "seqpar/train/trainer.hpp"

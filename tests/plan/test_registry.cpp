@@ -64,8 +64,14 @@ TEST_CASE("new names: any degree, the data degree left to the launch, the schedu
   CHECK(plan_name({4, 2, 1, 0, false}) == "tp2dp4");
   CHECK(plan_name({2, 2, 2, 3, true}) == "tp2pp2gpipezero3x2");
   CHECK(plan_name({1, 1, 1, 0, false}) == "single");
-  CHECK(plan_flags({2, 2, 2, 3, true}) ==
-        "--zero-stage 3 --tensor-parallel 2 --pipeline-parallel 2 --pipeline-schedule gpipe");
+  std::string fields;
+  layout_fields({2, 2, 2, 3, true}, [&](std::string_view field, const std::string& value) {
+    fields += std::string(fields.empty() ? "" : " ") + std::string(field) + "=" + value;
+  });
+  CHECK(fields == "zero_stage=3 tensor_parallel=2 pipeline_parallel=2 pipeline_schedule=gpipe");
+  CHECK(describe_layout({2, 2, 2, 3, true}) ==
+        "ZeRO stage 3, tensor degree 2, 2 pipeline stages (gpipe)");
+  CHECK(describe_layout({4, 1, 1, 0, false}) == "ZeRO stage 0");
 }
 
 TEST_CASE("the standard families: tensor 1, 2, 4 x one or two stages x every ZeRO stage") {
@@ -103,29 +109,56 @@ TEST_CASE("resolve_plan: the data degree is what the world leaves") {
 }
 
 TEST_CASE("resolve_plan refuses, naming what was asked and what is available") {
-  CHECK(refusal({named("tp2dp2"), "--plan tp2dp2"}, {8, "mpirun started 8 processes"}) ==
-        "--plan tp2dp2 needs 4 ranks (tensor 2 x pipeline 1 x data 2), but mpirun started 8 "
-        "processes; launch 4 (mpirun -np 4, srun -n 4, or --ranks 4) or leave the data degree "
-        "to the launch (tp2dp)");
-  CHECK(refusal({{0, 2, 2, 0, false}, "--tensor-parallel 2 --pipeline-parallel 2"},
-                {6, "--ranks 6"}) ==
-        "--tensor-parallel 2 --pipeline-parallel 2 over --ranks 6: 6 is not a multiple of tensor "
-        "x pipeline = 2 x 2 = 4; launch a multiple of 4 ranks or change the degrees");
-  CHECK(refusal({{0, 8, 1, 0, false}, "--tensor-parallel 8"}, {8, ""}) ==
-        "--tensor-parallel 8: tensor parallel 8 does not divide the model's 4 attention heads (a "
+  CHECK(refusal({named("tp2dp2"), "plan tp2dp2"}, {8, "8 ranks were started"}) ==
+        "plan tp2dp2 needs 4 ranks (tensor 2 x pipeline 1 x data 2), but 8 ranks were started; "
+        "launch 4 ranks or leave the data degree to the launch (tp2dp)");
+  // A program names its own launchers through the world's hook.
+  const WorldOrigin mpirun{8, "mpirun started 8 processes", [](int n) {
+                             return std::to_string(n) + " (mpirun -np " + std::to_string(n) + ")";
+                           }};
+  CHECK(refusal({named("tp2dp2"), "tp2dp2"}, mpirun) ==
+        "tp2dp2 needs 4 ranks (tensor 2 x pipeline 1 x data 2), but mpirun started 8 "
+        "processes; launch 4 (mpirun -np 4) or leave the data degree to the launch (tp2dp)");
+  CHECK(refusal({{0, 2, 2, 0, false}, "tensor 2 x pipeline 2"}, {6, ""}) ==
+        "tensor 2 x pipeline 2 over 6 ranks: 6 is not a multiple of tensor x pipeline = 2 x 2 = "
+        "4; launch a multiple of 4 ranks or change the degrees");
+  CHECK(refusal({{0, 8, 1, 0, false}, "tensor degree 8"}, {8, ""}) ==
+        "tensor degree 8: tensor parallel 8 does not divide the model's 4 attention heads (a "
         "tensor rank computes whole heads)");
-  CHECK(refusal({{0, 1, 4, 0, false}, "--pipeline-parallel 4"}, {4, ""}) ==
-        "--pipeline-parallel 4: 4 pipeline stages do not divide the model's 2 layers (stages hold "
+  CHECK(refusal({{0, 1, 4, 0, false}, "4 stages"}, {4, ""}) ==
+        "4 stages: 4 pipeline stages do not divide the model's 2 layers (stages hold "
         "equal numbers of layers)");
-  CHECK(refusal({{0, 1, 4, 0, false}, "--pipeline-parallel 4"}, {4, ""}, SeqGPT560M::config) ==
-        "--pipeline-parallel 4: tensor 1 x pipeline 4 (1f1b) with ZeRO stage 0 is not compiled in "
+  CHECK(refusal({{0, 1, 4, 0, false}, "4 stages"}, {4, ""}, SeqGPT560M::config) ==
+        "4 stages: tensor 1 x pipeline 4 (1f1b) with ZeRO stage 0 is not compiled in "
         "this program; it has tensor degrees 1, 2 and 4, pipeline degrees 1 and 2 (gpipe or "
         "1f1b), ZeRO stages 0 to 3, any data degree");
+  CHECK(refusal({{0, 1, 1, 4, false}, ""}, {4, ""}) ==
+        "zero4: degrees are at least 1 and the ZeRO stage is 0, 1, 2 or 3");
   CHECK(refusal({{0, 8, 1, 0, false}, ""}, {8, ""}, SeqGPT560M::config)
             .starts_with("tp8dp: tensor 8 x pipeline 1 with ZeRO stage 0 is not compiled"));
   // One stage has nothing to schedule: gpipe over one stage is the one-stage layout.
   CHECK(resolve_plan({{0, 2, 1, 0, true}, ""}, {2, ""}, Tiny::config, StandardPlans::layouts()) ==
         PlanDesc{1, 2, 1, 0, false});
+}
+
+TEST_CASE("check_plan: one decision for the world, the model and the compiled layouts") {
+  const auto compiled = StandardPlans::layouts();
+  const auto broken = [&](PlanDesc p, int world) {
+    return check_plan(p, world, Tiny::config, &compiled).broken;
+  };
+  CHECK(broken({0, 2, 1, 0, false}, 8) == PlanRule::none);
+  CHECK(check_plan({0, 2, 1, 0, false}, 8, Tiny::config, &compiled).layout ==
+        PlanDesc{4, 2, 1, 0, false});
+  CHECK(broken({0, 0, 1, 0, false}, 8) == PlanRule::degrees);
+  CHECK(broken({2, 2, 1, 0, false}, 8) == PlanRule::world_size);
+  CHECK(broken({0, 2, 2, 0, false}, 6) == PlanRule::world_multiple);
+  CHECK(broken({0, 8, 1, 0, false}, 8) == PlanRule::heads);
+  CHECK(broken({0, 1, 4, 0, false}, 4) == PlanRule::layers);
+  CHECK(check_plan({0, 1, 4, 0, false}, 4, SeqGPT560M::config, &compiled).broken ==
+        PlanRule::not_compiled);
+  CHECK(check_plan({0, 1, 4, 0, false}, 4, SeqGPT560M::config).ok());  // nothing compiled asked
+  CHECK(layout_compiled({7, 2, 2, 1, true}, compiled));
+  CHECK(!layout_compiled({1, 8, 1, 0, false}, compiled));
 }
 
 }  // namespace registry_test

@@ -143,7 +143,7 @@ TEST_CASE("a run folder is looked at without a write; refusals leave it as it wa
   // With overwrite, take() removes them and the temporaries of our files only.
   test::write_bytes(out / ".step-8.safetensors.tmp.1a2b3c", {});
   test::write_bytes(out / ".model.safetensors.tmp.ff", {});
-  test::write_bytes(out / "run.json.tmp", {});
+  test::write_bytes(out / ".run.json.tmp.9", {});
   test::write_bytes(out / ".notes.txt.tmp.1", {});
   test::write_bytes(out / "mine.json.tmp.keep", {});
   fs::create_directories(out / "cache");

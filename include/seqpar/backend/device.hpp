@@ -106,6 +106,6 @@ struct StorageDType<Float16<D>> {
 /// 16-bit storage (layernorm mean and rstd, ALiBi positions and slopes, softmax maxima
 /// and sums, master weights and moments), T itself for float and double.
 template <class T>
-using StatScalar = std::conditional_t<(sizeof(T) < sizeof(float)), float, T>;
+using StatScalar = WideType<T>;
 
 }  // namespace seqpar::inline v0

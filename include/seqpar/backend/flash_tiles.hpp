@@ -1,18 +1,6 @@
 #pragma once
-// The arithmetic of fused (flash-style) causal ALiBi attention, written once for the CPU
-// tile loops (backend/cpu/flash_attention.hpp) and the CUDA kernels
-// (backend/cuda/flash_attention.hpp): the score of one (query, key) pair with its masks,
-// the online-softmax update of a row's running max and sum, and the per-element backward.
-//
-// The function is that of Ops<D>::attention_forward: for query i of a sequence whose first
-// valid key is f, the score of key j is
-//   s_ij = scale q_i . k_j + slope pos_j    for j <= i with valid_j,  -inf for other keys,
-// and p_i = softmax(s_i). A query with no valid key (i < f: left padding) attends
-// uniformly to all T keys, as the fully masked row of an additive-mask implementation
-// does; here its scores are all 0 over all T keys, so the same online softmax and the
-// same log-sum-exp (log T) give p = 1/T, and its backward passes the gradient through
-// every score (ds_ij = p (dp_ij - D_i), differentiated as scale q_i . k_j), as the
-// unfused backward does.
+// Fused causal ALiBi attention's arithmetic (scores with masks, the online softmax, the backward),
+// written once so the CPU tiles and the CUDA kernels compute the same bits.
 
 #include <cmath>
 #include <cstdint>

@@ -56,10 +56,6 @@ template <class T>
 concept CommElement = std::same_as<T, float> || std::same_as<T, double> ||
     std::same_as<T, std::int64_t> || std::same_as<T, Bf16Bits> || std::same_as<T, F16Bits>;
 
-/// Whether T is one of the 16-bit floats.
-template <class T>
-inline constexpr bool is_float16 = std::same_as<T, Bf16Bits> || std::same_as<T, F16Bits>;
-
 /// The DType of a CommElement (for messages and mismatch checks).
 template <CommElement T>
 constexpr DType comm_dtype() {
@@ -75,23 +71,7 @@ constexpr DType comm_dtype() {
 
 /// The type a reduction of T is carried out in: float for the 16-bit floats, T otherwise.
 template <CommElement T>
-using CommAccum = std::conditional_t<is_float16<T>, float, T>;
-
-/// x as a CommAccum<T> (exact), and back (16-bit floats round to nearest even).
-template <CommElement T>
-CommAccum<T> comm_widen(T x) {
-  if constexpr (is_float16<T>)
-    return x.to_float();
-  else
-    return x;
-}
-template <CommElement T>
-T comm_narrow(CommAccum<T> x) {
-  if constexpr (is_float16<T>)
-    return T::from_float(x);
-  else
-    return x;
-}
+using CommAccum = WideType<T>;
 
 /// Bytes one rank sends and receives in one call.
 struct ByteCount {

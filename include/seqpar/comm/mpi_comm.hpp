@@ -466,7 +466,7 @@ class MpiComm {
     Widened(const T* p, std::size_t n) : p_(p) {
       if constexpr (is_float16<T>) {
         wide_.resize(n);
-        for (std::size_t i = 0; i < n; ++i) wide_[i] = comm_widen(p[i]);
+        for (std::size_t i = 0; i < n; ++i) wide_[i] = widen(p[i]);
       }
     }
     void* data() {
@@ -478,7 +478,7 @@ class MpiComm {
     MPI_Datatype type() const { return is_float16<T> ? MPI_FLOAT : detail::mpi_datatype<T>(); }
     void narrow_into(T* out, std::size_t n) const {
       if constexpr (is_float16<T>)
-        for (std::size_t i = 0; i < n; ++i) out[i] = comm_narrow<T>(wide_[i]);
+        for (std::size_t i = 0; i < n; ++i) out[i] = narrow<T>(wide_[i]);
     }
 
    private:

@@ -1,27 +1,6 @@
 #pragma once
-// NcclComm: one process per GPU, collectives by NCCL on a CUDA stream of the communicator's
-// own. Made over an MpiComm: the process takes GPU node_local_rank() (modulo the GPUs it
-// sees), rank 0 makes the NCCL unique id and MPI broadcasts it. NCCL refuses two ranks on
-// one GPU: several ranks on one GPU use CudaThreadComm (backend/cuda/thread_comm.hpp).
-//
-// Streams: a collective waits (by an event, not the host) for the work the calling
-// thread has queued on its stream (its CudaContext), runs on the communicator's stream,
-// and the calling thread's later work waits for it, so every call stays in order with the
-// ops around it. The *_async collectives leave out that last wait until they are joined
-// (an event recorded after each, so join(ticket) waits for that one alone): the data axis
-// starts a unit's gradient reduction as soon as the backward has finished the unit, and
-// gathers a ZeRO-3 unit's parameters ahead of its use, while the compute goes on.
-//
-// Pointers are device memory (no copies) or host memory: the scalars a trainer reduces (a
-// loss, a gradient norm) go through a device buffer, come back through pinned memory, and
-// are waited for by polling, so that a peer that never comes ends the wait at the timeout
-// (an async call on host memory runs blocking). Send and recv ignore the tag: NCCL delivers the
-// messages between two ranks in the order they are posted, which is the order the trainer's
-// pipeline uses. Byte counters follow the ring model of ring_bytes(), as every
-// communicator's.
-// Seen where SEQPAR_CUDA_BACKEND is defined and NCCL is found (link seqpar::nccl); the constructor
-// over an MpiComm also needs MPI (seqpar::mpi). NcclComm::single() and the constructor from a
-// unique id (ranks that are threads of one process, a GPU each) need neither MPI nor a launcher.
+// NcclComm: one process per GPU, NCCL on the communicator's own stream, ordered with the
+// caller's stream by events so that compute and the *_async collectives overlap.
 
 #include "seqpar/core/separate_compilation.hpp"
 

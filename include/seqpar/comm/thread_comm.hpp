@@ -331,12 +331,12 @@ void reduce_rows(const Row& row, std::size_t off, std::size_t n, ReduceOp op, T*
     }
   } else {
     std::vector<A> acc(n);
-    for (std::size_t i = 0; i < n; ++i) acc[i] = comm_widen(src(0)[i]);
+    for (std::size_t i = 0; i < n; ++i) acc[i] = widen(src(0)[i]);
     for (std::size_t k = 1; k < row.size(); ++k) {
       const T* x = src(k);
-      for (std::size_t i = 0; i < n; ++i) combine(acc[i], comm_widen(x[i]), op);
+      for (std::size_t i = 0; i < n; ++i) combine(acc[i], widen(x[i]), op);
     }
-    for (std::size_t i = 0; i < n; ++i) out[i] = comm_narrow<T>(acc[i]);
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<T>(acc[i]);
   }
 }
 

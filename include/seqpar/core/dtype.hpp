@@ -180,4 +180,33 @@ struct Float16 {
 using Bf16Bits = Float16<DType::bf16>;
 using F16Bits = Float16<DType::f16>;
 
+/// Whether T is one of the host's 16-bit floats (Float16<bf16 | f16>).
+template <class T>
+inline constexpr bool is_float16 = false;
+template <DType D>
+inline constexpr bool is_float16<Float16<D>> = true;
+
+/// The type values of storage type T are computed, reduced and kept in: float for a 16-bit
+/// float (the host's or a device's), T itself otherwise.
+template <class T>
+using WideType = std::conditional_t<(sizeof(T) < sizeof(float)), float, T>;
+
+/// x as its WideType: a 16-bit float widened exactly to float, anything else unchanged.
+template <class T>
+requires(std::is_arithmetic_v<T> || is_float16<T>) WideType<T> widen(T x) {
+  if constexpr (is_float16<T>)
+    return x.to_float();
+  else
+    return x;
+}
+
+/// x as T: to a 16-bit float rounded to nearest even (NaN stays NaN), anything else unchanged.
+template <class T>
+requires(std::is_arithmetic_v<T> || is_float16<T>) T narrow(WideType<T> x) {
+  if constexpr (is_float16<T>)
+    return T(x);
+  else
+    return x;
+}
+
 }  // namespace seqpar::inline v0

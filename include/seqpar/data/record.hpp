@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "seqpar/core/error.hpp"
+#include "seqpar/io/atomic_file.hpp"  // write_file_atomic
 #include "seqpar/io/detail/utf8.hpp"
 
 namespace seqpar::inline v0 {
@@ -291,22 +292,6 @@ inline std::string read_text_file(const std::filesystem::path& path, const char*
 inline std::int64_t line_of(std::string_view s, std::size_t at) {
   return 1 + std::count(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(std::min(at, s.size())),
                         '\n');
-}
-
-/// Writes `content` to a temporary file next to `path` and renames it over `path`.
-inline void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    SEQPAR_CHECK(f.good(), tmp.string(), ": cannot be created");
-    f.write(content.data(), static_cast<std::streamsize>(content.size()));
-    f.flush();
-    SEQPAR_CHECK(f.good(), tmp.string(), ": writing failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  SEQPAR_CHECK(!ec, path.string(), ": cannot rename ", tmp.string(), " over it: ", ec.message());
 }
 
 /// Throws when a read kept nothing: a file of only bad records is the wrong kind of file.

@@ -1,14 +1,6 @@
 #pragma once
-// SafetensorsFile: a read-only, memory-mapped .safetensors file, validated in full
-// on open. write_safetensors: the atomic writer of the same format.
-//
-// Layout: 8-byte little-endian header length N, N bytes of UTF-8 JSON
-// {"name": {"dtype", "shape", "data_offsets": [begin, end)}, ..., "__metadata__": {str: str}},
-// then the data, with offsets relative to the data start. POSIX only (mmap, fsync, rename).
-// Checksums: the writer stores the CRC-32C of every tensor's bytes under the metadata key
-// "seqpar.crc32c.<name>" and one of the other metadata under "seqpar.crc32c.__metadata__"
-// (eight hex digits, docs/safetensors.md); the reader verifies them when it opens a file.
-// Definitions: io/impl/safetensors.hpp (core/separate_compilation.hpp).
+// SafetensorsFile (memory-mapped, validated and checksum-verified on open) and write_safetensors
+// (atomic, checksummed): docs/safetensors.md. Definitions: io/impl/safetensors.hpp.
 
 #include <cstddef>
 #include <cstdint>

@@ -1,15 +1,6 @@
 #pragma once
-// host_adamw: AdamW over a flat range in host memory, the update of offloaded optimizer
-// state (ZeRO-Offload). Each element runs kernels::adamw, the body the CPU backend and the
-// CUDA kernels run, so an offloaded step gives the bits of a step on the device: on Cpu
-// exactly, and on Cuda too where its division and square root are the IEEE ones (nvcc's
-// default). The body writes every multiply-add as an explicit fma, so no path depends on
-// the compiler's contraction setting.
-//
-// Three paths, picked at run time (HostIsa): eight lanes of AVX2 + FMA, sixteen of
-// AVX-512F, and a scalar loop. The vector paths are compiled with target attributes, so a
-// program that includes this header needs no -mavx2 or -mavx512f (and runs on a CPU
-// without them); OpenMP threads split the range in blocks of whole cache lines.
+// host_adamw: AdamW in host memory for offloaded optimizer state, running kernels::adamw with
+// explicit fmas so that an offloaded step has the bits of a step on the device.
 
 #include <algorithm>
 #include <cstdint>

@@ -75,13 +75,22 @@ concept ParallelPlan = requires {
   PlanTraits<Plan>::world_size;
 };
 
+/// The model rules of a layout on numbers, the one home of them: CheckPlan (on types below),
+/// plan_fits and the run-time check (plan/plan_rules.hpp: check_plan) all ask these.
+constexpr bool tensor_degree_divides_heads(std::int64_t heads, int tensor_degree) {
+  return tensor_degree >= 1 && heads % tensor_degree == 0;
+}
+constexpr bool stages_divide_layers(std::int64_t layers, int stages) {
+  return stages >= 1 && layers % stages == 0;
+}
+
 /// The rules between a model and a plan. Each rule is a class template whose arguments
 /// are the numbers involved, so the compiler's "in instantiation of" line shows them.
 namespace rule {
 template <std::int64_t Heads, int TensorDegree>
 struct TensorDegreeDividesHeads {
   static_assert(
-      Heads % TensorDegree == 0,
+      tensor_degree_divides_heads(Heads, TensorDegree),
       "TensorSplit<N>: N must divide the number of attention heads (rule<heads, N> above).");
   static constexpr bool value = true;
 };
@@ -101,7 +110,7 @@ struct StagesAreStatic {
 };
 template <std::int64_t Layers, int Stages>
 struct StagesDivideLayers {
-  static_assert(Layers % Stages == 0,
+  static_assert(stages_divide_layers(Layers, Stages),
                 "Pipeline<S>: S must divide the number of layers (rule<layers, S> above).");
   static constexpr bool value = true;
 };
@@ -118,5 +127,14 @@ struct CheckPlan {
       rule::StagesDivideLayers<M::layers,
                                (P::pipeline_degree == dynamic ? 1 : P::pipeline_degree)>::value;
 };
+
+/// Whether model M can take plan Plan: CheckPlan's model rules as a value (a plan family
+/// skips, rather than fails to compile, a tensor degree the model's heads or stages its
+/// layers refuse).
+template <BloomModel M, ParallelPlan Plan>
+inline constexpr bool plan_fits = tensor_degree_divides_heads(M::heads,
+                                                              PlanTraits<Plan>::tensor_degree) &&
+                                  stages_divide_layers(M::layers,
+                                                       PlanTraits<Plan>::pipeline_degree);
 
 }  // namespace seqpar::inline v0

@@ -1,20 +1,6 @@
 #pragma once
-// The planner's analytic model: for a model shape, a plan, a precision, a micro-batch, a
-// sequence length, a recomputation mode and an offload mode, the bytes each rank holds by
-// arena category (at their peaks within a step) and the bytes each of its communicators
-// moves per step, by collective kind.
-//
-// The figures are derived from how seqpar allocates, not from textbook ratios: the flat
-// units of config/units.hpp padded to the data degree, the shards and transient buffers of
-// parallel/data_axis.hpp, the activation records of nn/activations.hpp and nn/block.hpp,
-// the LM head's chunked scratch of nn/lm_head.hpp, full recomputation's one transient
-// block record of nn/model.hpp, the micro-batch schedules of train/pipeline.hpp, the host
-// state and staging buffers of offload (optim/offload.hpp, parallel/data_axis.hpp), and
-// the ring byte counts of comm/communicator.hpp. They are exact for a synchronous
-// communicator (ThreadComm, MpiComm; tests/plan holds them to the arena and the counters,
-// every recomputation and offload mode included); `asynchronous` adds what NcclComm keeps
-// in flight (a second unit's unreduced gradients, the next unit's gathered parameters and,
-// with the parameters offloaded, its uploaded shard).
+// The planner's analytic model, derived from how seqpar allocates and communicates, so that its
+// bytes per rank and per collective equal the arena's and the counters' (tests/plan).
 
 #include <algorithm>
 #include <array>

@@ -1,16 +1,10 @@
 #pragma once
-// The plans a program compiles, and the names and flags users choose them by at launch.
-//
-// A program compiles plan families (PlanFamily): every data policy (Replicated, ZeRO-1, -2,
-// -3) with a dynamic degree, under each tensor degree and each pipeline layout the family
-// names. The data degree is then what the launch leaves: world / (tensor x pipeline). A
-// user states the layout as DeepSpeed and Megatron users do (a ZeRO stage, a tensor and a
-// pipeline degree, a schedule) or by a short name (`tp2dp4`, `zero3x4`, `tp2pp2dp2`);
-// resolve_plan turns either into the PlanDesc of the launch, or refuses it before any data
-// is read, naming what was asked and what the program has.
+// The plans a program compiles (PlanFamily, PlanSet), the short names of layouts (tp2dp4), and
+// resolve_plan: a requested layout as the PlanDesc of a launch, or a refusal naming it.
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +18,7 @@
 #include "seqpar/parallel/plan.hpp"
 #include "seqpar/parallel/policies.hpp"
 #include "seqpar/plan/plan_desc.hpp"
+#include "seqpar/plan/plan_rules.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -126,15 +121,16 @@ struct PlanSet {
   }
 };
 
-/// What seqgpt_ner and seqpar-plan offer: tensor degrees 1, 2 and 4, one or two pipeline
-/// stages (GPipe or 1F1B), every ZeRO stage over any data degree. The tensor-split layouts
-/// are a family of their own: one translation unit each per model, device and precision.
+/// Tensor degrees 1, 2 and 4, one or two pipeline stages (GPipe or 1F1B), every ZeRO stage
+/// over any data degree. The tensor-split layouts are a family of their own: one translation
+/// unit each per model, device and precision.
 using StandardPlans =
     PlanSet<PlanFamily<Degrees<1>, Degrees<1, 2>>, PlanFamily<Degrees<2, 4>, Degrees<1, 2>>>;
 
 /// A layout as a user asks for it: the ZeRO stage, the tensor and pipeline degrees, the
 /// schedule, and the data degree (0: what the world leaves over tensor x pipeline).
-/// `asked` says how it was asked, for messages ("--plan tp2dp2", "--tensor-parallel 2").
+/// `asked` says how it was asked, in the program's own words, for messages (empty: the
+/// layout's short name).
 struct PlanRequest {
   PlanDesc layout{0, 1, 1, 0, false};
   std::string asked;
@@ -156,13 +152,27 @@ inline std::string plan_name(const PlanDesc& p) {
   return s.empty() ? "single" : s;
 }
 
-/// The launch flags of a layout, as seqgpt_ner takes them (the data degree is the world's).
-inline std::string plan_flags(const PlanDesc& p) {
-  std::string s = "--zero-stage " + std::to_string(p.zero_stage);
-  if (p.tensor > 1) s += " --tensor-parallel " + std::to_string(p.tensor);
+/// Calls f(field, value) for each field of the layout a launch states (the data degree is the
+/// world's): "zero_stage"; "tensor_parallel" when above 1; "pipeline_parallel" and
+/// "pipeline_schedule" ("gpipe" or "1f1b") when there are stages. A program maps the fields
+/// to its own spellings.
+template <class F>
+void layout_fields(const PlanDesc& p, F&& f) {
+  f("zero_stage", std::to_string(p.zero_stage));
+  if (p.tensor > 1) f("tensor_parallel", std::to_string(p.tensor));
+  if (p.pipeline > 1) {
+    f("pipeline_parallel", std::to_string(p.pipeline));
+    f("pipeline_schedule", std::string(p.gpipe ? "gpipe" : "1f1b"));
+  }
+}
+
+/// The layout in words: "ZeRO stage 3, tensor degree 2, 2 pipeline stages (gpipe)".
+inline std::string describe_layout(const PlanDesc& p) {
+  std::string s = "ZeRO stage " + std::to_string(p.zero_stage);
+  if (p.tensor > 1) s += ", tensor degree " + std::to_string(p.tensor);
   if (p.pipeline > 1)
-    s += " --pipeline-parallel " + std::to_string(p.pipeline) + " --pipeline-schedule " +
-         (p.gpipe ? "gpipe" : "1f1b");
+    s += ", " + std::to_string(p.pipeline) + " pipeline stages (" + (p.gpipe ? "gpipe" : "1f1b") +
+         ")";
   return s;
 }
 
@@ -224,13 +234,19 @@ inline std::optional<PlanDesc> parse_plan_name(std::string_view name) {
   return p;
 }
 
-/// How the world of a launch came to be, for messages: "mpirun started 8 processes",
-/// "--ranks 6".
+/// How the world of a launch came to be, for messages ("mpirun started 8 processes"), and
+/// how the program's user launches another number of ranks.
 struct WorldOrigin {
   int size = 1;
   std::string said;  // e.g. "mpirun started 8 processes"; empty: "<size> ranks"
+  /// The words for launching n ranks (a program may name its launchers: "4 (mpirun -np 4)");
+  /// unset: "<n> ranks".
+  std::function<std::string(int)> launch = {};
   std::string text() const {
     return said.empty() ? std::to_string(size) + " rank" + (size == 1 ? "" : "s") : said;
+  }
+  std::string launching(int n) const {
+    return launch ? launch(n) : std::to_string(n) + " rank" + (n == 1 ? "" : "s");
   }
 };
 
@@ -264,40 +280,35 @@ inline std::string describe_layouts(const std::vector<PlanDesc>& layouts) {
 /// not compiled.
 inline PlanDesc resolve_plan(const PlanRequest& request, const WorldOrigin& world,
                              const BloomConfig& m, const std::vector<PlanDesc>& compiled) {
-  PlanDesc p = request.layout;
-  const std::string asked = request.asked.empty() ? plan_name(p) : request.asked;
-  SEQPAR_CHECK(
-      p.tensor >= 1 && p.pipeline >= 1 && p.data >= 0 && p.zero_stage >= 0 && p.zero_stage <= 3,
-      asked, ": degrees are at least 1 and the ZeRO stage is 0, 1, 2 or 3");
+  const std::string asked = request.asked.empty() ? plan_name(request.layout) : request.asked;
+  const PlanCheck c = check_plan(request.layout, world.size, m, &compiled);
+  const PlanDesc& p = c.layout;
   const int others = p.tensor * p.pipeline;
-  if (p.pipeline == 1) p.gpipe = false;  // one stage has nothing to schedule
-  if (p.data > 0) {
-    const int needed = p.data * others;
-    SEQPAR_CHECK(needed == world.size, asked, " needs ", needed, " ranks (tensor ", p.tensor,
-                 " x pipeline ", p.pipeline, " x data ", p.data, "), but ", world.text(),
-                 "; launch ", needed, " (mpirun -np ", needed, ", srun -n ", needed,
-                 ", or --ranks ", needed, ") or leave the data degree to the launch (",
-                 plan_name({0, p.tensor, p.pipeline, p.zero_stage, p.gpipe}), ")");
-  } else {
-    SEQPAR_CHECK(world.size % others == 0, asked, " over ", world.text(), ": ", world.size,
-                 " is not a multiple of tensor x pipeline = ", p.tensor, " x ", p.pipeline, " = ",
-                 others, "; launch a multiple of ", others, " ranks or change the degrees");
-    p.data = world.size / others;
+  switch (c.broken) {
+    case PlanRule::none: return p;
+    case PlanRule::degrees:
+      detail::fail(asked, ": degrees are at least 1 and the ZeRO stage is 0, 1, 2 or 3");
+    case PlanRule::world_size:
+      detail::fail(asked, " needs ", p.data * others, " ranks (tensor ", p.tensor, " x pipeline ",
+                   p.pipeline, " x data ", p.data, "), but ", world.text(), "; launch ",
+                   world.launching(p.data * others), " or leave the data degree to the launch (",
+                   plan_name({0, p.tensor, p.pipeline, p.zero_stage, p.gpipe}), ")");
+    case PlanRule::world_multiple:
+      detail::fail(asked, " over ", world.text(), ": ", world.size,
+                   " is not a multiple of tensor x pipeline = ", p.tensor, " x ", p.pipeline, " = ",
+                   others, "; launch a multiple of ", others, " ranks or change the degrees");
+    case PlanRule::heads:
+      detail::fail(asked, ": tensor parallel ", p.tensor, " does not divide the model's ", m.heads,
+                   " attention heads (a tensor rank computes whole heads)");
+    case PlanRule::layers:
+      detail::fail(asked, ": ", p.pipeline, " pipeline stages do not divide the model's ", m.layers,
+                   " layers (stages hold equal numbers of layers)");
+    case PlanRule::not_compiled:
+      detail::fail(asked, ": tensor ", p.tensor, " x pipeline ", p.pipeline,
+                   p.pipeline > 1 ? (p.gpipe ? " (gpipe)" : " (1f1b)") : "", " with ZeRO stage ",
+                   p.zero_stage, " is not compiled in this program; it has ",
+                   describe_layouts(compiled));
   }
-  SEQPAR_CHECK(m.heads % p.tensor == 0, asked, ": tensor parallel ", p.tensor,
-               " does not divide the model's ", m.heads,
-               " attention heads (a tensor rank computes whole heads)");
-  SEQPAR_CHECK(m.layers % p.pipeline == 0, asked, ": ", p.pipeline,
-               " pipeline stages do not divide the model's ", m.layers,
-               " layers (stages hold equal numbers of layers)");
-  const bool found = std::any_of(compiled.begin(), compiled.end(), [&](const PlanDesc& c) {
-    return c.tensor == p.tensor && c.pipeline == p.pipeline && c.gpipe == p.gpipe &&
-           c.zero_stage == p.zero_stage;
-  });
-  SEQPAR_CHECK(found, asked, ": tensor ", p.tensor, " x pipeline ", p.pipeline,
-               p.pipeline > 1 ? (p.gpipe ? " (gpipe)" : " (1f1b)") : "", " with ZeRO stage ",
-               p.zero_stage, " is not compiled in this program; it has ",
-               describe_layouts(compiled));
   return p;
 }
 

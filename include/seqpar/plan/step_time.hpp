@@ -1,25 +1,7 @@
 #pragma once
-// A step time from stated assumptions, and the largest micro-batch that fits: what
-// seqpar-plan prints beside the memory figures. The time is a sum of parts that are taken
-// not to overlap (an upper estimate for a communicator that overlaps, NcclComm), except
-// offload's gradient downloads, which run behind the backward:
-//
-//   compute   step_flops / (peak x efficiency), times 1 + (S - 1) / m for a pipeline's bubble
-//   comm      each axis's bytes sent per rank / its link's bandwidth (ring: a rank sends and
-//             receives at once, so the bytes sent are the time); an axis whose ranks fit in
-//             one node uses the node's link (NVLink or PCIe), else the network
-//   update    AdamW reads and writes parameters, gradients and optimizer state once: their
-//             bytes x 2 / HBM bandwidth. Offloaded (parallel/data_axis.hpp):
-//             - download: each element's gradient, in the storage type (2 bytes for a
-//               16-bit model), over PCIe while the backward runs (two thirds of compute);
-//               only what does not fit behind it counts, and at least the unit completed
-//               last (the table on the embedding's stage), which has no backward after it;
-//             - the host AdamW after the step's norm: its 28 bytes an element (gradient,
-//               master weight and moments read, the last three written), 16-bit models 6
-//               more (the gradient read at 2 bytes and widened, the weight narrowed and
-//               written at 2) / host memory bandwidth;
-//             - upload after it: each element's working weight in the storage type, or,
-//               with the ZeRO-3 parameters offloaded, the shard of each gather instead
+// A step time from stated assumptions (compute, each axis's bytes, the update; only offload's
+// downloads overlap) and the largest micro-batch that fits, so a layout can be chosen before
+// launch.
 
 #include <algorithm>
 #include <cstdint>
@@ -47,7 +29,7 @@ struct Hardware {
   int gpus_per_node = 8;
 };
 
-/// The presets seqpar-plan knows (`--gpu NAME`): published peaks and bandwidths.
+/// The GPU presets by name: published peaks and bandwidths.
 inline std::vector<Hardware> hardware_presets() {
   // name, GiB, bf16 TFLOP/s, fp32 TFLOP/s, efficiency, HBM, node link, network, PCIe, host,
   // GPUs/node
@@ -61,7 +43,7 @@ inline std::vector<Hardware> hardware_presets() {
   };
 }
 
-/// A CPU rank (seqpar-plan --device cpu): its memory is the host's, so its device and host
+/// A CPU rank: its memory is the host's, so its device and host
 /// bytes share one budget; the rates are what seqpar's step reaches on two cores of an AMD
 /// EPYC (family 25, model 1: AVX2 + FMA, no AVX-512; docs/cpu.md), bf16 computing in fp32
 /// there (the conversion path), the ranks of a machine exchanging through its memory.

@@ -1,17 +1,6 @@
 #pragma once
-// Whole-model state in one canonical layout: every tensor full-size under its Hugging
-// Face name, whatever plan produced it. Saving gathers each rank's pieces to world rank
-// 0, which writes one safetensors file atomically; loading lets every rank read just its
-// own pieces from that file, so a checkpoint written under one plan loads under any other.
-//
-// File layout: "transformer.<name>" (the weights; the file loads in transformers as it is),
-// "optimizer.m.transformer.<name>" and "optimizer.v.transformer.<name>" (AdamW moments,
-// checkpoints only), metadata "seqpar.*" (step, seed, model shape) plus the caller's own,
-// and the CRC-32C of every tensor and of the metadata ("seqpar.crc32c.*", added by
-// write_safetensors), which every load verifies when it opens the file.
-//
-// RankState<Model, Stack, Data> is one rank's side of it: what the rank sends towards a
-// saved file (its units, whole along the data axis) and reads back from one.
+// Whole-model state in one canonical layout (full tensors under Hugging Face names, checksummed),
+// so that a checkpoint written under one plan loads under any other.
 
 #include <algorithm>
 #include <cmath>

@@ -23,7 +23,7 @@
 
 #include "seqpar/config/bloom.hpp"
 #include "seqpar/core/error.hpp"
-#include "seqpar/data/ner_record.hpp"  // detail::write_file_atomic
+#include "seqpar/io/atomic_file.hpp"
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/hf_config.hpp"
 #include "seqpar/io/safetensors.hpp"
@@ -123,20 +123,6 @@ inline nlohmann::ordered_json hf_tokenizer_config_json(const HfSpecialTokens& sp
   return j;
 }
 
-namespace detail {
-/// Places `from` at `to` (replacing it) without a second copy where the file system allows:
-/// a hard link, else a copy; through a temporary, so `to` is whole or absent.
-inline void place_file(const std::filesystem::path& from, const std::filesystem::path& to) {
-  namespace fs = std::filesystem;
-  const fs::path tmp = to.string() + ".tmp";
-  std::error_code ec;
-  fs::remove(tmp, ec);
-  fs::create_hard_link(from, tmp, ec);
-  if (ec) fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
-  fs::rename(tmp, to);
-}
-}  // namespace detail
-
 /// What a Hugging Face model directory holds besides the weights: where it goes, the
 /// tokenizer file the run used and its special tokens, how the run decodes and its example
 /// length limit.
@@ -173,10 +159,10 @@ inline void write_hf_model_dir(const BloomConfig& config, const std::filesystem:
       }
       write_safetensors(e.dir / "model.safetensors", tensors, {{"format", "pt"}});
     } else {
-      detail::place_file(weights, e.dir / "model.safetensors");
+      detail::place_file_atomic(weights, e.dir / "model.safetensors");
     }
   }
-  detail::place_file(e.tokenizer_file, e.dir / "tokenizer.json");
+  detail::place_file_atomic(e.tokenizer_file, e.dir / "tokenizer.json");
   const auto put = [&e](const char* name, const nlohmann::ordered_json& j) {
     detail::write_file_atomic(e.dir / name, j.dump(2) + "\n");
   };

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "seqpar/core/error.hpp"
-#include "seqpar/data/ner_record.hpp"  // detail::write_file_atomic
+#include "seqpar/io/atomic_file.hpp"
 
 namespace seqpar::inline v0 {
 

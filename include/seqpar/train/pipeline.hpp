@@ -1,15 +1,6 @@
 #pragma once
-// The micro-batch schedule of one pipeline stage. A stage receives its input from the
-// previous stage, runs its layers, and sends its output on; the backward runs the other
-// way. GPipe runs every forward, then every backward (all micro-batches in flight);
-// 1F1B runs S - stage - 1 forwards, then alternates one forward and one backward, so
-// the first stage holds at most S micro-batches. With one stage both are the plain
-// forward-backward loop of gradient accumulation.
-//
-// In 1F1B's steady state a stage sends forward output i to the next stage while that
-// stage sends it gradient k, and sends gradient k back while the previous stage sends it
-// input i + 1: each such pair goes as one sendrecv, so that a transport whose sends wait
-// for their receives (NCCL) cannot deadlock. GPipe's messages need no pairing.
+// A pipeline stage's micro-batch schedule (GPipe, or 1F1B to hold at most S micro-batches), with
+// activations and their gradients sent between stages point to point.
 
 #include <cstdint>
 #include <span>

@@ -1,14 +1,6 @@
 #pragma once
-// The definition of make_family_trainer (declared in train/any_trainer.hpp): the trainers of
-// a plan family, instantiated for one model, device and precision. A program includes this
-// header in the units that compile its families, one explicit instantiation each:
-//
-//   template std::optional<seqpar::AnyTrainer>
-//   seqpar::make_family_trainer<Model, seqpar::Cpu, seqpar::Fp32, Family>(
-//       const seqpar::PlanDesc&, seqpar::AnyComm, const seqpar::TrainOptions&);
-//
-// and calls make_trainer (any_trainer.hpp) from any other unit. A program of one unit
-// includes it where it calls make_trainer.
+// make_family_trainer's definition, included only by the units that instantiate a plan family's
+// trainers, so that the families compile in units of their own.
 
 #include <optional>
 #include <type_traits>
@@ -17,12 +9,6 @@
 #include "seqpar/train/any_trainer.hpp"
 
 namespace seqpar::inline v0 {
-
-/// Whether model M can take plan Plan (CheckPlan's rules as a value: the family skips, rather
-/// than fails to compile, a tensor degree the model's heads or stages its layers refuse).
-template <BloomModel M, ParallelPlan Plan>
-inline constexpr bool plan_fits = M::heads % PlanTraits<Plan>::tensor_degree == 0 &&
-                                  M::layers % PlanTraits<Plan>::pipeline_degree == 0;
 
 template <BloomModel M, Device Dev, Precision Prec, class Family>
 std::optional<AnyTrainer> make_family_trainer(const PlanDesc& layout, AnyComm world,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +29,7 @@
 
 #include "seqpar/core/error.hpp"
 #include "seqpar/core/parse.hpp"
+#include "seqpar/io/atomic_file.hpp"
 #include "seqpar/io/safetensors.hpp"
 #include "seqpar/train/launch.hpp"  // host_name
 #include "seqpar/train/run_spec.hpp"
@@ -326,41 +328,42 @@ class RunFolder {
   void rotate(std::int64_t keep) const { checkpoints().rotate(keep); }
 
  private:
-  // Removes, and returns, the files named as the writers name their temporaries
-  // (write_safetensors: ".<name>.tmp.<hex>"; write_file_atomic: "<name>.tmp") for the run's
-  // own files and options.own_files; nothing else in the folder is touched.
+  // Removes, and returns, the temporaries a killed atomic write left (detail::AtomicFile's
+  // names) of the run's own files and options.own_files; nothing else in the folder is touched.
   std::vector<std::filesystem::path> remove_temporaries() const {
     std::vector<std::string> files{"step-*.safetensors", "model.safetensors", "run.json",
                                    "metrics.jsonl"};
     files.insert(files.end(), options_.own_files.begin(), options_.own_files.end());
-    std::map<std::filesystem::path, std::vector<std::regex>> by_folder;
+    // `*` stands for a name's letters, digits, '_' and '-'.
+    const auto matches = [](std::string_view name, std::string_view pattern) {
+      const auto star = pattern.find('*');
+      if (star == std::string_view::npos) return name == pattern;
+      const auto head = pattern.substr(0, star), tail = pattern.substr(star + 1);
+      if (name.size() <= head.size() + tail.size() || !name.starts_with(head) ||
+          !name.ends_with(tail))
+        return false;
+      const auto middle = name.substr(head.size(), name.size() - head.size() - tail.size());
+      return std::all_of(middle.begin(), middle.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      });
+    };
+    std::map<std::filesystem::path, std::vector<std::string>> by_folder;
     for (const auto& f : files) {
       const std::filesystem::path p(f);
-      std::string base;
-      for (const char c : p.filename().string()) {
-        if (c == '*')
-          base += "[A-Za-z0-9_-]+";
-        else if (std::string_view(".^$|()[]{}+?\\").find(c) != std::string_view::npos)
-          base += std::string("\\") + c;
-        else
-          base += c;
-      }
-      by_folder[dir_ / p.parent_path()].emplace_back("\\." + base + "\\.tmp\\.[0-9a-f]+|" + base +
-                                                     "\\.tmp");
+      by_folder[dir_ / p.parent_path()].push_back(p.filename().string());
     }
     std::vector<std::filesystem::path> removed;
     for (const auto& [folder, patterns] : by_folder) {
       std::error_code ec;
       if (!std::filesystem::is_directory(folder, ec)) continue;
       for (const auto& e : std::filesystem::directory_iterator(folder)) {
-        const std::string name = e.path().filename().string();
         if (!e.is_regular_file()) continue;
-        for (const auto& re : patterns)
-          if (std::regex_match(name, re)) {
-            std::filesystem::remove(e.path());
-            removed.push_back(e.path());
-            break;
-          }
+        const auto target = detail::temporary_target(e.path().filename().string());
+        if (target && std::any_of(patterns.begin(), patterns.end(),
+                                  [&](const std::string& p) { return matches(*target, p); })) {
+          std::filesystem::remove(e.path());
+          removed.push_back(e.path());
+        }
       }
     }
     return removed;

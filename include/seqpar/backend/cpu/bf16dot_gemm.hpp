@@ -1,24 +1,6 @@
 #pragma once
-// bf16 GEMM on bf16 dot products: the blocking of sgemm_avx2.hpp with packed pairs instead of
-// widened floats. Ops<Cpu>::gemm takes it for bf16 operands when the translation unit is
-// compiled for AVX512_BF16 (bf16dot_avx512.hpp: VDPBF16PS; -march=znver4,
-// -march=sapphirerapids, or -mavx512f -mavx512bf16).
-//
-//   for jc in N by NC:                        B panel [KC, NC] packed once, shared by threads
-//     for pc in K by KC:
-//       pack B[pc:pc+KC, jc:jc+NC] as NR-wide slivers of k pairs: [KC/2][NR] pairs
-//       for ic in M by MC, shared out:        A block [MC, KC] packed per thread: [KC/2][MR]
-//         for jr by NR, ir by MR:              one register tile: C[12, 32] (+)= A sliver . B
-//         sliver
-//
-// A pair is two bf16 of consecutive k in one 32-bit word, k + 1 in the high half. A lane
-// type L does the arithmetic of sixteen fp32 sums: L::dot adds to each sum the products of
-// one pair of A (the same for all sixteen) and sixteen pairs of B, as VDPBF16PS does. This
-// header is plain C++ so that the driver runs with any lane type: the instruction's, or the
-// scalar model of it the tests run on every machine (tests/support/dot_bf16_model.hpp). A
-// tile's sums over one K block are scaled by alpha and added to beta C (one fma), in float;
-// a bf16 C is rounded once, after the last block (the sums before kept in a float panel,
-// MB rows at a time).
+// bf16 GEMM on bf16 dot products (VDPBF16PS, under AVX512_BF16): sgemm_avx2.hpp's blocking with
+// packed pairs instead of widened floats, for the speed of native bf16 products (docs/cpu.md).
 
 #include <algorithm>
 #include <cmath>

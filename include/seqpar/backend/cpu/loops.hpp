@@ -81,26 +81,11 @@ void for_columns(std::int64_t d, [[maybe_unused]] std::int64_t work, Body&& body
 
 /// The CPU's 16-bit storage types (bf16 or fp16 bits).
 template <class T>
-concept Half = std::same_as<T, Bf16Bits> || std::same_as<T, F16Bits>;
+concept Half = is_float16<T>;
 
 /// The type values of storage type T are computed in: float for 16-bit storage.
 template <class T>
-using Wide = StatScalar<T>;
-
-template <class T>
-Wide<T> widen(T x) {
-  if constexpr (Half<T>)
-    return x.to_float();
-  else
-    return x;
-}
-template <class T>
-T narrow(Wide<T> x) {
-  if constexpr (Half<T>)
-    return T(x);
-  else
-    return x;
-}
+using Wide = WideType<T>;
 
 // Whether F32x8 loads and stores elements of type T.
 template <class T>

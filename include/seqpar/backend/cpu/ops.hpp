@@ -87,8 +87,7 @@ struct Ops<Cpu> {
   static void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
                    const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, Out* C,
                    std::int64_t ldc) {
-    detail::cpu::gemm<T, Out>(ta, tb, M, N, K, detail::cpu::widen(alpha), A, lda, B, ldb,
-                              detail::cpu::widen(beta), C, ldc);
+    detail::cpu::gemm<T, Out>(ta, tb, M, N, K, widen(alpha), A, lda, B, ldb, widen(beta), C, ldc);
   }
   /// Which code runs GEMMs of storage type T in this translation unit (the flags it was
   /// compiled with decide): for the benchmarks' and programs' logs.

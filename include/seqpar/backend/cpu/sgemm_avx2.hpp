@@ -1,19 +1,6 @@
 #pragma once
-// Single-precision GEMM for x86-64 with AVX2 and FMA: packed panels and a 6 x 16 register
-// tile, the blocking of the classic Goto/BLIS design. Ops<Cpu>::gemm uses it for float
-// when the translation unit is compiled for AVX2 + FMA (-march=native or -mavx2 -mfma);
-// everything else goes through Eigen. It is also the conversion path of 16-bit operands
-// (bf16, fp16: Float16): packing widens them to float, so the kernel's arithmetic is the
-// float one; a 16-bit C is rounded once, the sums over K's blocks kept in float until then.
-//
-//   for jc in N by NC:                        B panel [KC, NC] packed once, shared by threads
-//     for pc in K by KC:
-//       pack B[pc:pc+KC, jc:jc+NC] into NR-wide slivers
-//       for ic in M by MC, shared out:        A block [MC, KC] packed per thread (alpha folded in)
-//         for jr by NR, ir by MR:              one register tile: C[6, 16] (+)= A sliver * B sliver
-//
-// The threads of one call pack B together and take A's row blocks as they come free; a call
-// made inside a parallel region runs on its thread.
+// Single-precision GEMM for AVX2 + FMA (Goto/BLIS packing, a 6 x 16 tile), also the path of
+// 16-bit operands widened as they are packed, because Eigen's float GEMM is slower (docs/cpu.md).
 
 #if !defined(__AVX2__) || !defined(__FMA__)
 #error \

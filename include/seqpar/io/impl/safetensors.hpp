@@ -2,11 +2,6 @@
 // The definitions of io/safetensors.hpp: in its headers' units, or compiled once
 // (core/separate_compilation.hpp).
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -18,18 +13,16 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <set>
 #include <span>
-#include <sstream>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "seqpar/core/crc32c.hpp"
+#include "seqpar/io/atomic_file.hpp"
 #include "seqpar/io/detail/json_kind.hpp"
 #include "seqpar/io/safetensors.hpp"
 
@@ -89,10 +82,6 @@ inline std::optional<std::uint64_t> checked_nbytes(std::int64_t numel, DType dty
   const std::uint64_t esize = dtype_size(dtype);
   if (n > std::numeric_limits<std::uint64_t>::max() / esize) return std::nullopt;
   return n * esize;
-}
-
-inline std::string errno_message(int err) {
-  return std::error_code(err, std::generic_category()).message();
 }
 
 // Reads one non-negative integer field value; `what` names it in errors ("shape[1]").
@@ -379,20 +368,6 @@ SEQPAR_DECL SafetensorsIndex parse(std::span<const std::byte> bytes, const std::
   return index;
 }
 
-// Writes all of `bytes` to fd; false (errno set) on failure.
-inline bool write_all(int fd, std::span<const std::byte> bytes) {
-  constexpr std::size_t chunk = std::size_t{1} << 30;  // write() caps single calls near 2 GiB
-  while (!bytes.empty()) {
-    const ssize_t w = ::write(fd, bytes.data(), std::min(bytes.size(), chunk));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    bytes = bytes.subspan(static_cast<std::size_t>(w));
-  }
-  return true;
-}
-
 }  // namespace detail::safetensors
 
 SEQPAR_DECL SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, Checksums verify)
@@ -462,46 +437,11 @@ SEQPAR_DECL void write_safetensors(const std::filesystem::path& path,
   for (int i = 0; i < 8; ++i)
     length[i] = static_cast<std::byte>((static_cast<std::uint64_t>(text.size()) >> (8 * i)) & 0xff);
 
-  const std::filesystem::path dir =
-      path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::random_device rd;
-  std::filesystem::path tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    std::ostringstream name;
-    name << '.' << path.filename().string() << ".tmp." << std::hex << rd() << rd();
-    tmp = dir / name.str();
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  SEQPAR_CHECK(fd >= 0, file, ": cannot create a temporary file in ", dir.string(), ": ",
-               st::errno_message(errno));
-
-  const auto abandon = [&](const char* step) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    ::seqpar::detail::fail(file, ": ", step, " failed: ", st::errno_message(err),
-                           "; the file was left unchanged");
-  };
-  struct stat old {};
-  if (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode))
-    ::fchmod(fd, old.st_mode & 07777);  // keep the permissions of the file being replaced
-  if (!st::write_all(fd, length) || !st::write_all(fd, std::as_bytes(std::span<const char>(text))))
-    abandon("writing the header");
-  for (const auto& t : tensors)
-    if (!st::write_all(fd, t.bytes)) abandon("writing the data");
-  if (::fsync(fd) != 0) abandon("fsync");
-  const int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) abandon("close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) abandon("renaming the temporary file over it");
-  // Persist the rename itself; the new file is complete either way.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  detail::AtomicFile out(path);
+  out.write(length, "writing the header");
+  out.write(text, "writing the header");
+  for (const auto& t : tensors) out.write(t.bytes, "writing the data");
+  out.commit();
 }
 
 }  // namespace seqpar::inline v0

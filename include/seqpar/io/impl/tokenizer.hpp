@@ -352,15 +352,18 @@ inline void read_pre_tokenizer_step(const JsonFields& f, const nlohmann::json& n
   }
 }
 
-inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
-                                                       const std::string& file) {
-  auto m = std::make_shared<TokenizerModel>();
-  m->file = file;
-  const JsonFields f(m->file);
-  const nlohmann::json& root = raw.rest;
+// An entry of added_tokens, as read (read_added_tokens).
+struct AddedToken {
+  std::string content;
+  std::int32_t id;
+  bool special;
+  bool normalized;
+};
 
-  // model: BPE only, deterministic, byte-level.
-  const nlohmann::json& model = f.object(root, "", "model");
+// The model: BPE only, deterministic, byte-level.
+inline void read_bpe_model(const JsonFields& f, const nlohmann::json& model,
+                           const RawTokenizerJson& raw, TokenizerModel& m) {
+  const std::string& file = m.file;
   if (const nlohmann::json* t = f.get(model, "type")) {
     SEQPAR_CHECK(t->is_string() && t->get<std::string>() == "BPE", file, ": model.type is ",
                  t->dump(), "; only BPE models (as BLOOM's) are supported");
@@ -377,12 +380,15 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
   }
   SEQPAR_CHECK(!f.boolean(model, "model", "byte_fallback", false), file,
                ": model.byte_fallback is true; not supported for byte-level BPE (expected false)");
-  m->fuse_unk = f.boolean(model, "model", "fuse_unk", false);
-  m->ignore_merges = f.boolean(model, "model", "ignore_merges", false);
+  m.fuse_unk = f.boolean(model, "model", "fuse_unk", false);
+  m.ignore_merges = f.boolean(model, "model", "ignore_merges", false);
   SEQPAR_CHECK(raw.has_vocab, file, ": model.vocab is missing or not an object of token -> id");
   SEQPAR_CHECK(raw.has_merges, file, ": model.merges is missing or not an array");
+}
 
-  // Settings seqpar does not implement must be absent.
+// Settings seqpar does not implement must be absent: a normalizer, a decoder but ByteLevel.
+inline void check_unsupported_settings(const JsonFields& f, const nlohmann::json& root,
+                                       const std::string& file) {
   if (const nlohmann::json* n = f.get(root, "normalizer")) {
     const bool empty_sequence = n->is_object() && n->value("type", "") == "Sequence" &&
                                 n->contains("normalizers") && (*n)["normalizers"].is_array() &&
@@ -396,8 +402,11 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
   const std::string decoder_type = f.type(*decoder, "decoder");
   SEQPAR_CHECK(decoder_type == "ByteLevel", file, ": decoder.type is '", decoder_type,
                "'; only the ByteLevel decoder (BLOOM's) is supported");
+}
 
-  // pre_tokenizer: Split steps, then ByteLevel last.
+// pre_tokenizer: Split steps, then ByteLevel last.
+inline void read_pre_tokenizer(const JsonFields& f, const nlohmann::json& root, TokenizerModel& m) {
+  const std::string& file = m.file;
   const nlohmann::json* pre = f.get(root, "pre_tokenizer");
   SEQPAR_CHECK(pre != nullptr, file,
                ": pre_tokenizer is missing; byte-level BPE needs a ByteLevel pre-tokenizer");
@@ -407,29 +416,24 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
                  ": pre_tokenizer.pretokenizers is missing or not an array");
     for (std::size_t i = 0; i < list->size(); ++i)
       read_pre_tokenizer_step(f, (*list)[i],
-                              "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]", m->steps);
+                              "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]", m.steps);
   } else {
-    read_pre_tokenizer_step(f, *pre, "pre_tokenizer", m->steps);
+    read_pre_tokenizer_step(f, *pre, "pre_tokenizer", m.steps);
   }
   std::size_t byte_level_steps = 0;
-  for (const PreTokenizerStep& st : m->steps) byte_level_steps += st.byte_level;
-  SEQPAR_CHECK(byte_level_steps == 1 && !m->steps.empty() && m->steps.back().byte_level, file,
+  for (const PreTokenizerStep& st : m.steps) byte_level_steps += st.byte_level;
+  SEQPAR_CHECK(byte_level_steps == 1 && !m.steps.empty() && m.steps.back().byte_level, file,
                ": pre_tokenizer must end with exactly one ByteLevel step, as BLOOM's does; the "
                "BPE model works on bytes");
+}
 
-  // Vocabulary: ids 0..id_count-1 across the model and the added tokens.
+// added_tokens, checked one by one.
+inline std::vector<AddedToken> read_added_tokens(const JsonFields& f, const nlohmann::json& root,
+                                                 const std::string& file) {
   const nlohmann::json* added = f.get(root, "added_tokens");
   SEQPAR_CHECK(added == nullptr || added->is_array(), file, ": added_tokens is ",
                added ? added->dump() : "", "; expected an array");
-  std::int64_t max_id = -1;
-  for (const RawVocabEntry& e : raw.vocab) max_id = std::max<std::int64_t>(max_id, e.id);
-  struct Added {
-    std::string content;
-    std::int32_t id;
-    bool special;
-    bool normalized;
-  };
-  std::vector<Added> added_tokens;
+  std::vector<AddedToken> added_tokens;
   if (added) {
     for (std::size_t i = 0; i < added->size(); ++i) {
       const nlohmann::json& t = (*added)[i];
@@ -439,8 +443,9 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
       SEQPAR_CHECK(
           id != nullptr && id->is_number_unsigned() && id->get<std::uint64_t>() < INT32_MAX, file,
           ": ", where, ".id is ", id ? id->dump() : "missing", "; expected a non-negative integer");
-      Added a{f.string(t, where, "content"), static_cast<std::int32_t>(id->get<std::uint64_t>()),
-              f.boolean(t, where, "special", false), false};
+      AddedToken a{f.string(t, where, "content"),
+                   static_cast<std::int32_t>(id->get<std::uint64_t>()),
+                   f.boolean(t, where, "special", false), false};
       a.normalized = f.boolean(t, where, "normalized", !a.special);
       for (const char* name : {"single_word", "lstrip", "rstrip"}) {
         SEQPAR_CHECK(!f.boolean(t, where, name, false), file, ": ", where, ".", name,
@@ -448,10 +453,19 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
                      "'; only false (as in BLOOM's added tokens) is supported");
       }
       SEQPAR_CHECK(!a.content.empty(), file, ": ", where, ".content is empty");
-      max_id = std::max<std::int64_t>(max_id, a.id);
       added_tokens.push_back(std::move(a));
     }
   }
+  return added_tokens;
+}
+
+// Vocabulary: ids 0..id_count-1 across the model and the added tokens; the model's unk.
+inline void read_vocab(const JsonFields& f, const nlohmann::json& model, RawTokenizerJson& raw,
+                       const std::vector<AddedToken>& added_tokens, TokenizerModel& m) {
+  const std::string& file = m.file;
+  std::int64_t max_id = -1;
+  for (const RawVocabEntry& e : raw.vocab) max_id = std::max<std::int64_t>(max_id, e.id);
+  for (const AddedToken& a : added_tokens) max_id = std::max<std::int64_t>(max_id, a.id);
   // Tables are sized by the largest id: ids far above the number of entries would make a
   // small file ask for gigabytes. Real files number their tokens densely (BLOOM: 250680
   // entries, ids 0..250679); a gap of up to the entry count plus 1024 is accepted.
@@ -460,28 +474,31 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
                " but the file has only ", entries,
                " entries (model.vocab and added_tokens); expected ids below ", 2 * entries + 1024,
                " (twice the entries plus 1024)");
-  m->id_count = static_cast<std::size_t>(max_id + 1);
+  m.id_count = static_cast<std::size_t>(max_id + 1);
 
-  m->vocab.reset(m->id_count, std::move(raw.vocab_text));
+  m.vocab.reset(m.id_count, std::move(raw.vocab_text));
   for (const RawVocabEntry& e : raw.vocab) {
-    if (!m->vocab.set(e.id, e.begin, e.length)) {
-      detail::fail(file, ": model.vocab gives id ", e.id, " to two tokens ('", m->vocab.token(e.id),
-                   "' and '", m->vocab.text().substr(e.begin, e.length), "')");
+    if (!m.vocab.set(e.id, e.begin, e.length)) {
+      detail::fail(file, ": model.vocab gives id ", e.id, " to two tokens ('", m.vocab.token(e.id),
+                   "' and '", m.vocab.text().substr(e.begin, e.length), "')");
     }
   }
-  if (const std::int32_t dup = m->vocab.build_index(); dup >= 0)
-    detail::fail(file, ": model.vocab lists the token '", m->vocab.token(dup), "' twice");
+  if (const std::int32_t dup = m.vocab.build_index(); dup >= 0)
+    detail::fail(file, ": model.vocab lists the token '", m.vocab.token(dup), "' twice");
 
   if (const nlohmann::json* u = f.get(model, "unk_token")) {
     SEQPAR_CHECK(u->is_string(), file, ": model.unk_token is ", u->dump(),
                  "; expected a string or null");
-    m->model_unk = m->vocab.find(u->get<std::string>());
-    SEQPAR_CHECK(m->model_unk >= 0, file, ": model.unk_token '", u->get<std::string>(),
+    m.model_unk = m.vocab.find(u->get<std::string>());
+    SEQPAR_CHECK(m.model_unk >= 0, file, ": model.unk_token '", u->get<std::string>(),
                  "' is not in model.vocab");
   }
+}
 
-  // Merges: rank = position in the list. Each rule needs three lookups that
-  // miss the cache; hashing a few rules ahead and prefetching overlaps them.
+// Merges: rank = position in the list. Each rule needs three lookups that miss the cache;
+// hashing a few rules ahead and prefetching overlaps them.
+inline void read_merges(const RawTokenizerJson& raw, TokenizerModel& m) {
+  const std::string& file = m.file;
   const std::string_view merge_text(raw.merge_text);
   const auto parts = [&](std::size_t r) {
     const RawMerge& mg = raw.merges[r];
@@ -497,63 +514,86 @@ inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
     const auto p = parts(r);
     for (int k = 0; k < 3; ++k) {
       hashes[r % ahead][k] = TokenIndex::hash(p[k]);
-      m->vocab.prefetch(hashes[r % ahead][k]);
+      m.vocab.prefetch(hashes[r % ahead][k]);
     }
   };
   for (std::size_t r = 0; r < std::min(ahead, merge_count); ++r) start(r);
-  m->merges.reserve(merge_count);
+  m.merges.reserve(merge_count);
   for (std::size_t r = 0; r < merge_count; ++r) {
     const auto p = parts(r);
     const auto h = hashes[r % ahead];
     if (r + ahead < merge_count) start(r + ahead);
-    const std::int32_t left = m->vocab.find_hashed(p[0], h[0]);
-    const std::int32_t right = m->vocab.find_hashed(p[1], h[1]);
-    const std::int32_t merged = m->vocab.find_hashed(p[2], h[2]);
+    const std::int32_t left = m.vocab.find_hashed(p[0], h[0]);
+    const std::int32_t right = m.vocab.find_hashed(p[1], h[1]);
+    const std::int32_t merged = m.vocab.find_hashed(p[2], h[2]);
     SEQPAR_CHECK(left >= 0, file, ": model.merges[", r, "] uses '", p[0],
                  "', which is not in model.vocab");
     SEQPAR_CHECK(right >= 0, file, ": model.merges[", r, "] uses '", p[1],
                  "', which is not in model.vocab");
     SEQPAR_CHECK(merged >= 0, file, ": model.merges[", r, "] makes '", p[2],
                  "', which is not in model.vocab");
-    m->merges.insert(left, right, PairMerge{static_cast<std::uint32_t>(r), merged});
+    m.merges.insert(left, right, PairMerge{static_cast<std::uint32_t>(r), merged});
   }
+}
 
+// The id of each byte's byte-level spelling.
+inline void set_byte_ids(TokenizerModel& m) {
   for (unsigned b = 0; b < 256; ++b) {
     std::string spelled;
     utf8_append(byte_level_chars[b], spelled);
-    m->byte_ids[b] = m->vocab.find(spelled);
+    m.byte_ids[b] = m.vocab.find(spelled);
   }
+}
 
-  // Added tokens take precedence over the model vocabulary for both lookups.
-  m->is_added.assign(m->id_count, 0);
-  m->is_special.assign(m->id_count, 0);
-  for (const Added& a : added_tokens) {
-    SEQPAR_CHECK(!m->is_added[a.id], file, ": added_tokens gives id ", a.id, " to two tokens ('",
-                 m->added_text[a.id], "' and '", a.content, "')");
-    m->is_added[a.id] = 1;
-    m->added_text[a.id] = a.content;
-    m->added_ids.try_emplace(a.content, a.id);
-    (a.normalized ? m->added_normalized : m->added_raw).add(a.content, a.id);
+// Added tokens take precedence over the model vocabulary for both lookups.
+inline void set_added_tokens(const std::vector<AddedToken>& added_tokens, TokenizerModel& m) {
+  const std::string& file = m.file;
+  m.is_added.assign(m.id_count, 0);
+  m.is_special.assign(m.id_count, 0);
+  for (const AddedToken& a : added_tokens) {
+    SEQPAR_CHECK(!m.is_added[a.id], file, ": added_tokens gives id ", a.id, " to two tokens ('",
+                 m.added_text[a.id], "' and '", a.content, "')");
+    m.is_added[a.id] = 1;
+    m.added_text[a.id] = a.content;
+    m.added_ids.try_emplace(a.content, a.id);
+    (a.normalized ? m.added_normalized : m.added_raw).add(a.content, a.id);
   }
   // Hugging Face tokenizers tells a special token by its text, so a model token
   // spelled like a special added token is skipped too.
-  for (const Added& a : added_tokens) {
+  for (const AddedToken& a : added_tokens) {
     if (!a.special) continue;
-    for (const Added& b : added_tokens)
-      if (b.content == a.content) m->is_special[b.id] = 1;
-    const std::int32_t id = m->vocab.find(a.content);
-    if (id >= 0 && !m->is_added[id]) m->is_special[id] = 1;
+    for (const AddedToken& b : added_tokens)
+      if (b.content == a.content) m.is_special[b.id] = 1;
+    const std::int32_t id = m.vocab.find(a.content);
+    if (id >= 0 && !m.is_added[id]) m.is_special[id] = 1;
   }
-  m->added_raw.finish();
-  m->added_normalized.finish();
+  m.added_raw.finish();
+  m.added_normalized.finish();
   const auto added_id = [&](std::string_view text) {
-    const auto it = m->added_ids.find(text);
-    return it == m->added_ids.end() ? -1 : it->second;
+    const auto it = m.added_ids.find(text);
+    return it == m.added_ids.end() ? -1 : it->second;
   };
-  m->pad = added_id("<pad>");
-  m->eos = added_id("</s>");
-  m->bos = added_id("<s>");
-  m->unk = added_id("<unk>");
+  m.pad = added_id("<pad>");
+  m.eos = added_id("</s>");
+  m.bos = added_id("<s>");
+  m.unk = added_id("<unk>");
+}
+
+inline std::shared_ptr<TokenizerModel> build_tokenizer(RawTokenizerJson raw,
+                                                       const std::string& file) {
+  auto m = std::make_shared<TokenizerModel>();
+  m->file = file;
+  const JsonFields f(m->file);
+  const nlohmann::json& root = raw.rest;
+  const nlohmann::json& model = f.object(root, "", "model");
+  read_bpe_model(f, model, raw, *m);
+  check_unsupported_settings(f, root, file);
+  read_pre_tokenizer(f, root, *m);
+  const std::vector<AddedToken> added_tokens = read_added_tokens(f, root, file);
+  read_vocab(f, model, raw, added_tokens, *m);
+  read_merges(raw, *m);
+  set_byte_ids(*m);
+  set_added_tokens(added_tokens, *m);
   return m;
 }
 
