@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include "seqpar/data/char_tokenizer.hpp"
 #include "seqpar/data/cluener.hpp"
@@ -37,35 +38,8 @@ fs::path find_split(const fs::path& dir, const std::string& name) {
                        ".bio file (CLUENER JSON or CoNLL BIO); pass --data_dir");
 }
 
-seqpar::NerDataset read_split(const fs::path& file, const seqpar::ReadOptions& ro) {
-  const auto ext = file.extension();
-  return ext == ".json" || ext == ".jsonl" ? seqpar::read_cluener(file, ro)
-                                           : seqpar::read_conll(file, ro);
-}
-
 namespace {
 bool json_file(const fs::path& f) { return f.extension() == ".json" || f.extension() == ".jsonl"; }
-
-// Classification and relation splits: the spec from the training records, the dev split
-// held to its task and labels.
-void read_task_data(NerData& d, const Options& o, seqpar::ReadOptions ro) {
-  d.spec = seqpar::task_spec(d.train, o.labels);
-  d.labels = d.spec.labels;
-  ro.labels = d.labels;
-  d.dev = seqpar::read_records(d.dev_file, d.spec.task, ro);
-  print_report(d.train.report);
-  print_report(d.dev.report);
-  const bool rel = d.spec.task == seqpar::NluTask::relation;
-  std::printf("  task %s, %s (%zu): %s\n", seqpar::nlu_task_name(d.spec.task).data(),
-              rel ? "relations" : "classes", d.labels.size(), joined(d.labels).c_str());
-  if (rel)
-    std::printf(
-        "  prompts per sentence: 1 (分类 over %zu relations and %s) + 1 per relation "
-        "it names (抽取 of heads and tails)\n",
-        d.spec.relations.relations.size(), seqpar::no_relation.data());
-  else
-    std::printf("  majority class (the baseline): %s\n", d.spec.majority_label.c_str());
-}
 }  // namespace
 
 NerData read_ner_data(const Options& o) {
@@ -78,31 +52,18 @@ NerData read_ner_data(const Options& o) {
   ro.max_chars = o.max_chars;
   // The task: --task, else the shape of the training records (a JSON file of any task; CoNLL
   // BIO is NER's). A record of another shape than the named task's is refused by its line.
-  std::optional<seqpar::NluTask> task;
-  if (!o.task.empty()) task = seqpar::parse_nlu_task(o.task, "--task");
-  if (json_file(d.train_file) && task != seqpar::NluTask::ner) {
-    d.train = seqpar::read_records(d.train_file, task, ro);
-    if (d.train.task() && *d.train.task() != seqpar::NluTask::ner) {
-      read_task_data(d, o, ro);
-      d.train_hash = seqpar::file_hash(d.train_file);
-      return d;
-    }
-  }
-  SEQPAR_CHECK(!task || *task == seqpar::NluTask::ner, d.train_file.string(),
-               ": CoNLL BIO holds entity mentions; --task ", o.task,
-               " reads JSON records (docs/tasks.md)");
-  d.spec.task = seqpar::NluTask::ner;
-  d.train = read_split(d.train_file, ro);
-  d.labels = o.labels.empty() ? d.train.labels() : o.labels;
-  SEQPAR_CHECK(!d.labels.empty(), d.train_file.string(),
-               ": no labelled mention; cannot choose a label set");
-  d.spec.labels = d.labels;
+  std::string name = o.task;
+  if (name.empty() && json_file(d.train_file))
+    name = seqpar::recognise_json_task(d.train_file, seqpar::builtin_json_shapes, ro);
+  if (name.empty()) name = "ner";
+  std::tie(d.task, d.train) =
+      seqpar::StandardTasks::train(name, d.train_file, ro, o.labels, "--task");
+  d.labels = d.task.labels();
   ro.labels = d.labels;
-  d.dev = read_split(d.dev_file, ro);
-  print_report(d.train.report);
-  print_report(d.dev.report);
-  std::printf("  labels (%zu, %zu prompt(s) per sentence): %s\n", d.labels.size(),
-              seqpar::chunk_labels(d.labels).size(), joined(d.labels).c_str());
+  d.dev = d.task.read(d.dev_file, ro);
+  print_report(d.train.report());
+  print_report(d.dev.report());
+  std::printf("%s", d.task.overview().c_str());
   d.train_hash = seqpar::file_hash(d.train_file);
   return d;
 }
@@ -112,15 +73,10 @@ TokenizerChoice choose_tokenizer(const Options& o, const NerData& d, std::int64_
   seqpar::CharTokenizerOptions co;
   co.max_vocab = model_vocab;
   co.words = seqpar::seqgpt_prompt_words();
-  co.words.insert(co.words.end(), d.labels.begin(), d.labels.end());
-  if (d.spec.task == seqpar::NluTask::relation)  // the words of its prompts and answers
-    for (const auto& r : d.spec.relations.type_labels()) {
-      co.words.push_back(r);
-      co.words.push_back(seqpar::head_role(r));
-      co.words.push_back(seqpar::tail_role(r));
-    }
+  const auto words = d.task.prompt_words();  // the words of its prompts and answers
+  co.words.insert(co.words.end(), words.begin(), words.end());
   std::vector<std::string> texts;
-  for (const auto& r : d.train.records) texts.push_back(r.text);
+  for (const auto& r : d.train.texts()) texts.push_back(r.text);
   // What write_char_tokenizer writes, byte for byte: its hash is the file's.
   std::string content = seqpar::char_tokenizer_json(texts, co).dump(1) + "\n";
   const std::string id = seqpar::content_hash(content);
@@ -161,22 +117,9 @@ seqpar::HfSpecialTokens special_tokens(const seqpar::Tokenizer& tok) {
 }
 
 namespace {
-seqpar::NerExampleOptions example_options(const Options& o, const seqpar::TaskSpec& spec) {
-  seqpar::NerExampleOptions eo;
-  eo.labels = spec.labels;
-  eo.max_tokens = o.max_length;
-  eo.too_long = o.truncation == "skip" ? seqpar::TooLong::skip : seqpar::TooLong::cut_prompt;
-  return eo;
-}
-// The cache key of a split's examples: NER's as before, the other tasks' with their spec.
-std::string cache_key(const Options& o, const fs::path& source, const seqpar::TaskSpec& spec,
-                      const std::string& tokenizer_id) {
-  const auto eo = example_options(o, spec);
-  if (spec.task == seqpar::NluTask::ner)
-    return seqpar::example_cache_key(seqpar::file_hash(source), tokenizer_id, eo);
-  auto xo = eo.example_options();
-  xo.task = spec;
-  return seqpar::example_cache_key(seqpar::file_hash(source), tokenizer_id, xo);
+seqpar::ExampleOptions example_options(const Options& o) {
+  return {o.max_length,
+          o.truncation == "skip" ? seqpar::TooLong::skip : seqpar::TooLong::cut_prompt};
 }
 fs::path cache_path(const Options& o, const std::string& split) {
   return o.out_dir / "cache" / (split + ".tokens.safetensors");
@@ -184,22 +127,18 @@ fs::path cache_path(const Options& o, const std::string& split) {
 }  // namespace
 
 SplitExamples split_examples(const Options& o, const std::string& split, const fs::path& source,
-                             const seqpar::NerDataset& d, const seqpar::TaskSpec& spec,
+                             const seqpar::AnyRecords& d, const seqpar::AnyTask& task,
                              const seqpar::Tokenizer& tok, const std::string& tokenizer_id) {
   const auto t0 = std::chrono::steady_clock::now();
   SplitExamples e;
   e.split = split;
-  e.key = cache_key(o, source, spec, tokenizer_id);
-  const bool ner = spec.task == seqpar::NluTask::ner;
-  e.format = ner ? seqpar::ner_examples_format : seqpar::examples_format;
+  e.key = task.cache_key(seqpar::file_hash(source), tokenizer_id, example_options(o));
+  e.format = seqpar::examples_format;
   seqpar::CacheStatus st;
   if (auto hit = seqpar::find_cached_examples(cache_path(o, split), e.key, &st, &e.report)) {
     e.set = std::move(*hit);
   } else {
-    auto xo = example_options(o, spec).example_options();
-    xo.task = spec;
-    e.set = ner ? seqpar::make_ner_examples(d.records, example_options(o, spec), tok, &e.report)
-                : seqpar::make_examples(d.records, xo, tok, &e.report);
+    e.set = task.make_examples(d, example_options(o), tok, &e.report);
     e.made = true;
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -248,20 +187,17 @@ std::optional<RunInfo> RunInfo::read(const fs::path& dir) {
   return r;
 }
 
-seqpar::TaskSpec run_spec(const std::string& task, const std::vector<std::string>& labels,
-                          const fs::path& data_dir, std::int64_t max_chars) {
-  seqpar::TaskSpec spec;
-  spec.task = seqpar::parse_nlu_task(task, "run.json's task");
-  spec.labels = labels;
-  if (spec.task == seqpar::NluTask::ner) return spec;
+seqpar::AnyTask run_task(const std::string& task, const std::vector<std::string>& labels,
+                         const fs::path& data_dir, std::int64_t max_chars) {
   SEQPAR_CHECK(!data_dir.empty(), "a ", task,
-               " run needs its training data (its classes' majority, its relations' schema): "
+               " run needs its training data (its labels' schema, its majority class): "
                "pass --data_dir");
   seqpar::ReadOptions ro;
   ro.labels = labels;
   ro.max_chars = max_chars;
-  const fs::path train = find_split(data_dir, "train");
-  return seqpar::task_spec(seqpar::read_records(train, spec.task, ro), labels);
+  return seqpar::StandardTasks::train(task, find_split(data_dir, "train"), ro, labels,
+                                      "run.json's task")
+      .first;
 }
 
 seqpar::TextDataset read_predict_input(const Options& o) {

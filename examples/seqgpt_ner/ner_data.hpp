@@ -13,9 +13,8 @@
 #include <vector>
 
 #include "options.hpp"
+#include "seqpar/data/any_task.hpp"
 #include "seqpar/data/examples.hpp"
-#include "seqpar/data/ner_record.hpp"
-#include "seqpar/data/tasks.hpp"
 #include "seqpar/io/tokenizer.hpp"
 #include "seqpar/train/hf_model_dir.hpp"
 
@@ -24,9 +23,9 @@ namespace ner {
 /// The splits of a run, their task and label set.
 struct NerData {
   fs::path train_file, dev_file;
-  seqpar::NerDataset train, dev;
+  seqpar::AnyRecords train, dev;
   std::vector<std::string> labels;
-  seqpar::TaskSpec spec;   // the task and its labels (spec.labels == labels)
+  seqpar::AnyTask task;    // the task and its labels (task.labels() == labels)
   std::string train_hash;  // content_hash of the training file: a resume must find it unchanged
 };
 
@@ -35,9 +34,6 @@ std::string joined(const std::vector<std::string>& labels);
 
 /// The file of split `name` in `dir`: name.jsonl, name.json, or a BIO file name.bio/.conll/.txt.
 fs::path find_split(const fs::path& dir, const std::string& name);
-
-/// Reads a split, CLUENER JSON or CoNLL BIO by its extension.
-seqpar::NerDataset read_split(const fs::path& file, const seqpar::ReadOptions& ro);
 
 /// Reads the train and dev splits of o.data_dir with the task (--task, else the training
 /// records', refused with the record that contradicts a named one) and the label set
@@ -75,7 +71,7 @@ struct SplitExamples {
   bool made = false;  // made now, not read from the cache
 };
 SplitExamples split_examples(const Options& o, const std::string& split, const fs::path& source,
-                             const seqpar::NerDataset& d, const seqpar::TaskSpec& spec,
+                             const seqpar::AnyRecords& d, const seqpar::AnyTask& task,
                              const seqpar::Tokenizer& tok, const std::string& tokenizer_id);
 
 /// Writes examples made in memory as the split's cache (the writer, once the folder is taken).
@@ -87,17 +83,17 @@ struct RunInfo {
   std::vector<std::string> labels;
   fs::path tokenizer, data_dir;  // absolute
   std::int64_t max_new_tokens = 0;
-  std::string task = "ner";  // nlu_task_name of the task trained
+  std::string task = "ner";  // the name of the task trained
 
   void write(const fs::path& path) const;
   /// The run.json of `dir`; none when there is none.
   static std::optional<RunInfo> read(const fs::path& dir);
 };
 
-/// The spec of a trained run's task: its labels, with (classification and relation) what the
-/// training split of `data_dir` says of them (the majority class, the relations' schema).
-seqpar::TaskSpec run_spec(const std::string& task, const std::vector<std::string>& labels,
-                          const fs::path& data_dir, std::int64_t max_chars);
+/// A trained run's task: its labels, with what the training split of `data_dir` says of them
+/// (the majority class, the relations' schema).
+seqpar::AnyTask run_task(const std::string& task, const std::vector<std::string>& labels,
+                         const fs::path& data_dir, std::int64_t max_chars);
 
 /// predict's --input (JSON records keeping their ids, or one sentence a line), its unreadable
 /// lines reported and skipped or stopping the run, as --on_bad_input says.

@@ -1,7 +1,6 @@
-// The NER side of evaluation and prediction: SeqGPT's answers generated for the dev prompts,
-// read back and scored as entity F1 during training; the result every evaluation reports.
-// `eval` and `predict` of every task are task_eval.cpp's. Both run on one rank, from weights loaded
-// into a whole model (ModelServices::load).
+// What every evaluation reports (the task's score as its task words it), printed and logged;
+// the decoding eval and predict use. `eval` and `predict` of every task are task_eval.cpp's.
+// Both run on one rank, from weights loaded into a whole model (ModelServices::load).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,20 +13,17 @@
 #include "models.hpp"
 #include "ner_data.hpp"
 #include "options.hpp"
-#include "seqpar/data/metrics.hpp"
-#include "seqpar/data/tasks.hpp"
+#include "seqpar/data/any_task.hpp"
 #include "seqpar/nn/generate.hpp"
 
 namespace ner {
 
 /// What an evaluation found.
 struct EvalResult {
-  seqpar::NerScore score;
-  std::int64_t records = 0, prompts = 0, generated_tokens = 0, bad_lines = 0;
+  std::int64_t records = 0, prompts = 0, bad_lines = 0;
   double seconds = 0;
-  std::vector<std::string> samples;             // "text -> answer" of the first records
-  std::optional<seqpar::TaskScore> task;        // by predict and score_predictions (task_eval)
-  std::vector<seqpar::Prediction> predictions;  // of those: what eval writes
+  std::vector<std::string> samples;  // "text -> answer" of the first records
+  seqpar::AnyEvaluation task;        // the predictions (what eval writes) and the score
 };
 
 /// How eval, predict and the evaluations during training decode: --num_beams and
@@ -36,17 +32,10 @@ struct EvalResult {
 seqpar::GenerateOptions decoding(const Options& o, const seqpar::Tokenizer& tok,
                                  std::int64_t max_new, bool seqgpt);
 
-/// Generates the answer of every prompt of `ex` (of its first `limit` records; 0: all), reads
-/// it back and scores it against the records' mentions.
-EvalResult evaluate_ner(const GenerateFn& generate, const seqpar::Tokenizer& tok,
-                        const seqpar::NerDataset& dev, const seqpar::ExampleSet& ex,
-                        const std::vector<std::string>& labels, std::int64_t limit,
-                        std::int64_t rows, const seqpar::GenerateOptions& go);
-
 /// The "eval" event of metrics.jsonl.
 nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::string& split);
 
-/// One line of F1, precision and recall; with `details`, per label and a few samples.
+/// The score's line; with `details`, per label and a few samples.
 void print_eval(const EvalResult& r, const std::string& what, bool details);
 
 }  // namespace ner

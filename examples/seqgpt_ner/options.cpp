@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "seqpar/core/parse.hpp"
+#include "seqpar/data/any_task.hpp"
 #include "seqpar/data/decoding.hpp"
 #include "seqpar/data/record.hpp"
 #include "seqpar/io/detail/utf8.hpp"
@@ -354,8 +355,8 @@ void check(const Options& o) {
   if (t.loss_scale.hysteresis == 0)
     usage_error("--hysteresis must be positive (1: the first overflow halves)");
   if (t.loss_scale.min_loss_scale == 0) usage_error("--min_loss_scale must be above 0");
-  if (!o.task.empty() && o.task != "ner" && o.task != "classification" && o.task != "relation")
-    usage_error("--task is '" + o.task + "'; expected ner, classification or relation");
+  if (!o.task.empty() && !seqpar::StandardTasks::has(o.task))
+    usage_error("--task is '" + o.task + "'; expected " + seqpar::StandardTasks::names());
   if (o.truncation != "left" && o.truncation != "skip")
     usage_error("--truncation is '" + o.truncation + "'; expected left or skip");
   if (t.lr_scheduler_type != "linear" && t.lr_scheduler_type != "cosine" &&

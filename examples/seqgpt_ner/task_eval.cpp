@@ -7,7 +7,6 @@
 
 #include "devices.hpp"
 #include "seqpar/data/json_records.hpp"
-#include "seqpar/data/predictions.hpp"
 #include "seqpar/train/metrics_log.hpp"
 #include "seqpar/train/run_folder.hpp"
 
@@ -15,48 +14,32 @@ namespace ner {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<seqpar::Prediction> predict_records(const GenerateFn& generate,
-                                                const seqpar::Tokenizer& tok,
-                                                const seqpar::TaskSpec& spec,
-                                                std::span<const seqpar::TextRecord> records,
-                                                const Options& o,
-                                                const seqpar::GenerateOptions& go) {
+seqpar::AnswerFn answers(const GenerateFn& generate, const seqpar::Tokenizer& tok, const Options& o,
+                         const seqpar::GenerateOptions& go) {
   const std::int64_t cut = o.truncation == "left" ? o.max_length : 0;
-  const seqpar::AnswerFn answer = seqpar::batched_answers(
-      tok, [&](const seqpar::Batch& b) { return generate(b.view(), go).tokens; }, o.eval_rows, cut);
-  return seqpar::predict(spec, records, answer);
-}
-
-EvalResult evaluate_records(const GenerateFn& generate, const seqpar::Tokenizer& tok,
-                            const seqpar::TaskSpec& spec,
-                            std::span<const seqpar::TextRecord> records, const Options& o,
-                            const seqpar::GenerateOptions& go) {
-  const auto t0 = std::chrono::steady_clock::now();
-  EvalResult r;
-  r.predictions = predict_records(generate, tok, spec, records, o, go);
-  r.task = seqpar::score_predictions(spec, records, r.predictions);
-  r.records = r.task->records;
-  r.prompts = r.task->prompts;
-  r.bad_lines = r.task->errors.total();
-  for (std::size_t i = 0; i < std::min<std::size_t>(3, records.size()); ++i) {
-    std::string a;
-    for (const auto& s : r.predictions[i].answers) a += (a.empty() ? "" : " | ") + s;
-    std::replace(a.begin(), a.end(), '\n', ';');
-    r.samples.push_back(records[i].text + "  ->  " + a);
-  }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  return seqpar::batched_answers(
+      tok, [generate, go](const seqpar::Batch& b) { return generate(b.view(), go).tokens; },
+      o.eval_rows, cut);
 }
 
 EvalResult evaluate_dev(const GenerateFn& generate, const seqpar::Tokenizer& tok,
-                        const seqpar::TaskSpec& spec, const seqpar::NerDataset& dev,
-                        const seqpar::ExampleSet& ex, std::int64_t limit, const Options& o,
-                        const seqpar::GenerateOptions& go) {
-  if (spec.task == seqpar::NluTask::ner)
-    return evaluate_ner(generate, tok, dev, ex, spec.labels, limit, o.eval_rows, go);
-  const std::size_t n = limit > 0 ? std::min(dev.records.size(), static_cast<std::size_t>(limit))
-                                  : dev.records.size();
-  return evaluate_records(generate, tok, spec, std::span(dev.records.data(), n), o, go);
+                        const seqpar::AnyTask& task, const seqpar::AnyRecords& dev,
+                        std::int64_t limit, const Options& o, const seqpar::GenerateOptions& go) {
+  const auto t0 = Clock::now();
+  EvalResult r;
+  r.task = task.evaluate(dev, static_cast<std::size_t>(std::max<std::int64_t>(limit, 0)),
+                         answers(generate, tok, o, go));
+  r.records = r.task.records;
+  r.prompts = r.task.prompts;
+  r.bad_lines = r.task.garbled;
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, r.task.answers.size()); ++i) {
+    std::string a;
+    for (const auto& s : r.task.answers[i]) a += (a.empty() ? "" : " | ") + s;
+    std::replace(a.begin(), a.end(), '\n', ';');
+    r.samples.push_back(dev.texts()[i].text + "  ->  " + a);
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
 }
 
 namespace {
@@ -109,37 +92,23 @@ int eval_command(const Options& o) {
   auto services = model_services(tr.model, o.device);
   const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
   const fs::path dev_file = find_split(tr.data_dir, "dev");
-  const seqpar::TaskSpec spec = run_spec(tr.task, tr.labels, tr.data_dir, o.max_chars);
+  const seqpar::AnyTask task = run_task(tr.task, tr.labels, tr.data_dir, o.max_chars);
   seqpar::ReadOptions ro;
   ro.labels = tr.labels;
   ro.max_chars = o.max_chars;
   std::printf("data %s (%s)\n", tr.data_dir.string().c_str(), tr.task.c_str());
-  const seqpar::NerDataset dev = spec.task == seqpar::NluTask::ner
-                                     ? read_split(dev_file, ro)
-                                     : seqpar::read_records(dev_file, spec.task, ro);
-  std::printf("  %s\n", dev.report.summary().c_str());
+  const seqpar::AnyRecords dev = task.read(dev_file, ro);
+  std::printf("  %s\n", dev.report().summary().c_str());
   fs::create_directories(o.out_dir);
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
   const GenerateFn generate = services->load(tr.weights);
   std::printf("weights %s\n", tr.weights.string().c_str());
-  const std::int64_t limit = std::max<std::int64_t>(o.eval_limit, 0);
-  const std::size_t n = limit > 0 ? std::min(dev.records.size(), static_cast<std::size_t>(limit))
-                                  : dev.records.size();
-  const std::span<const seqpar::TextRecord> records(dev.records.data(), n);
-  EvalResult r = evaluate_records(generate, tok, spec, records, o,
-                                  decoding(o, tok, tr.max_new_tokens, info.seqgpt));
-  const seqpar::TaskScore score = *r.task;
-  if (spec.task == seqpar::NluTask::ner) {  // printed and logged as before
-    r.score = score.ner;
-    r.task.reset();
-  }
+  const EvalResult r = evaluate_dev(generate, tok, task, dev, o.eval_limit, o,
+                                    decoding(o, tok, tr.max_new_tokens, info.seqgpt));
   print_eval(r, "dev", true);
-  if (spec.task == seqpar::NluTask::ner)
-    std::printf("garbled answers %s\n", score.errors.summary().c_str());
   seqpar::MetricsLog(o.out_dir / "metrics.jsonl").append(eval_json(r, 0, "dev"));
-  seqpar::write_predictions(o.out_dir / "dev.predictions.jsonl", spec, r.predictions);
-  seqpar::detail::write_file_atomic(o.out_dir / "dev.scores.json",
-                                    seqpar::score_json(score) + "\n");
+  seqpar::write_prediction_lines(o.out_dir / "dev.predictions.jsonl", r.task.predictions.lines);
+  seqpar::detail::write_file_atomic(o.out_dir / "dev.scores.json", r.task.json + "\n");
   std::printf("predictions %s, scores %s\n", (o.out_dir / "dev.predictions.jsonl").string().c_str(),
               (o.out_dir / "dev.scores.json").string().c_str());
   return 0;
@@ -150,8 +119,8 @@ int predict_command(const Options& o) {
   const ModelInfo& info = model_info(tr.model);
   auto services = model_services(tr.model, o.device);
   const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
-  const seqpar::TaskSpec spec = run_spec(tr.task, tr.labels, tr.data_dir, o.max_chars);
-  SEQPAR_CHECK(o.submission.empty() || spec.task == seqpar::NluTask::ner,
+  const seqpar::AnyTask task = run_task(tr.task, tr.labels, tr.data_dir, o.max_chars);
+  SEQPAR_CHECK(o.submission.empty() || task.has_submission(),
                "--submission writes CLUENER's NER submission; this run was trained for ", tr.task);
   // The records: a JSON --input's (their ids kept: CLUENER's test.json has them), else the
   // sentences of --text and the lines of --input, numbered from 1.
@@ -182,13 +151,13 @@ int predict_command(const Options& o) {
       records[i].id.number = static_cast<std::int64_t>(i) + 1;
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
   const GenerateFn generate = services->load(tr.weights);
-  const std::vector<seqpar::Prediction> p = predict_records(
-      generate, tok, spec, records, o, decoding(o, tok, tr.max_new_tokens, info.seqgpt));
-  for (const auto& one : p) std::printf("%s\n", seqpar::prediction_json(spec, one).c_str());
+  const seqpar::AnyPredictions p = task.predict(
+      records, answers(generate, tok, o, decoding(o, tok, tr.max_new_tokens, info.seqgpt)));
+  for (const auto& line : p.lines) std::printf("%s\n", line.c_str());
   if (!o.submission.empty()) {
-    seqpar::write_cluener_submission(o.submission, p);
+    task.write_submission(o.submission, p);
     std::fprintf(stderr, "seqgpt_ner: CLUENER submission %s (%zu records)\n",
-                 o.submission.string().c_str(), p.size());
+                 o.submission.string().c_str(), p.lines.size());
   }
   return 0;
 }

@@ -1,8 +1,6 @@
-// Evaluation and prediction of any of the three tasks (docs/tasks.md): the library's predict
-// asks the model every prompt of a record (NER's label chunks; classification's 分类 prompt;
-// the relations' two steps) and reads the answers back with character offsets;
-// score_predictions scores them, garbled answers counted. NER's evaluation during training
-// stays ner_eval.cpp's (its examples cached); eval and predict of every task come here.
+// Evaluation and prediction of the run's task (docs/tasks.md), through seqpar::AnyTask: its
+// predict asks the model every prompt of a record and reads the answers back with character
+// offsets; its score counts garbled answers. Evaluation during training, eval and predict.
 #pragma once
 
 #include <cstdint>
@@ -12,33 +10,21 @@
 #include "models.hpp"
 #include "ner_eval.hpp"
 #include "options.hpp"
-#include "seqpar/data/tasks.hpp"
+#include "seqpar/data/any_task.hpp"
 #include "seqpar/io/tokenizer.hpp"
 
 namespace ner {
 
-/// The predictions of `records` for `spec`'s task: their prompts encoded with `tok`, cut on
-/// the left to --max_length (--truncation left), generated --eval_rows at a time.
-std::vector<seqpar::Prediction> predict_records(const GenerateFn& generate,
-                                                const seqpar::Tokenizer& tok,
-                                                const seqpar::TaskSpec& spec,
-                                                std::span<const seqpar::TextRecord> records,
-                                                const Options& o,
-                                                const seqpar::GenerateOptions& go);
+/// The model as a task's AnswerFn: prompts encoded with `tok`, cut on the left to
+/// --max_length (--truncation left), generated --eval_rows at a time.
+seqpar::AnswerFn answers(const GenerateFn& generate, const seqpar::Tokenizer& tok, const Options& o,
+                         const seqpar::GenerateOptions& go);
 
-/// `records` (annotated) predicted and scored: the result's `task` (the scores) and
-/// `predictions` set, with its counts, a few samples and the seconds taken.
-EvalResult evaluate_records(const GenerateFn& generate, const seqpar::Tokenizer& tok,
-                            const seqpar::TaskSpec& spec,
-                            std::span<const seqpar::TextRecord> records, const Options& o,
-                            const seqpar::GenerateOptions& go);
-
-/// The first `limit` dev records (0: all) predicted and scored: NER's through its cached
-/// examples (evaluate_ner), the other tasks' through evaluate_records.
+/// The first `limit` records of `dev` (0: all; annotated, the task's) predicted and scored,
+/// with a few samples and the seconds taken.
 EvalResult evaluate_dev(const GenerateFn& generate, const seqpar::Tokenizer& tok,
-                        const seqpar::TaskSpec& spec, const seqpar::NerDataset& dev,
-                        const seqpar::ExampleSet& ex, std::int64_t limit, const Options& o,
-                        const seqpar::GenerateOptions& go);
+                        const seqpar::AnyTask& task, const seqpar::AnyRecords& dev,
+                        std::int64_t limit, const Options& o, const seqpar::GenerateOptions& go);
 
 /// `seqgpt_ner eval`: the scores of the run's weights on the dev split of the data it was
 /// trained on, in its task; the predictions in OUT/dev.predictions.jsonl, the scores in

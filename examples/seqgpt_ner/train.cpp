@@ -126,12 +126,10 @@ void read_inputs(Training& t) {
   t.tokenizer_choice = choose_tokenizer(o, t.data, vocab);
   // A sentence gives one example per label chunk at most (NER; 1 + its relations' count for
   // relations): fewer cannot fill a batch.
-  const auto chunks = t.data.spec.task == seqpar::NluTask::ner
-                          ? static_cast<std::int64_t>(seqpar::chunk_labels(t.data.labels).size())
-                          : static_cast<std::int64_t>(t.data.spec.relations.relations.size()) + 1;
-  SEQPAR_CHECK(static_cast<std::int64_t>(t.data.train.records.size()) * chunks >= t.run.batch.rows,
-               t.data.train_file.string(), ": ", t.data.train.records.size(), " sentences (",
-               chunks, " prompt(s) each) cannot fill one batch of ", t.run.batch.rows, " rows");
+  const auto chunks = t.data.task.max_prompts();
+  SEQPAR_CHECK(static_cast<std::int64_t>(t.data.train.size()) * chunks >= t.run.batch.rows,
+               t.data.train_file.string(), ": ", t.data.train.size(), " sentences (", chunks,
+               " prompt(s) each) cannot fill one batch of ", t.run.batch.rows, " rows");
   t.spec.keys = input_keys(o, t.data, t.tokenizer_choice, t.run.batch.rows);
   // Processes started with their own command lines must agree before anything is decided.
   seqpar::AnyComm processes = t.launch.processes;
@@ -145,10 +143,8 @@ void read_inputs(Training& t) {
   t.tokenizer.emplace(load_tokenizer(t.tokenizer_choice, vocab));
   std::printf("  tokenizer %s: %zu ids\n", t.tokenizer_choice.file.string().c_str(),
               t.tokenizer->vocab_size());
-  t.train_ex = split_examples(o, "train", t.data.train_file, t.data.train, t.data.spec,
+  t.train_ex = split_examples(o, "train", t.data.train_file, t.data.train, t.data.task,
                               *t.tokenizer, t.tokenizer_choice.id);
-  t.dev_ex = split_examples(o, "dev", t.data.dev_file, t.data.dev, t.data.spec, *t.tokenizer,
-                            t.tokenizer_choice.id);
   t.max_new_tokens =
       o.max_new_tokens > 0 ? o.max_new_tokens : t.train_ex.report.max_answer_tokens + 16;
 }
@@ -202,14 +198,13 @@ void fill_spec(Training& t) {
   s.hooks.on_take = [&t] {
     place_tokenizer(t.tokenizer_choice);
     store_examples(t.o, t.train_ex);
-    store_examples(t.o, t.dev_ex);
     RunInfo{t.o.model,
             seqpar::plan_name(t.run.layout),
             t.data.labels,
             t.tokenizer_choice.file,
             t.o.data_dir,
             t.max_new_tokens,
-            std::string(seqpar::nlu_task_name(t.data.spec.task))}
+            std::string(t.data.task.name())}
         .write(t.o.out_dir / "run.json");
   };
 }
@@ -361,8 +356,8 @@ double evaluate(Training& t, seqpar::AnyComm& world, const Run& run,
   world.barrier();
   if (world.rank() == 0) {
     const EvalResult r =
-        evaluate_dev(trainer.generator(run.last_checkpoint()), *t.tokenizer, t.data.spec,
-                     t.data.dev, t.dev_ex.set,
+        evaluate_dev(trainer.generator(run.last_checkpoint()), *t.tokenizer, t.data.task,
+                     t.data.dev,
                      last               ? 0
                      : o.eval_limit < 0 ? 100
                                         : o.eval_limit,
@@ -436,14 +431,9 @@ int finish_training(Training& t) {
   if (r.completed)
     std::printf("model directory %s (transformers: AutoModelForCausalLM.from_pretrained)\n",
                 t.spec.hf_export->dir.string().c_str());
-  if (t.final_eval.prompts > 0 && t.final_eval.task)
-    std::printf("dev %s after %s; weights in %s\n", t.final_eval.task->summary().c_str(),
+  if (t.final_eval.prompts > 0)
+    std::printf("dev %s after %s; weights in %s\n", t.final_eval.task.headline.c_str(),
                 duration_text(since(t.started)).c_str(), r.weights.string().c_str());
-  else if (t.final_eval.prompts > 0)
-    std::printf("dev F1 %.4f (precision %.4f, recall %.4f) after %s; weights in %s\n",
-                t.final_eval.score.micro().f1(), t.final_eval.score.micro().precision(),
-                t.final_eval.score.micro().recall(), duration_text(since(t.started)).c_str(),
-                r.weights.string().c_str());
   // Stopped by a signal (with its checkpoint): the exit code a shell gives a process the
   // signal ended, so that a job script sees the run did not finish.
   return r.stop ? 128 + r.stop.signal : 0;

@@ -40,7 +40,7 @@ struct Training {
   NerData data;
   TokenizerChoice tokenizer_choice;
   std::optional<seqpar::Tokenizer> tokenizer;
-  SplitExamples train_ex, dev_ex;
+  SplitExamples train_ex;
   std::int64_t max_new_tokens = 0, per_epoch = 0, total = 0;
   int threads = 1;
   seqpar::TrainOptions options;

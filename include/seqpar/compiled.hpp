@@ -10,11 +10,14 @@
     "seqpar/compiled.hpp is for programs built with SEQPAR_SEPARATE_COMPILATION defined in every unit; without it the headers define everything themselves"
 #endif
 
-#include "seqpar/data/impl/char_tokenizer.hpp"  // write_char_tokenizer
-#include "seqpar/data/impl/cluener.hpp"         // read_cluener
-#include "seqpar/data/impl/conll.hpp"           // read_conll, write_conll
-#include "seqpar/data/impl/json_records.hpp"    // read_records, read_texts
-#include "seqpar/data/impl/predictions.hpp"     // write_predictions, write_cluener_submission
+#include "seqpar/data/impl/char_tokenizer.hpp"       // write_char_tokenizer
+#include "seqpar/data/impl/classification_task.hpp"  // ClassificationTask's JSON
+#include "seqpar/data/impl/cluener.hpp"              // read_cluener
+#include "seqpar/data/impl/conll.hpp"                // read_conll, write_conll
+#include "seqpar/data/impl/json_records.hpp"    // read_classification, read_relations, read_texts
+#include "seqpar/data/impl/ner_task.hpp"        // NerTask's JSON
+#include "seqpar/data/impl/predictions.hpp"     // write_prediction_lines, write_cluener_submission
+#include "seqpar/data/impl/relation_task.hpp"   // RelationTask's JSON
 #include "seqpar/io/impl/hf_config.hpp"         // read_bloom_config
 #include "seqpar/io/impl/safetensors.hpp"       // SafetensorsFile, write_safetensors
 #include "seqpar/io/impl/torch_checkpoint.hpp"  // TorchCheckpoint (zip and pickle)

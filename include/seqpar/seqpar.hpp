@@ -21,6 +21,7 @@
 #include "seqpar/comm/fingerprint.hpp"   // CommCall, CommHistory, comm_checks
 #include "seqpar/comm/thread_comm.hpp"   // ThreadComm, run_ranks
 #include "seqpar/comm/timeout.hpp"       // comm_timeout (SEQPAR_COMM_TIMEOUT_S), CommSeconds
+#include "seqpar/data/any_task.hpp"  // AnyTask, TaskMenu, StandardTasks: a task chosen at run time
 #include "seqpar/data/batching.hpp"  // BatchStream: left-padded batches in a plan-independent order
 #include "seqpar/data/char_tokenizer.hpp"  // a character tokenizer written as tokenizer.json
 #include "seqpar/data/classification.hpp"  // classification prompts and answers
@@ -28,6 +29,7 @@
 #include "seqpar/data/conll.hpp"           // CoNLL-style BIO files
 #include "seqpar/data/decoding.hpp"        // a model's default decoding settings
 #include "seqpar/data/examples.hpp"        // tokenized SeqGPT examples
+#include "seqpar/data/json_reader.hpp"     // one JSON reader for every task's record shape
 #include "seqpar/data/json_records.hpp"    // JSON records of every task
 #include "seqpar/data/metrics.hpp"         // entity-level precision, recall and F1
 #include "seqpar/data/ner_record.hpp"      // NerRecord: the NER names of the records
@@ -36,8 +38,8 @@
 #include "seqpar/data/record.hpp"          // TextRecord, ReadOptions: records of every task
 #include "seqpar/data/relation.hpp"        // relation extraction from two prompts
 #include "seqpar/data/spans.hpp"           // character offsets of answered strings
-#include "seqpar/data/task_spec.hpp"       // TaskSpec: what a model is trained for
-#include "seqpar/data/tasks.hpp"           // the tasks on one path: prompts, predict, score
+#include "seqpar/data/task.hpp"            // the NluTask concept every task type satisfies
+#include "seqpar/data/tasks.hpp"           // NerTask, ClassificationTask, RelationTask
 #include "seqpar/data/token_cache.hpp"     // a pre-tokenized cache of examples on disk
 #include "seqpar/io/hf_config.hpp"         // read_bloom_config: a Hugging Face config.json
 #include "seqpar/io/safetensors.hpp"       // SafetensorsFile, write_safetensors
@@ -64,12 +66,16 @@
 #include "seqpar/plan/step_time.hpp"          // Hardware presets, step_time, max_micro_batch
 #include "seqpar/train/any_trainer.hpp"       // AnyTrainer, make_trainer: a plan chosen at launch
 #include "seqpar/train/deepspeed_config.hpp"  // apply_deepspeed_config: ds_config.json
+#include "seqpar/train/generation_model.hpp"  // GenerationModel: a whole model to decode with
 #include "seqpar/train/hf_model_dir.hpp"   // write_hf_model_dir, HfModelDir: transformers' folders
 #include "seqpar/train/launch.hpp"         // RankLaunch, run_world: threads or mpirun/srun
 #include "seqpar/train/metrics_log.hpp"    // MetricsLog: metrics.jsonl, one row a step
 #include "seqpar/train/plan_trainers.hpp"  // make_family_trainer: a family's trainers compiled
-#include "seqpar/train/run.hpp"            // TrainingRun: checkpoints, resume, stop, reports
+#include "seqpar/train/rank_report.hpp"    // RankReport: each rank's memory and bytes
+#include "seqpar/train/run.hpp"            // TrainingRun over any RunnableTrainer
 #include "seqpar/train/run_folder.hpp"     // RunFolder, OutputLock, CheckpointDir
+#include "seqpar/train/run_keys.hpp"       // what ranks agree on and resumes compare
+#include "seqpar/train/run_spec.hpp"       // RunSpec: a run as named fields
 #include "seqpar/train/stop.hpp"           // StopSignals, StopRequest: stop at a step boundary
 #include "seqpar/train/trainer.hpp"        // Trainer<Model, Plan, Device, Precision>
 #include "seqpar/train/training_arguments.hpp"  // TrainingArguments: Hugging Face's names

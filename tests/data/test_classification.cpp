@@ -114,7 +114,7 @@ TEST_CASE("the scores equal scikit-learn's on sixty answers with garbled ones") 
 }
 
 TEST_CASE("the majority class of the training labels is the baseline") {
-  std::vector<TextRecord> train(5), dev(4);
+  std::vector<ClassRecord> train(5), dev(4);
   const char* train_labels[] = {"财经", "体育", "财经", "体育", "科技"};
   for (int i = 0; i < 5; ++i) train[static_cast<std::size_t>(i)].label = train_labels[i];
   // 体育 and 财经 tie at 2: the smaller in byte order (体 E4 < 财 E8).
@@ -127,6 +127,6 @@ TEST_CASE("the majority class of the training labels is the baseline") {
   CHECK(b.accuracy() == doctest::Approx(0.5));
   // 财经: P 2/4, R 1, F1 2/3; 体育 and 科技: 0. Macro over the three.
   CHECK(b.macro_f1() == doctest::Approx((2.0 / 3) / 3));
-  CHECK_THROWS_WITH_AS(majority_label(std::vector<TextRecord>(2)),
+  CHECK_THROWS_WITH_AS(majority_label(std::vector<ClassRecord>(2)),
                        doctest::Contains("no record has a class label"), Error);
 }

@@ -18,17 +18,17 @@ namespace {
 // The fixture's records, written out by hand (code-point spans, end inclusive).
 std::vector<NerRecord> fixture_records() {
   return {
-      {"张伟在北京大学担任教授。",
+      {{"张伟在北京大学担任教授。"},
        {{"name", 0, 1, "张伟"}, {"organization", 3, 6, "北京大学"}, {"position", 9, 10, "教授"}}},
-      {"李娜和李娜的教练都来自武汉。",
+      {{"李娜和李娜的教练都来自武汉。"},
        {{"name", 0, 1, "李娜"},
         {"name", 3, 4, "李娜"},
         {"position", 6, 7, "教练"},
         {"address", 11, 12, "武汉"}}},
-      {"《三体》是刘慈欣写的书，腾讯游戏也改编了它。",
+      {{"《三体》是刘慈欣写的书，腾讯游戏也改编了它。"},
        {{"book", 0, 3, "《三体》"}, {"name", 5, 7, "刘慈欣"}, {"company", 12, 15, "腾讯游戏"}}},
-      {"CSOL玩家在上海聚会", {{"game", 0, 3, "CSOL"}, {"address", 7, 8, "上海"}}},
-      {"今天天气很好。", {}},
+      {{"CSOL玩家在上海聚会"}, {{"game", 0, 3, "CSOL"}, {"address", 7, 8, "上海"}}},
+      {{"今天天气很好。"}, {}},
   };
 }
 
@@ -86,7 +86,7 @@ TEST_CASE("records written as BIO read back unchanged; overlapping mentions are 
   CHECK(bio_tags(records[3]) == std::vector<std::string>{"B-game", "I-game", "I-game", "I-game",
                                                          "O", "O", "O", "B-address", "I-address",
                                                          "O", "O"});
-  NerRecord overlap{"北京大学", {{"organization", 0, 3, "北京大学"}, {"address", 0, 1, "北京"}}};
+  NerRecord overlap{{"北京大学"}, {{"organization", 0, 3, "北京大学"}, {"address", 0, 1, "北京"}}};
   CHECK_THROWS_WITH_AS(bio_tags(overlap), doctest::Contains("overlaps"), Error);
 }
 

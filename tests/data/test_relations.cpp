@@ -17,7 +17,7 @@ using seqpar::test::data_fixture;
 namespace {
 
 RelationSchema fixture_schema() {
-  const TextDataset d = read_relations(data_fixture("relation_fixture.jsonl"));
+  const RelationDataset d = read_relations(data_fixture("relation_fixture.jsonl"));
   return RelationSchema::of(d.labels(), d.records);
 }
 
@@ -37,7 +37,7 @@ TEST_CASE("the schema folds 被X into X and tells symmetric relations from the r
   CHECK(s.describe() ==
         "relations=合并,持股,收购,注资,竞争;passive=被持股>持股,被收购>收购;symmetric=合并,竞争");
   // One pair listed one way makes a relation directed.
-  TextRecord r;
+  RelationRecord r;
   r.text = "甲乙丙";
   r.relations = {bare("甲", "合作", "乙"), bare("乙", "合作", "甲"), bare("甲", "合作", "丙")};
   const std::vector<std::string> labels{"合作"};

@@ -34,10 +34,11 @@ ReadOptions all_or_nothing() {
 }
 
 // A model that answers every prompt as the records' training answers say.
-AnswerFn right_answers(const TaskSpec& spec, std::span<const TextRecord> records) {
+template <NluTask T>
+AnswerFn right_answers(const T& task, std::span<const typename T::Record> records) {
   std::map<std::string, std::string> key;
   for (const auto& r : records)
-    for (const auto& p : training_prompts(spec, r)) key[p.prompt] = p.answer;
+    for (const auto& p : task.prompts(r)) key[p.prompt] = p.answer;
   return [key](std::span<const std::string> prompts) {
     std::vector<std::string> out;
     for (const auto& p : prompts) out.push_back(key.at(p));
@@ -45,7 +46,7 @@ AnswerFn right_answers(const TaskSpec& spec, std::span<const TextRecord> records
   };
 }
 
-std::map<std::string, std::int64_t> class_counts(const TextDataset& d) {
+std::map<std::string, std::int64_t> class_counts(const ClassDataset& d) {
   std::map<std::string, std::int64_t> n;
   for (const auto& r : d.records) ++n[r.label];
   return n;
@@ -63,9 +64,10 @@ TEST_CASE("SMP2017-ECDT: every split reads completely, 31 intents, the published
   for (const Split s : {Split{"train", 2299, 455, 182, 18}, Split{"dev", 770, 154, 60, 6},
                         Split{"test", 667, 51, 61, 6}}) {
     CAPTURE(s.name);
-    const TextDataset d =
-        read_records(dir / (std::string(s.name) + ".jsonl"), std::nullopt, all_or_nothing());
-    CHECK(d.task() == NluTask::classification);
+    const auto file = dir / (std::string(s.name) + ".jsonl");
+    CHECK(recognise_json_task(file, builtin_json_shapes, all_or_nothing()) == "classification");
+    const ClassDataset d = read_classification(file, all_or_nothing());
+    CHECK(d.task() == "classification");
     CHECK(d.report.records == s.records);
     CHECK(d.report.skipped == 0);
     CHECK(d.labels().size() == 31);
@@ -76,9 +78,9 @@ TEST_CASE("SMP2017-ECDT: every split reads completely, 31 intents, the published
     CHECK(d.records.front().id == RecordId{1, {}, false, false});
   }
   // The odd dev record is kept verbatim: a tab and a private-use character.
-  const TextDataset dev = read_classification(dir / "dev.jsonl", all_or_nothing());
+  const ClassDataset dev = read_classification(dir / "dev.jsonl", all_or_nothing());
   CHECK(std::any_of(dev.records.begin(), dev.records.end(),
-                    [](const TextRecord& r) { return r.text == "啥呀\t0\xEE\x90\x95"; }));
+                    [](const ClassRecord& r) { return r.text == "啥呀\t0\xEE\x90\x95"; }));
 }
 
 TEST_CASE("TNEWS: every split reads completely, 15 topics, the published counts") {
@@ -91,7 +93,7 @@ TEST_CASE("TNEWS: every split reads completely, 15 topics, the published counts"
   for (const Split s :
        {Split{"train", 1185, 72, 79}, Split{"dev", 1098, 41, 65}, Split{"test", 2010, 134, 134}}) {
     CAPTURE(s.name);
-    const TextDataset d =
+    const ClassDataset d =
         read_classification(dir / (std::string(s.name) + ".jsonl"), all_or_nothing());
     CHECK(d.report.records == s.records);
     CHECK(d.labels().size() == 15);
@@ -112,8 +114,9 @@ TEST_CASE("FinRE: every split reads completely, with the published relations, ne
        {Split{"train", 6140, 9862, 1668, 1550, 43}, Split{"dev", 677, 1104, 178, 172, 41},
         Split{"test", 1677, 2720, 458, 427, 43}}) {
     CAPTURE(s.name);
-    const TextDataset d =
-        read_records(dir / (std::string(s.name) + ".jsonl"), NluTask::relation, all_or_nothing());
+    const RelationDataset d =
+        RelationTask::read(dir / (std::string(s.name) + ".jsonl"), all_or_nothing());
+    CHECK(d.task() == "relation");
     CHECK(d.report.records == s.records);
     CHECK(d.report.mentions == s.relations);
     std::int64_t negatives = 0, no_head = 0, no_tail = 0;
@@ -135,19 +138,20 @@ TEST_CASE("CLUENER: the test split reads as texts with their ids, in both layout
     CAPTURE(file);
     const TextDataset d = read_texts(dir / file, all_or_nothing());
     REQUIRE(d.records.size() == 1345);
-    CHECK_FALSE(d.task().has_value());
+    CHECK(d.task().empty());
     for (std::size_t i = 0; i < d.records.size(); ++i)
       CHECK(d.records[i].id == RecordId{static_cast<std::int64_t>(i), {}, false, true});
   }
-  CHECK(read_records(dir / "train.jsonl", std::nullopt, all_or_nothing()).task() == NluTask::ner);
+  CHECK(recognise_json_task(dir / "train.jsonl", builtin_json_shapes, all_or_nothing()) == "ner");
+  CHECK(NerTask::read(dir / "train.jsonl", all_or_nothing()).task() == "ner");
 }
 
 TEST_CASE("FinRE's schema: 16 passives folded, 11 symmetric relations, 27 in the prompts") {
   const auto dir = data_or_skip("finre");
   if (dir.empty()) return;
-  const TextDataset train = read_relations(dir / "train.jsonl", all_or_nothing());
-  const TaskSpec spec = task_spec(train);
-  const RelationSchema& s = spec.relations;
+  const RelationDataset train = read_relations(dir / "train.jsonl", all_or_nothing());
+  const RelationTask spec = RelationTask::of(train, {});
+  const RelationSchema& s = spec.schema();
   CHECK(s.passive.size() == 16);
   for (const auto& [passive, active] : s.passive) CHECK(passive == "被" + active);
   CHECK(s.symmetric == std::set<std::string>{"交易", "合作", "合并", "合资", "商讨", "竞争", "签约",
@@ -163,23 +167,22 @@ TEST_CASE("FinRE's schema: 16 passives folded, 11 symmetric relations, 27 in the
   // Prompts a training sentence costs: one first step, one second step per relation it
   // states (4,033 sentences state one, 425 two, 14 three; 1,668 none).
   std::int64_t prompts = 0;
-  for (const auto& r : train.records)
-    prompts += static_cast<std::int64_t>(training_prompts(spec, r).size());
+  for (const auto& r : train.records) prompts += static_cast<std::int64_t>(spec.prompts(r).size());
   CHECK(prompts == 6140 + 4033 + 2 * 425 + 3 * 14);
 }
 
 TEST_CASE("the classification prompt of a real record, byte for byte") {
   const auto dir = data_or_skip("smp2017_ecdt");
   if (dir.empty()) return;
-  const TaskSpec spec = task_spec(read_classification(dir / "train.jsonl", all_or_nothing()));
-  const TextDataset train = read_classification(dir / "train.jsonl", all_or_nothing());
+  const ClassDataset train = read_classification(dir / "train.jsonl", all_or_nothing());
+  const ClassificationTask spec = ClassificationTask::of(train, {});
   CHECK(
-      training_prompts(spec, train.records[0])[0].prompt ==
+      spec.prompts(train.records[0])[0].prompt ==
       "输入: 打开熊猫看书\n分类: "
       "健康，地图，天气，小说，应用，彩票，影院，新闻，日期时间，日程，比赛，火车，电台，电视节目，"
       "电视频道，电话，短信，网站，翻译，联系人，股票，航班，菜谱，视频，计算，诗词，谜语，邮件，长"
       "途汽车，闲聊，音乐\n输出: [GEN]");
-  CHECK(training_prompts(spec, train.records[0])[0].answer == "应用");
+  CHECK(spec.prompts(train.records[0])[0].answer == "应用");
 }
 
 TEST_CASE("classification: right answers score 1, the majority class as its counts say") {
@@ -193,12 +196,13 @@ TEST_CASE("classification: right answers score 1, the majority class as its coun
     CAPTURE(s.name);
     const auto dir = data_or_skip(s.name);
     if (dir.empty()) continue;
-    const TextDataset train = read_classification(dir / "train.jsonl", all_or_nothing());
-    const TextDataset dev = read_classification(dir / "dev.jsonl", all_or_nothing());
-    const TaskSpec spec = task_spec(train);
-    CHECK(spec.majority_label == s.majority);
-    const TaskScore right = score_predictions(
-        spec, dev.records, predict(spec, dev.records, right_answers(spec, dev.records)));
+    const ClassDataset train = read_classification(dir / "train.jsonl", all_or_nothing());
+    const ClassDataset dev = read_classification(dir / "dev.jsonl", all_or_nothing());
+    const ClassificationTask spec = ClassificationTask::of(train, {});
+    CHECK(spec.majority() == s.majority);
+    const auto right = spec.score(
+        dev.records,
+        spec.predict(texts_of(dev.records), right_answers(spec, std::span(dev.records))));
     CHECK(right.classes.accuracy() == 1.0);
     CHECK(right.classes.macro_f1() == 1.0);
     CHECK(right.errors.total() == 0);
@@ -209,8 +213,8 @@ TEST_CASE("classification: right answers score 1, the majority class as its coun
     CHECK(right.baseline.macro_f1() ==
           doctest::Approx(2 * p / (1 + p) / static_cast<double>(s.labels)));
     // A model that answers off the label set: every answer garbled and counted.
-    const TaskScore off = score_predictions(
-        spec, dev.records, predict(spec, dev.records, [](std::span<const std::string> prompts) {
+    const auto off = spec.score(
+        dev.records, spec.predict(texts_of(dev.records), [](std::span<const std::string> prompts) {
           return std::vector<std::string>(prompts.size(), "不知道");
         }));
     CHECK(off.classes.correct() == 0);
@@ -221,12 +225,14 @@ TEST_CASE("classification: right answers score 1, the majority class as its coun
 TEST_CASE("FinRE: right answers come back as every canonical triple, spans as the file's") {
   const auto dir = data_or_skip("finre");
   if (dir.empty()) return;
-  const TaskSpec spec = task_spec(read_relations(dir / "train.jsonl", all_or_nothing()));
+  const RelationTask spec =
+      RelationTask::of(read_relations(dir / "train.jsonl", all_or_nothing()), {});
   for (const char* split : {"train", "dev", "test"}) {
     CAPTURE(split);
-    const TextDataset d = read_relations(dir / (std::string(split) + ".jsonl"), all_or_nothing());
-    const auto preds = predict(spec, d.records, right_answers(spec, d.records));
-    const TaskScore s = score_predictions(spec, d.records, preds);
+    const RelationDataset d =
+        read_relations(dir / (std::string(split) + ".jsonl"), all_or_nothing());
+    const auto preds = spec.predict(texts_of(d.records), right_answers(spec, std::span(d.records)));
+    const auto s = spec.score(d.records, preds);
     CHECK(s.relations.micro().f1() == 1.0);
     CHECK(s.errors.total() == 0);
     // Every span the file gives is where the offset rule puts that entity.
@@ -253,10 +259,11 @@ TEST_CASE("FinRE: right answers come back as every canonical triple, spans as th
 TEST_CASE("CLUENER: right answers lose only mentions holding '，'; offsets by the rule") {
   const auto dir = data_or_skip("cluener");
   if (dir.empty()) return;
-  const TextDataset dev = read_cluener(dir / "dev.jsonl", all_or_nothing());
-  const TaskSpec spec = task_spec(read_cluener(dir / "train.jsonl", all_or_nothing()));
-  const auto preds = predict(spec, dev.records, right_answers(spec, dev.records));
-  const TaskScore s = score_predictions(spec, dev.records, preds);
+  const NerDataset dev = read_cluener(dir / "dev.jsonl", all_or_nothing());
+  const NerTask spec = NerTask::of(read_cluener(dir / "train.jsonl", all_or_nothing()), {});
+  const auto preds =
+      spec.predict(texts_of(dev.records), right_answers(spec, std::span(dev.records)));
+  const auto s = spec.score(dev.records, preds);
   // docs/ner.md: 5 dev mentions hold '，' and come back as 10 pieces.
   CHECK(s.ner.micro() == PrfCounts{3067, 3077, 3072});
   CHECK(s.errors.total() == 0);

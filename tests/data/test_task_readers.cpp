@@ -12,6 +12,7 @@
 #include "seqpar/data/cluener.hpp"
 #include "seqpar/data/conll.hpp"
 #include "seqpar/data/json_records.hpp"
+#include "seqpar/data/tasks.hpp"
 
 using namespace seqpar;
 using seqpar::test::data_fixture;
@@ -34,13 +35,15 @@ struct BadCase {
 
 // Each bad record between two good ones (on line 2): skipped and counted with its reason and
 // a message naming file, line and record; in fail mode the same message is thrown.
-void check_bad_cases(const std::vector<BadCase>& cases, const std::string& good,
-                     std::optional<NluTask> task, const ReadOptions& o) {
+// `read` is the task's reader (T::read).
+template <class Read>
+void check_bad_cases(const std::vector<BadCase>& cases, const std::string& good, Read read,
+                     const ReadOptions& o) {
   TempDir dir;
   for (const auto& c : cases) {
     CAPTURE(c.line);
     const auto p = dir.write("bad.jsonl", good + "\n" + c.line + "\n" + good + "\n");
-    const TextDataset d = read_records(p, task, o);
+    const auto d = read(p, o);
     CHECK(d.records.size() == 2);
     CHECK(d.report.skipped == 1);
     CHECK(d.report.skipped_by_reason.count(c.reason) == 1);
@@ -49,16 +52,16 @@ void check_bad_cases(const std::vector<BadCase>& cases, const std::string& good,
     CHECK(d.report.problems[0].find(c.says) != std::string::npos);
     ReadOptions strict = o;
     strict.on_bad = OnBadRecord::fail;
-    CHECK_THROWS_WITH_AS(read_records(p, task, strict), doctest::Contains(c.says), Error);
+    CHECK_THROWS_WITH_AS(read(p, strict), doctest::Contains(c.says), Error);
   }
 }
 
 }  // namespace
 
 TEST_CASE("fixture: classification records keep text, class and id") {
-  const TextDataset d = read_classification(data_fixture("classification_fixture.jsonl"));
+  const ClassDataset d = read_classification(data_fixture("classification_fixture.jsonl"));
   REQUIRE(d.records.size() == 6);
-  CHECK(d.task() == NluTask::classification);
+  CHECK(d.task() == "classification");
   CHECK(d.labels() == std::vector<std::string>{"体育", "科技", "财经"});
   CHECK(d.records[0].text == "国足客场战平叙利亚");
   CHECK(d.records[0].label == "体育");
@@ -74,9 +77,9 @@ TEST_CASE("fixture: classification records keep text, class and id") {
 }
 
 TEST_CASE("fixture: relation records keep their triples as listed, spans or none") {
-  const TextDataset d = read_relations(data_fixture("relation_fixture.jsonl"));
+  const RelationDataset d = read_relations(data_fixture("relation_fixture.jsonl"));
   REQUIRE(d.records.size() == 5);
-  CHECK(d.task() == NluTask::relation);
+  CHECK(d.task() == "relation");
   CHECK(d.report.mentions == 9);
   CHECK(d.report.summary().find(": 5 records, 9 relations, 0 skipped") != std::string::npos);
   CHECK(d.labels() ==
@@ -94,9 +97,12 @@ TEST_CASE("fixture: relation records keep their triples as listed, spans or none
 
 TEST_CASE("fixture: a test file of text only reads into texts and ids") {
   const auto file = data_fixture("texts_fixture.json");
-  for (const TextDataset& d : {read_texts(file), read_records(file, std::nullopt)}) {
+  // No annotated record: no task is recognised.
+  CHECK(recognise_json_task(file, builtin_json_shapes).empty());
+  {
+    const TextDataset d = read_texts(file);
     REQUIRE(d.records.size() == 3);
-    CHECK_FALSE(d.task().has_value());
+    CHECK(d.task().empty());
     CHECK(d.records[1].text == "李娜和李娜的教练都来自武汉。");
     CHECK(d.records[1].id == number_id(1));
     CHECK(d.records[1].line == 5);
@@ -105,23 +111,30 @@ TEST_CASE("fixture: a test file of text only reads into texts and ids") {
   // read_texts takes the text and id of any record and leaves its annotation unread.
   const TextDataset texts = read_texts(data_fixture("relation_fixture.jsonl"));
   REQUIRE(texts.records.size() == 5);
-  CHECK_FALSE(texts.task().has_value());
-  CHECK(texts.records[0].relations.empty());
+  CHECK(texts.task().empty());
+  CHECK(texts.records[0].text == "东方航空AH股临时停牌传将与上航合并");
   CHECK_FALSE(texts.records[0].labelled);
+  // A task's reader takes a file of text only as records without annotation.
+  const ClassDataset unannotated = read_classification(file);
+  REQUIRE(unannotated.records.size() == 3);
+  CHECK_FALSE(unannotated.records[0].labelled);
+  CHECK(unannotated.records[0].label.empty());
 }
 
 TEST_CASE("the task is recognised from the first annotated record") {
-  CHECK(read_records(data_fixture("classification_fixture.jsonl"), std::nullopt).task() ==
-        NluTask::classification);
-  CHECK(read_records(data_fixture("relation_fixture.jsonl"), std::nullopt).task() ==
-        NluTask::relation);
-  CHECK(read_records(data_fixture("cluener_fixture.json"), std::nullopt).task() == NluTask::ner);
-  CHECK(read_records(data_fixture("cluener_fixture.jsonl"), NluTask::ner).records.size() == 5);
+  const auto recognise = [](const std::filesystem::path& p) {
+    return recognise_json_task(p, builtin_json_shapes);
+  };
+  CHECK(recognise(data_fixture("classification_fixture.jsonl")) == "classification");
+  CHECK(recognise(data_fixture("relation_fixture.jsonl")) == "relation");
+  CHECK(recognise(data_fixture("cluener_fixture.json")) == "ner");
+  CHECK(NerTask::read(data_fixture("cluener_fixture.jsonl"), {}).records.size() == 5);
   TempDir dir;
   // Text-only records first, then a classification record: the file is classification.
   const auto p = dir.write("t.jsonl", "{\"text\": \"x\"}\n" + good_class + "\n");
-  const TextDataset d = read_records(p, std::nullopt);
-  CHECK(d.task() == NluTask::classification);
+  CHECK(recognise(p) == "classification");
+  const ClassDataset d = read_classification(p);
+  CHECK(d.task() == "classification");
   CHECK_FALSE(d.records[0].labelled);
   CHECK(d.records[1].labelled);
 }
@@ -129,7 +142,7 @@ TEST_CASE("the task is recognised from the first annotated record") {
 TEST_CASE("a named task that the records contradict is refused with the record") {
   const auto cls = data_fixture("classification_fixture.jsonl");
   CHECK_THROWS_WITH_AS(
-      read_records(cls, NluTask::ner),
+      read_cluener(cls),
       doctest::Contains((cls.string() + ":1: record 1 is a classification record (its \"label\" "
                                         "is a string); the task ner reads NER records")
                             .c_str()),
@@ -159,7 +172,8 @@ TEST_CASE("a record that contradicts the recognised task is refused naming both 
       p.string() + ":3: record 3 is a relation record (it has \"relations\"), but " + p.string() +
       ":1: record 1 (its \"label\" is a string) made the file's task "
       "classification";
-  CHECK_THROWS_WITH_AS(read_records(p, std::nullopt), doctest::Contains(want.c_str()), Error);
+  CHECK_THROWS_WITH_AS(recognise_json_task(p, builtin_json_shapes), doctest::Contains(want.c_str()),
+                       Error);
 }
 
 TEST_CASE("bad classification records are skipped, counted and described") {
@@ -188,7 +202,7 @@ TEST_CASE("bad classification records are skipped, counted and described") {
            "above 2^63 - 1"},
           {R"({"text": "x", "label": "体育")", "malformed_json", "not valid JSON"},
       },
-      good_class, NluTask::classification, o);
+      good_class, &ClassificationTask::read, o);
 }
 
 TEST_CASE("bad relation records are skipped, counted and described") {
@@ -223,14 +237,14 @@ TEST_CASE("bad relation records are skipped, counted and described") {
           {rel(R"({"head": "腾讯", "relation": "持股", "tail": "搜狗"})"), "unknown_label",
            "label '持股' is not one of"},
       },
-      good_relation, NluTask::relation, o);
+      good_relation, &RelationTask::read, o);
 }
 
 TEST_CASE("ids: the file's, else the line; a repeated id is a bad record") {
   TempDir dir;
   // .jsonl without ids: each record is known by its line (blank lines count).
   const auto lines = dir.write("l.jsonl", good_class + "\n\n" + good_class + "\n");
-  const TextDataset l = read_classification(lines);
+  const ClassDataset l = read_classification(lines);
   REQUIRE(l.records.size() == 2);
   CHECK(l.records[0].id == number_id(1, false));
   CHECK(l.records[1].id == number_id(3, false));
@@ -238,12 +252,12 @@ TEST_CASE("ids: the file's, else the line; a repeated id is a bad record") {
   const auto pretty = dir.write("p.json",
                                 "{\n \"text\": \"a\",\n \"label\": \"体育\"\n}\n{\n "
                                 "\"text\": \"b\",\n \"label\": \"体育\"\n}\n");
-  const TextDataset p = read_classification(pretty);
+  const ClassDataset p = read_classification(pretty);
   REQUIRE(p.records.size() == 2);
   CHECK(p.records[1].id == number_id(5, false));
   // A top-level array has no lines: a record's place in it.
   const auto array = dir.write("a.json", "[" + good_class + ", " + good_class + "]");
-  const TextDataset a = read_classification(array);
+  const ClassDataset a = read_classification(array);
   REQUIRE(a.records.size() == 2);
   CHECK(a.records[1].id == number_id(2, false));
   CHECK(a.records[1].line == 0);
@@ -252,7 +266,7 @@ TEST_CASE("ids: the file's, else the line; a repeated id is a bad record") {
                                           "\n"
                                           R"({"id": "3", "text": "b", "label": "体育"})"
                                           "\n");
-  const TextDataset k = read_classification(kinds);
+  const ClassDataset k = read_classification(kinds);
   CHECK(k.records[0].id == number_id(-3));
   CHECK(k.records[1].id == RecordId{0, "3", true, true});
   // A repeated id, or an id that repeats another record's line, is a bad record.
@@ -265,7 +279,7 @@ TEST_CASE("ids: the file's, else the line; a repeated id is a bad record") {
                                           R"({"id": 4, "text": "c", "label": "体育"})"
                                           "\n" +
                                               good_class + "\n");
-  const TextDataset d = read_classification(twice, o);
+  const ClassDataset d = read_classification(twice, o);
   CHECK(d.records.size() == 2);
   CHECK(d.report.skipped_by_reason.at("duplicate_id") == 2);
   CHECK(d.report.problems[0].find(":2: record 2: id 7 is also the id of " + twice.string() +
@@ -289,6 +303,7 @@ TEST_CASE("files that are not JSON records are refused with an Error that names 
                        doctest::Contains(":1: starts with '张 B-name'"), Error);
   CHECK_THROWS_WITH_AS(read_relations(dir.write("e.jsonl", "\n")),
                        doctest::Contains("holds no records; expected relation records"), Error);
-  CHECK_THROWS_WITH_AS(read_records(dir.write("bad.jsonl", "{\"a\": 1}\n"), std::nullopt),
-                       doctest::Contains("no record could be read (1 skipped)"), Error);
+  CHECK_THROWS_WITH_AS(
+      recognise_json_task(dir.write("bad.jsonl", "{\"a\": 1}\n"), builtin_json_shapes),
+      doctest::Contains("no record could be read (1 skipped)"), Error);
 }

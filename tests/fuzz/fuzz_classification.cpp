@@ -18,13 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto* f : {&json, &jsonl}) {
     const auto& path = f->write(text);
     seqpar::fuzz::expect_clean(
-        [&] { seqpar::fuzz::check_records(seqpar::read_classification(path)); });
+        [&] { seqpar::fuzz::check_records(seqpar::read_classification(path), "classification"); });
     seqpar::fuzz::expect_clean([&] {
       seqpar::ReadOptions o;
       o.on_bad = seqpar::OnBadRecord::fail;
       o.labels = {"体育", "财经", "科技"};
       o.max_chars = 40;
-      seqpar::fuzz::check_records(seqpar::read_classification(path, o));
+      seqpar::fuzz::check_records(seqpar::read_classification(path, o), "classification");
     });
   }
   static const std::vector<std::string> labels{"体育", "财经", "a"};

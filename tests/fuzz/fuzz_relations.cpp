@@ -19,13 +19,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto text = seqpar::fuzz::as_text(data, size);
   for (const auto* f : {&json, &jsonl}) {
     const auto& path = f->write(text);
-    seqpar::fuzz::expect_clean([&] { seqpar::fuzz::check_records(seqpar::read_relations(path)); });
+    seqpar::fuzz::expect_clean(
+        [&] { seqpar::fuzz::check_records(seqpar::read_relations(path), "relation"); });
     seqpar::fuzz::expect_clean([&] {
       seqpar::ReadOptions o;
       o.on_bad = seqpar::OnBadRecord::fail;
       o.labels = {"收购", "被收购", "合作"};
       o.max_chars = 40;
-      seqpar::fuzz::check_records(seqpar::read_relations(path, o));
+      seqpar::fuzz::check_records(seqpar::read_relations(path, o), "relation");
     });
   }
   static const std::vector<std::string> names{"收购", "被收购", "合作"};

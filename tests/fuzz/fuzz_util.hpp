@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "seqpar/core/error.hpp"
+#include "seqpar/data/classification.hpp"
 #include "seqpar/data/ner_record.hpp"
 #include "seqpar/data/record.hpp"
+#include "seqpar/data/relation.hpp"
 #include "seqpar/io/detail/utf8.hpp"
 
 namespace seqpar::fuzz {
@@ -108,34 +110,45 @@ inline void check_span(const std::string& text, const std::vector<std::size_t>& 
   }
 }
 
-/// Aborts unless every kept record holds what the readers promise: each NER span and each
-/// relation's span inside its text and spelling its string, each relation's head and tail
-/// in the text, the annotation of the file's task alone, ids unique, and the report
-/// counting exactly the records and annotations kept.
-inline void check_records(const seqpar::TextDataset& d) {
+/// Aborts unless a kept record's annotation holds what its reader promises (one overload a
+/// record type): each NER span and each relation's span inside its text and spelling its
+/// string, each relation's head and tail in the text, a class named, and no annotation on a
+/// record read without one.
+inline void check_annotation(const seqpar::TextRecord&) {}
+inline void check_annotation(const seqpar::NerRecord& r) {
+  const auto starts = code_point_starts(r.text);
+  for (const auto& s : r.spans) check_span(r.text, starts, s.start, s.end, s.text);
+  require(r.labelled || r.spans.empty(), "an unlabelled record with mentions");
+}
+inline void check_annotation(const seqpar::ClassRecord& r) {
+  require(r.labelled != r.label.empty(), "a labelled record without a class, or the reverse");
+}
+inline void check_annotation(const seqpar::RelationRecord& r) {
+  const auto starts = code_point_starts(r.text);
+  for (const auto& t : r.relations) {
+    require(!t.head.empty() && !t.tail.empty() && !t.relation.empty(), "an empty relation field");
+    require(r.text.find(t.head) != std::string::npos && r.text.find(t.tail) != std::string::npos,
+            "a relation's entity is not in its text");
+    if (t.head_span) check_span(r.text, starts, t.head_span->start, t.head_span->end, t.head);
+    if (t.tail_span) check_span(r.text, starts, t.tail_span->start, t.tail_span->end, t.tail);
+  }
+  require(r.labelled || r.relations.empty(), "an unlabelled record with relations");
+}
+
+/// Aborts unless every kept record holds what the readers promise (check_annotation), a
+/// labelled record only in a file of `task` (the reader's; empty for read_texts, which
+/// labels none), ids unique, and the report counting exactly the records and annotations
+/// kept.
+template <class R>
+void check_records(const seqpar::Dataset<R>& d, std::string_view task) {
   std::set<std::pair<bool, std::string>> ids;
   std::int64_t annotations = 0;
-  const auto task = d.task();
   for (const auto& r : d.records) {
-    const auto starts = code_point_starts(r.text);
-    for (const auto& s : r.spans) check_span(r.text, starts, s.start, s.end, s.text);
-    for (const auto& t : r.relations) {
-      require(!t.head.empty() && !t.tail.empty() && !t.relation.empty(), "an empty relation field");
-      require(r.text.find(t.head) != std::string::npos && r.text.find(t.tail) != std::string::npos,
-              "a relation's entity is not in its text");
-      if (t.head_span) check_span(r.text, starts, t.head_span->start, t.head_span->end, t.head);
-      if (t.tail_span) check_span(r.text, starts, t.tail_span->start, t.tail_span->end, t.tail);
-    }
-    require(r.labelled || (r.spans.empty() && r.label.empty() && r.relations.empty()),
-            "an unlabelled record with an annotation");
-    require(!r.labelled || task.has_value(), "a labelled record in a file of text only");
-    require(task == seqpar::NluTask::ner || r.spans.empty(), "NER spans outside a NER file");
-    require(task == seqpar::NluTask::classification || r.label.empty(),
-            "a class outside a classification file");
-    require(task == seqpar::NluTask::relation || r.relations.empty(),
-            "relations outside a relation file");
+    check_annotation(r);
+    require(!r.labelled || (!task.empty() && d.task() == task),
+            "a labelled record in a file of text only or of another task");
     require(ids.emplace(r.id.is_string, r.id.text()).second, "two records share an id");
-    annotations += static_cast<std::int64_t>(r.spans.size() + r.relations.size());
+    annotations += static_cast<std::int64_t>(record_labels(r).size());
   }
   require(static_cast<std::int64_t>(d.records.size()) == d.report.records,
           "the report counts other records than those kept");
@@ -143,6 +156,6 @@ inline void check_records(const seqpar::TextDataset& d) {
 }
 
 /// The NER readers' promises (check_records).
-inline void check_ner(const seqpar::NerDataset& d) { check_records(d); }
+inline void check_ner(const seqpar::NerDataset& d) { check_records(d, "ner"); }
 
 }  // namespace seqpar::fuzz

@@ -17,10 +17,12 @@ set(problems "")
 foreach(fn IN LISTS FUNCTIONS)
   set(used FALSE)
   foreach(line IN LISTS lines)
-    # A function's name is followed by its parameters, or by its template arguments.
+    # A function's name is followed by its parameters, its template arguments, or an ABI tag
+    # (a function returning std::string: "name[abi:cxx11](...)").
     string(FIND "${line}" "${fn}(" call)
     string(FIND "${line}" "${fn}<" instance)
-    if(call EQUAL -1 AND instance EQUAL -1)
+    string(FIND "${line}" "${fn}[abi:" tagged)
+    if(call EQUAL -1 AND instance EQUAL -1 AND tagged EQUAL -1)
       continue()
     endif()
     if(line MATCHES "^ +U ")

@@ -3,6 +3,7 @@
 // of that code (package.separate.declarations_only reads its symbols), and
 // separate_compiled.cpp, the program's one other unit, holds them all.
 #include <seqpar/data/char_tokenizer.hpp>
+#include <seqpar/data/classification_task.hpp>
 #include <seqpar/data/cluener.hpp>
 #include <seqpar/data/conll.hpp>
 #include <seqpar/data/json_records.hpp>
@@ -14,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -97,15 +97,15 @@ int main() {
   // The records of another task, and predictions written back as JSON lines.
   write_text(dir / "classes.jsonl", R"({"id": 7, "text": "国足战平叙利亚", "label": "体育"})"
                                     "\n");
-  const seqpar::TextDataset classes = seqpar::read_records(dir / "classes.jsonl", std::nullopt);
-  expect(classes.task() == seqpar::NluTask::classification && classes.records.size() == 1 &&
-             classes.records[0].id.number == 7,
-         "read_records");
-  const seqpar::TaskSpec spec = seqpar::task_spec(classes);
-  const auto predictions = seqpar::predict(
-      spec, classes.records,
+  const seqpar::ClassDataset classes = seqpar::read_classification(dir / "classes.jsonl");
+  expect(classes.task() == "classification" && classes.records.size() == 1 &&
+             classes.records[0].id.number == 7 && classes.records[0].label == "体育",
+         "read_classification");
+  const auto task = seqpar::ClassificationTask::of(classes, {});
+  const auto predictions = task.predict(
+      seqpar::texts_of(classes.records),
       [](std::span<const std::string> p) { return std::vector<std::string>(p.size(), "体育"); });
-  seqpar::write_predictions(dir / "predictions.jsonl", spec, predictions);
+  seqpar::write_predictions(dir / "predictions.jsonl", task, predictions);
   std::ifstream written(dir / "predictions.jsonl");
   std::string line;
   std::getline(written, line);

@@ -20,6 +20,19 @@
 
 namespace seqpar::inline v0 {
 
+/// A text and its class (empty when the record has no annotation).
+struct ClassRecord : TextRecord {
+  std::string label;
+};
+
+/// The class of a record, when it has one.
+inline std::vector<std::string> record_labels(const ClassRecord& r) {
+  return r.label.empty() ? std::vector<std::string>{} : std::vector<std::string>{r.label};
+}
+
+/// Classification records read from one file.
+using ClassDataset = Dataset<ClassRecord>;
+
 /// The 分类 prompt of `text` over every label, in the order given.
 inline std::string classification_prompt(std::string_view text,
                                          std::span<const std::string> labels) {
@@ -137,7 +150,7 @@ class ClassificationScore {
 
 /// The most frequent label of `records` (ties: the smallest in byte order): the majority
 /// class of a training set. Throws when no record has a label.
-inline std::string majority_label(std::span<const TextRecord> records) {
+inline std::string majority_label(std::span<const ClassRecord> records) {
   std::map<std::string, std::int64_t> n;
   for (const auto& r : records)
     if (!r.label.empty()) ++n[r.label];
@@ -149,7 +162,7 @@ inline std::string majority_label(std::span<const TextRecord> records) {
 
 /// The score of answering `label` for every record of `gold`: the majority-class baseline
 /// when `label` is the training set's majority_label.
-inline ClassificationScore constant_score(std::span<const TextRecord> gold,
+inline ClassificationScore constant_score(std::span<const ClassRecord> gold,
                                           const std::string& label) {
   ClassificationScore s;
   for (const auto& r : gold) s.add(label, r.label);

@@ -1,5 +1,5 @@
 #pragma once
-// Tokenized SeqGPT examples: for each record and each of its prompts (training_prompts: NER's
+// Tokenized SeqGPT examples: for each record and each of its prompts (its task's prompts: NER's
 // label chunks, the class prompt, the relations' two steps), the prompt's tokens followed by
 // the answer's tokens and the end-of-sequence token. Training puts the loss on the answer and
 // eos only (the prompt's labels are -100); evaluation feeds the prompt and compares the
@@ -17,8 +17,9 @@
 
 #include "seqpar/core/error.hpp"
 #include "seqpar/data/ner_record.hpp"
+#include "seqpar/data/ner_task.hpp"
 #include "seqpar/data/prompt.hpp"
-#include "seqpar/data/task_spec.hpp"
+#include "seqpar/data/task.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -38,15 +39,15 @@ enum class TooLong : std::uint8_t {
               // an answer (with eos) that alone leaves no room for a prompt token is skipped
 };
 
-/// How records of any task become examples. Everything here is part of a token cache's key.
+/// How records of any task become examples. Everything here, and the task's describe(), is
+/// part of a token cache's key.
 struct ExampleOptions {
-  TaskSpec task;                   // the task, its labels, NER's chunk size, relation folding
   std::int64_t max_tokens = 1024;  // the most tokens of an example: prompt, answer and eos
   TooLong too_long = TooLong::skip;
 
   std::string describe() const {
     std::ostringstream os;
-    os << task.describe() << ";max_tokens=" << max_tokens
+    os << ";max_tokens=" << max_tokens
        << ";too_long=" << (too_long == TooLong::cut_prompt ? "cut_prompt" : "skip");
     return os.str();
   }
@@ -59,13 +60,8 @@ struct NerExampleOptions {
   std::int64_t max_tokens = 1024;  // the most tokens of an example: prompt, answer and eos
   TooLong too_long = TooLong::skip;
 
-  ExampleOptions example_options() const {
-    TaskSpec t;
-    t.task = NluTask::ner;
-    t.labels = labels;
-    t.labels_per_prompt = labels_per_prompt;
-    return {std::move(t), max_tokens, too_long};
-  }
+  NerTask task() const { return NerTask(labels, labels_per_prompt); }
+  ExampleOptions example_options() const { return {max_tokens, too_long}; }
   std::string describe() const {
     std::ostringstream os;
     os << "labels=";
@@ -193,16 +189,16 @@ class ExampleSetBuilder {
   std::shared_ptr<Store> store_ = std::make_shared<Store>();
 };
 
-/// Examples of `records`: one per record and prompt (training_prompts), in record order;
-/// an example's chunk is its prompt's part. Examples longer than options.max_tokens are
-/// skipped or have their prompt cut on the left (options.too_long; counted in `report`).
-/// Throws for a record without annotation, for max_tokens under 2 (a prompt token and eos),
-/// and when records were given but max_tokens leaves none of their examples.
+/// Examples of records given by their prompts (`prompts[r]`: record r's, with answers): one
+/// per record and prompt, in record order; an example's chunk is its prompt's part. Examples longer
+/// than options.max_tokens are skipped or have their prompt cut on the left (options.too_long;
+/// counted in `report`). Throws for a record without annotation, for max_tokens under 2 (a prompt
+/// token and eos), and when records were given but max_tokens leaves none of their examples.
 template <TextEncoder Enc>
-ExampleSet make_examples(std::span<const TextRecord> records, const ExampleOptions& options,
-                         const Enc& tok, ExampleReport* report = nullptr) {
-  SEQPAR_CHECK(!options.task.labels.empty(), "make_examples: the task has no labels");
-  check_label_list(options.task.labels, "make_examples: the task's labels");
+ExampleSet make_examples(std::span<const std::vector<TaskPrompt>> prompts,
+                         const ExampleOptions& options, const Enc& tok,
+                         ExampleReport* report = nullptr) {
+  const auto& records = prompts;
   SEQPAR_CHECK(options.max_tokens >= 2, "make_examples: max_tokens is ", options.max_tokens,
                "; expected at least 2 (a prompt token, and the end-of-sequence token)");
   const std::int32_t eos = tok.eos_id();
@@ -211,7 +207,7 @@ ExampleSet make_examples(std::span<const TextRecord> records, const ExampleOptio
   ExampleSetBuilder b;
   std::int64_t fewest = -1;  // the fewest tokens a skipped example needed
   for (std::size_t r = 0; r < records.size(); ++r) {
-    for (const TaskPrompt& p : training_prompts(options.task, records[r])) {
+    for (const TaskPrompt& p : prompts[r]) {
       const auto full = tok.encode(p.prompt);
       auto answer = tok.encode(p.answer);
       answer.push_back(eos);
@@ -245,12 +241,31 @@ ExampleSet make_examples(std::span<const TextRecord> records, const ExampleOptio
   return b.finish();
 }
 
+/// The prompts of every record of `task`, in order (what make_examples tokenizes).
+template <NluTask T>
+std::vector<std::vector<TaskPrompt>> task_prompts(const T& task,
+                                                  std::span<const typename T::Record> records) {
+  std::vector<std::vector<TaskPrompt>> out;
+  out.reserve(records.size());
+  for (const auto& r : records) out.push_back(task.prompts(r));
+  return out;
+}
+
+/// Examples of `records` of `task`: one per record and prompt (task.prompts).
+template <NluTask T, TextEncoder Enc>
+ExampleSet make_examples(const T& task, std::span<const typename T::Record> records,
+                         const ExampleOptions& options, const Enc& tok,
+                         ExampleReport* report = nullptr) {
+  const auto prompts = task_prompts(task, records);
+  return make_examples(std::span<const std::vector<TaskPrompt>>(prompts), options, tok, report);
+}
+
 /// Examples of NER records: one per record and chunk of options.labels (make_examples).
 template <TextEncoder Enc>
 ExampleSet make_ner_examples(std::span<const NerRecord> records, const NerExampleOptions& options,
                              const Enc& tok, ExampleReport* report = nullptr) {
   SEQPAR_CHECK(!options.labels.empty(), "make_ner_examples: NerExampleOptions::labels is empty");
-  return make_examples(records, options.example_options(), tok, report);
+  return make_examples(options.task(), records, options.example_options(), tok, report);
 }
 
 }  // namespace seqpar::inline v0

@@ -1,32 +1,35 @@
 #pragma once
-// Writing what predict (data/tasks.hpp) read back: prediction records as JSON lines, CLUENER's
-// submission file, and a task's scores as one JSON object (docs/tasks.md, "Files").
-//
-//   {"id": 7, "task": "ner", "text": ..., "answer": ..., "errors": {...},
-//    "entities": [{"label": "name", "text": "张三", "start": 0, "end": 1}, ...]}
-//   {"id": 7, "task": "classification", ..., "label": "体育"}            (null: garbled)
-//   {"id": 7, "task": "relation", ..., "relations": [{"head", "head_span": [s, e] | null,
-//    "relation", "tail", "tail_span"}, ...]}                           (as the data lists them)
-//
-// Offsets are CLUENER's (code points, 0-based, end inclusive); a mention the text does not
-// hold has null offsets (and is counted in "errors"). Definitions:
-// data/impl/predictions.hpp (core/separate_compilation.hpp).
+// Writing predictions (docs/tasks.md, "Files"): a task's predictions as JSON lines (each its
+// task's prediction_json), and NER predictions as CLUENER's submission file.
 
+#include <algorithm>
 #include <filesystem>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "seqpar/core/error.hpp"
 #include "seqpar/core/separate_compilation.hpp"
-#include "seqpar/data/tasks.hpp"
+#include "seqpar/data/ner_task.hpp"
+#include "seqpar/data/record.hpp"
+#include "seqpar/data/task.hpp"
+#include "seqpar/data/task_json.hpp"
 
 namespace seqpar::inline v0 {
 
-/// One prediction of a `spec` task as a JSON object on one line (no newline).
-SEQPAR_DECL std::string prediction_json(const TaskSpec& spec, const Prediction& p);
+/// Writes `lines` (one JSON object each) to `path`, atomically (a temporary file renamed
+/// over it).
+SEQPAR_DECL void write_prediction_lines(const std::filesystem::path& path,
+                                        std::span<const std::string> lines);
 
-/// Writes `predictions` as JSON lines to `path`, atomically (a temporary file renamed over it).
-SEQPAR_DECL void write_predictions(const std::filesystem::path& path, const TaskSpec& spec,
-                                   std::span<const Prediction> predictions);
+/// Writes `predictions` of `task` as JSON lines to `path`, atomically.
+template <NluTask T>
+void write_predictions(const std::filesystem::path& path, const T& task,
+                       std::span<const typename T::Prediction> predictions) {
+  std::vector<std::string> lines;
+  for (const auto& p : predictions) lines.push_back(task.prediction_json(p));
+  write_prediction_lines(path, lines);
+}
 
 /// Writes NER predictions in CLUENER's submission format (CLUE's cluener_predict.json): one
 /// line per record, in order, {"id": <the record's id>, "label": {type: {entity: [[start,
@@ -34,12 +37,13 @@ SEQPAR_DECL void write_predictions(const std::filesystem::path& path, const Task
 /// "id" of its file (CLUENER's test.json has them); mentions without offsets are left out.
 /// Atomic, as write_predictions.
 SEQPAR_DECL void write_cluener_submission(const std::filesystem::path& path,
-                                          std::span<const Prediction> predictions);
+                                          std::span<const NerTask::Prediction> predictions);
 
-/// A task's scores as one JSON object on one line: task, records, prompts, errors by kind,
-/// and by task precision/recall/F1 with per-label counts (ner, relation) or accuracy,
-/// macro-F1, the per-label table and the majority-class baseline (classification).
-SEQPAR_DECL std::string score_json(const TaskScore& s);
+/// CLUENER's submission file is NER's.
+inline void write_submission(const std::filesystem::path& path, const NerTask&,
+                             std::span<const NerTask::Prediction> predictions) {
+  write_cluener_submission(path, predictions);
+}
 
 }  // namespace seqpar::inline v0
 

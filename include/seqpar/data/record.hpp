@@ -1,9 +1,11 @@
 #pragma once
-// Records as the readers return them, for every task: a text, its id and what it is
-// annotated with (NER mentions, a class, relation triples); the options every reader takes;
-// ReadReport: what a read kept, what it skipped and why.
+// Records as the readers return them: TextRecord (a text, its id and line), which each task's
+// record extends with its annotation (NerRecord, ClassRecord, RelationRecord); Dataset, the
+// records of one file; the options every reader takes; ReadReport: what a read kept, what it
+// skipped and why.
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -22,24 +24,6 @@
 #include "seqpar/io/detail/utf8.hpp"
 
 namespace seqpar::inline v0 {
-
-/// The tasks seqpar trains, each made of SeqGPT's two atomic prompts, 抽取 and 分类
-/// (docs/tasks.md): entity recognition, classification (intent, topic) and relation
-/// extraction.
-enum class NluTask : std::uint8_t { ner, classification, relation };
-
-/// "ner", "classification" or "relation" (command lines, prediction files).
-constexpr std::string_view nlu_task_name(NluTask t) {
-  return t == NluTask::ner ? "ner" : t == NluTask::classification ? "classification" : "relation";
-}
-
-/// What nlu_task_name prints, back; `what` names the option or field in the error.
-inline NluTask parse_nlu_task(std::string_view s, std::string_view what = "task") {
-  for (const NluTask t : {NluTask::ner, NluTask::classification, NluTask::relation})
-    if (s == nlu_task_name(t)) return t;
-  throw Error(std::string(what) + ": '" + std::string(s) +
-              "' is not a task; expected ner, classification or relation");
-}
 
 /// One labelled mention: code points [start, end] of its record's text (end inclusive,
 /// CLUENER's convention; indices count characters, not bytes).
@@ -78,22 +62,18 @@ struct RecordId {
   bool operator==(const RecordId&) const = default;
 };
 
-/// One record of any task: its text, id and annotation. NER mentions are sorted by (start,
-/// end, label); a classification record has its class; a relation record its triples as the
-/// file lists them (none: a negative). A record without annotation (a test split) has
+/// A record's text, id and place in its file; each task's record extends it with its
+/// annotation. A record without annotation (a test split, or read by read_texts) has
 /// labelled == false.
 struct TextRecord {
   std::string text;
-  std::vector<NerSpan> spans;  // NER
   bool labelled = true;
   std::int64_t line = 0;  // 1-based line of the file where the record starts; 0 when unknown
   RecordId id{};
-  std::string label{};                      // classification
-  std::vector<RelationTriple> relations{};  // relation extraction
-  bool same_content(const TextRecord& o) const {
-    return text == o.text && spans == o.spans && label == o.label && relations == o.relations;
-  }
 };
+
+/// A text-only record names no label.
+inline std::vector<std::string> record_labels(const TextRecord&) { return {}; }
 
 /// What a reader does with a record that fails a check.
 enum class OnBadRecord : std::uint8_t {
@@ -115,10 +95,11 @@ struct ReadOptions {
 /// ...), and the first few problems are kept as full messages.
 struct ReadReport {
   std::string file;
-  std::optional<NluTask> task;  // what the records are annotated for; none: text only
-  std::int64_t records = 0;     // records kept
-  std::int64_t mentions = 0;    // NER spans, or relation triples, in the kept records
-  std::int64_t skipped = 0;     // records (or stretches of text) skipped
+  std::string task;           // the name of the task the records are annotated for; empty: text
+  std::string counted;        // what `mentions` counts ("mentions", "relations"); empty: nothing
+  std::int64_t records = 0;   // records kept
+  std::int64_t mentions = 0;  // the annotations `counted` names, in the kept records
+  std::int64_t skipped = 0;   // records (or stretches of text) skipped
   std::map<std::string, std::int64_t> skipped_by_reason;
   std::vector<std::string> problems;
 
@@ -127,8 +108,7 @@ struct ReadReport {
   std::string summary() const {
     std::ostringstream os;
     os << file << ": " << records << " records, ";
-    if (task == NluTask::ner) os << mentions << " mentions, ";
-    if (task == NluTask::relation) os << mentions << " relations, ";
+    if (!counted.empty()) os << mentions << ' ' << counted << ", ";
     os << skipped << " skipped";
     if (!skipped_by_reason.empty()) {
       os << " (";
@@ -143,30 +123,26 @@ struct ReadReport {
   }
 };
 
-/// Records read from one file and the report of the read.
-struct TextDataset {
-  std::vector<TextRecord> records;
+/// Records read from one file (TextRecord or a task's record) and the report of the read.
+template <class R>
+struct Dataset {
+  std::vector<R> records;
   ReadReport report;
 
-  /// What the records are annotated for (none: text only).
-  std::optional<NluTask> task() const { return report.task; }
+  /// The name of the task the records are annotated for (empty: text only).
+  const std::string& task() const { return report.task; }
 
-  /// The distinct labels, sorted: of the mentions (NER), the classes, or the relations.
+  /// The distinct labels of the records' annotations (record_labels), sorted.
   std::vector<std::string> labels() const {
     std::set<std::string> s;
-    for (const auto& r : records) {
-      for (const auto& sp : r.spans) s.insert(sp.label);
-      if (!r.label.empty()) s.insert(r.label);
-      for (const auto& t : r.relations) s.insert(t.relation);
-    }
+    for (const auto& r : records)
+      for (auto& l : record_labels(r)) s.insert(std::move(l));
     return {s.begin(), s.end()};
   }
-  std::int64_t mention_count() const {
-    std::int64_t n = 0;
-    for (const auto& r : records) n += static_cast<std::int64_t>(r.spans.size());
-    return n;
-  }
 };
+
+/// Records of text only (predict's input).
+using TextDataset = Dataset<TextRecord>;
 
 namespace detail {
 
@@ -217,7 +193,8 @@ class BadRecords {
 /// Checks common to every reader: the length limit and the allowed labels (of the
 /// mentions, the class or the relations). Returns the reason and sets `problem`, or returns
 /// an empty string when the record is fine.
-inline std::string check_record(const TextRecord& r, const ReadOptions& o, std::string& problem) {
+template <std::derived_from<TextRecord> R>
+std::string check_record(const R& r, const ReadOptions& o, std::string& problem) {
   if (o.max_chars > 0) {
     const std::int64_t n = code_point_count(r.text);
     if (n > o.max_chars) {
@@ -226,20 +203,14 @@ inline std::string check_record(const TextRecord& r, const ReadOptions& o, std::
       return "too_long";
     }
   }
-  if (!o.labels.empty()) {
-    const auto allowed = [&](const std::string& label) {
-      if (std::find(o.labels.begin(), o.labels.end(), label) != o.labels.end()) return true;
-      problem = "label '" + label + "' is not one of the allowed labels (";
-      for (std::size_t i = 0; i < o.labels.size(); ++i) problem += (i ? ", " : "") + o.labels[i];
-      problem += ")";
-      return false;
-    };
-    for (const auto& sp : r.spans)
-      if (!allowed(sp.label)) return "unknown_label";
-    if (!r.label.empty() && !allowed(r.label)) return "unknown_label";
-    for (const auto& t : r.relations)
-      if (!allowed(t.relation)) return "unknown_label";
-  }
+  if (!o.labels.empty())
+    for (const auto& label : record_labels(r))
+      if (std::find(o.labels.begin(), o.labels.end(), label) == o.labels.end()) {
+        problem = "label '" + label + "' is not one of the allowed labels (";
+        for (std::size_t i = 0; i < o.labels.size(); ++i) problem += (i ? ", " : "") + o.labels[i];
+        problem += ")";
+        return "unknown_label";
+      }
   if (o.require_labels && !r.labelled) {
     problem = "has no labels (ReadOptions::require_labels)";
     return "missing_label";
@@ -295,7 +266,8 @@ inline std::int64_t line_of(std::string_view s, std::size_t at) {
 }
 
 /// Throws when a read kept nothing: a file of only bad records is the wrong kind of file.
-inline void require_records(const TextDataset& d, const char* kind) {
+template <class R>
+void require_records(const Dataset<R>& d, const char* kind) {
   if (!d.records.empty()) return;
   const ReadReport& r = d.report;
   SEQPAR_CHECK(r.skipped > 0, r.file, ": holds no records; expected ", kind);
@@ -307,7 +279,7 @@ inline void require_records(const TextDataset& d, const char* kind) {
 
 /// Throws seqpar::Error unless `labels` is a list a task can use: at least one label, none
 /// empty, none listed twice, each one a prompt can list (no ',', '，', ": " or newline).
-/// `what` names the list in the message ("--labels", "ReadOptions::labels").
+/// `what` names the list in the message ("ReadOptions::labels").
 inline void check_label_list(std::span<const std::string> labels, std::string_view what) {
   SEQPAR_CHECK(!labels.empty(), what, ": no label; expected at least one");
   for (std::size_t i = 0; i < labels.size(); ++i) {
@@ -322,7 +294,7 @@ inline void check_label_list(std::span<const std::string> labels, std::string_vi
 
 /// The labels of a comma-separated list, "name,company" (spaces around a name dropped),
 /// checked by check_label_list: "", "," and "name,,company" are refused naming the empty
-/// label. `what` names where the list came from ("--labels").
+/// label. `what` names where the list came from ("ReadOptions::labels").
 inline std::vector<std::string> parse_label_list(std::string_view list, std::string_view what) {
   std::vector<std::string> labels;
   for (std::size_t b = 0;;) {

@@ -49,6 +49,21 @@ struct Triple {
 /// The strings of `t`.
 inline Triple triple_of(const RelationTriple& t) { return {t.head, t.relation, t.tail}; }
 
+/// A text and the relations it states, as its file lists them (none: a negative).
+struct RelationRecord : TextRecord {
+  std::vector<RelationTriple> relations;
+};
+
+/// The relation names of a record's triples.
+inline std::vector<std::string> record_labels(const RelationRecord& r) {
+  std::vector<std::string> out;
+  for (const auto& t : r.relations) out.push_back(t.relation);
+  return out;
+}
+
+/// Relation records read from one file.
+using RelationDataset = Dataset<RelationRecord>;
+
 /// How the relations of a data set fold into the relations the prompts name.
 struct RelationSchema {
   std::vector<std::string> relations;          // what the prompts name, sorted (active forms)
@@ -60,7 +75,7 @@ struct RelationSchema {
   /// others, one whose every triple (h, R, t) in `records` is also listed as (t, R, h) is
   /// symmetric, and the rest are directed.
   static RelationSchema of(std::span<const std::string> labels,
-                           std::span<const TextRecord> records) {
+                           std::span<const RelationRecord> records) {
     RelationSchema s;
     const std::set<std::string> all(labels.begin(), labels.end());
     SEQPAR_CHECK(!all.contains(std::string(no_relation)), "RelationSchema: a relation is called '",

@@ -5,6 +5,7 @@
 // and the example settings; a cache whose key differs (or that does not read back) is
 // rebuilt, so a second run with the same inputs skips tokenization.
 
+#include <concepts>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -60,10 +61,11 @@ inline std::string example_cache_key(const std::string& source_hash,
   return "seqpar-ner-examples-v1|source=" + source_hash + "|tokenizer=" + tokenizer_id + "|" +
          options.describe();
 }
+/// The key of a task's examples: `task` is the task's describe().
 inline std::string example_cache_key(const std::string& source_hash,
-                                     const std::string& tokenizer_id,
+                                     const std::string& tokenizer_id, const std::string& task,
                                      const ExampleOptions& options) {
-  return "seqpar-examples-v2|source=" + source_hash + "|tokenizer=" + tokenizer_id + "|" +
+  return "seqpar-examples-v2|source=" + source_hash + "|tokenizer=" + tokenizer_id + "|" + task +
          options.describe();
 }
 
@@ -199,19 +201,36 @@ ExampleSet cached_examples_keyed(const std::filesystem::path& path, const std::s
 }
 }  // namespace detail
 
-/// The examples of `records` (read from a source whose content_hash is `source_hash`),
-/// from the cache file at `path` when its key matches, else built with `tok` and written
-/// there. `tokenizer_id` names the tokenizer (file_hash of its tokenizer.json). `report`
-/// is restored from the cache on a hit.
-template <TextEncoder Enc>
-ExampleSet cached_examples(const std::filesystem::path& path, const std::string& source_hash,
-                           std::span<const TextRecord> records, const ExampleOptions& options,
-                           const Enc& tok, const std::string& tokenizer_id,
-                           CacheStatus* status = nullptr, ExampleReport* report = nullptr) {
+/// The examples of records of a task that `task` describes (read from a source whose
+/// content_hash is `source_hash`), from the cache file at `path` when its key matches, else
+/// built from `prompts()` (every record's prompts) with `tok` and written there.
+/// `tokenizer_id` names the tokenizer (file_hash of its tokenizer.json). `report` is
+/// restored from the cache on a hit.
+template <TextEncoder Enc, std::invocable Prompts>
+ExampleSet cached_prompt_examples(const std::filesystem::path& path, const std::string& source_hash,
+                                  const std::string& task, Prompts prompts,
+                                  const ExampleOptions& options, const Enc& tok,
+                                  const std::string& tokenizer_id, CacheStatus* status = nullptr,
+                                  ExampleReport* report = nullptr) {
   return detail::cached_examples_keyed(
-      path, example_cache_key(source_hash, tokenizer_id, options), examples_format,
-      [&](ExampleReport* rep) { return make_examples(records, options, tok, rep); }, status,
-      report);
+      path, example_cache_key(source_hash, tokenizer_id, task, options), examples_format,
+      [&](ExampleReport* rep) {
+        const std::vector<std::vector<TaskPrompt>> p = prompts();
+        return make_examples(std::span<const std::vector<TaskPrompt>>(p), options, tok, rep);
+      },
+      status, report);
+}
+
+/// The examples of `records` of `task` through the cache at `path` (cached_prompt_examples).
+template <NluTask T, TextEncoder Enc>
+ExampleSet cached_examples(const std::filesystem::path& path, const std::string& source_hash,
+                           const T& task, std::span<const typename T::Record> records,
+                           const ExampleOptions& options, const Enc& tok,
+                           const std::string& tokenizer_id, CacheStatus* status = nullptr,
+                           ExampleReport* report = nullptr) {
+  return cached_prompt_examples(
+      path, source_hash, task.describe(), [&] { return task_prompts(task, records); }, options, tok,
+      tokenizer_id, status, report);
 }
 
 /// cached_examples for NER records with NerExampleOptions (their key as before).

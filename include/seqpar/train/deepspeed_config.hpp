@@ -32,7 +32,7 @@ namespace seqpar::inline v0 {
 /// What applying a DeepSpeed configuration did besides changing the options.
 struct DeepSpeedReport {
   std::string file;
-  std::vector<std::string> applied;  // "zero_optimization.stage=3 -> --zero-stage 3"
+  std::vector<std::string> applied;  // "zero_optimization.stage=3 -> TrainingArguments::zero_stage 3"
   std::vector<std::string> ignored;  // "zero_optimization.overlap_comm=true"
 
   /// The lines a run prints at its start: what was applied, and what was ignored.
@@ -482,7 +482,7 @@ class DeepSpeedReader {
     if (!typed_warmup) report_.applied.push_back("scheduler warmup_type (absent) -> log");
   }
 
-  // zero_optimization.stage -> the layout's ZeRO stage; offload -> --offload. The data
+  // zero_optimization.stage -> the layout's ZeRO stage; offload -> TrainingArguments::offload. The data
   // degree (for the batch) is the layout's, else what the launch leaves.
   void plan(std::int64_t stage) {
     PlanDesc& layout = a_.plan.layout;
@@ -507,7 +507,7 @@ class DeepSpeedReader {
     if (offload_params_ && !offload_optimizer_ && stage == 3) {
       refuse("zero_optimization.offload_param", json("cpu"),
              "parameters are offloaded together with the optimizer state only "
-             "(--offload optimizer+params); offload_optimizer is not \"cpu\"");
+             "(TrainingArguments::offload optimizer+params); offload_optimizer is not \"cpu\"");
       return;
     }
     const std::string offload = offload_params_      ? "optimizer+params"
@@ -594,7 +594,7 @@ inline DeepSpeedReport apply_deepspeed_file(TrainingArguments& a, const std::fil
                                             std::int64_t world) {
   const std::string file = path.string();
   std::ifstream f(path);
-  SEQPAR_CHECK(f.good(), file, ": cannot be opened (--deepspeed)");
+  SEQPAR_CHECK(f.good(), file, ": the DeepSpeed configuration cannot be opened");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(f);

@@ -47,7 +47,7 @@ struct TrainingArguments {
   std::int64_t save_total_limit = 2;
   std::int64_t logging_steps = 10;
   // Precision, memory and the layout.
-  std::string precision = "fp32";  // fp32 | bf16 | fp16 (--bf16, --fp16)
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (Hugging Face: bf16, fp16)
   LossScaleOptions loss_scale;     // fp16's scaler (DeepSpeed's fp16 block)
   std::string offload = "none";    // none | optimizer | optimizer+params (offload_name)
   Recompute recompute = Recompute::none;

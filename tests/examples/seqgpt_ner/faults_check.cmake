@@ -57,7 +57,7 @@ file(WRITE "${rot}/run.json.tmp.keep" "not ours either")
 file(WRITE "${rot}/seqgpt_ner.lock" "2147483647\n")
 file(WRITE "${rot}/step-99.safetensors" "truncated")
 ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume)
-expect("${out}" "ner.total_steps: checkpoint '6', this run '8'")
+expect("${out}" "options.schedule.total: checkpoint '6', this run '8'")
 expect("${out}" "--allow_changed_options")
 expect_files("${rot}" .notes.txt.tmp.1 run.json.tmp.keep .step-8.safetensors.tmp.1a2b3c
              .model.safetensors.tmp.ff seqgpt_ner.lock step-99.safetensors
@@ -70,7 +70,7 @@ expect_files("${rot}" .notes.txt.tmp.1 run.json.tmp.keep "!.step-8.safetensors.t
              "!.model.safetensors.tmp.ff" "!seqgpt_ner.lock" step-99.safetensors.incomplete
              "!step-99.safetensors")
 expect("${out}" "resumed from ${rot}/step-6.safetensors at step 6")
-expect("${out}" "continuing with a changed ner.total_steps")
+expect("${out}" "continuing with a changed options.schedule.total")
 expect_files("${rot}" step-6.safetensors step-8.safetensors "!step-4.safetensors")
 file(STRINGS "${rot}/metrics.jsonl" lines)
 set(resumes "")
@@ -207,7 +207,7 @@ expect("${out}" "this model (vocab 250880, hidden 1024, 24 layers) expects")
 # 8. A fresh run in a folder holding an earlier run's checkpoints refuses to start and
 #    deletes nothing; with --overwrite-output-dir it replaces them with its own.
 ner_run(1 out train --out "${rot}" ${common} --max-steps 2 --save-every 1)
-expect("${out}" "holds checkpoints of an earlier run (step-9.safetensors); resume continues that run")
+expect("${out}" "holds checkpoints of an earlier run (step-9.safetensors); --resume_from_checkpoint continues that run")
 expect_files("${rot}" step-8.safetensors step-9.safetensors)
 ner_run(0 out train --out "${rot}" ${common} --max-steps 2 --save-every 1 --overwrite_output_dir)
 expect("${out}" "removed ${rot}/step-9.safetensors of an earlier run")

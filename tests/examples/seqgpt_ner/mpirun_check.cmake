@@ -269,7 +269,7 @@ elseif(CHECK STREQUAL "refusals")
     endif()
     foreach(what IN ITEMS "ranks disagree on what must be equal on all 2 of them"
                           "plan: rank 0 'dp2'; rank 1 'tp2'" "max_steps: rank 0 '2'; rank 1 '3'"
-                          "ner.batch: rank 0 '8'; rank 1 '16'" "ner.seed: rank 0 '5'; rank 1 '6'")
+                          "ner.batch: rank 0 '8'; rank 1 '16'" "seed: rank 0 '5'; rank 1 '6'")
       expect("${out}" "${what}")
     endforeach()
     count("${out}" "ranks disagree" said)

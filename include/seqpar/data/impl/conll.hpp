@@ -81,7 +81,8 @@ SEQPAR_DECL NerDataset read_conll(const std::filesystem::path& path, const ReadO
                " (read CLUENER JSON with read_cluener)");
   NerDataset d;
   d.report.file = file;
-  d.report.task = NluTask::ner;
+  d.report.task = "ner";
+  d.report.counted = "mentions";
   detail::BadRecords bad(options, d.report);
   detail::ConllSentence cur;
   std::int64_t record = 0;
@@ -93,7 +94,10 @@ SEQPAR_DECL NerDataset read_conll(const std::filesystem::path& path, const ReadO
     if (!cur.reason.empty()) {
       bad.add(cur.reason, where + ": " + cur.problem);
     } else {
-      NerRecord r{std::move(cur.text), std::move(cur.spans), true, cur.line};
+      NerRecord r;
+      r.text = std::move(cur.text);
+      r.spans = std::move(cur.spans);
+      r.line = cur.line;
       r.id.number = cur.line;  // a sentence is known by the line where it starts
       std::string problem;
       if (std::string reason = detail::check_record(r, options, problem); !reason.empty()) {
