@@ -90,7 +90,7 @@ seqpar::AnyComm process_world(seqpar::MpiComm& mpi, std::string_view device,
                      ids[static_cast<std::size_t>(r)]});
   // Every process judges the same view: all refuse alike.
   if (const std::string why = seqpar::gpu_binding_problem(ranks, launcher); !why.empty())
-    throw seqpar::Refusal(why);
+    throw seqpar::Refusal(why + " (Slurm binds one with --gpus-per-task=1 or --gpu-bind)");
 #if defined(SEQPAR_HAS_NCCL_COMM)
   // Selects GPU node_local_rank % visible (before any other CUDA work of this process);
   // rank 0's NCCL id crosses over MPI.

@@ -79,7 +79,7 @@ TEST_CASE("fixture: one example per record and label chunk: prompt tokens, answe
     CHECK(ex.chunk(i) == static_cast<std::int32_t>(i % 2));
     const auto& r = d.records[i / 2];
     const auto& chunk = chunks[i % 2];
-    const auto prompt = tok.encode(seqgpt_prompt(r.text, Task::extraction, chunk));
+    const auto prompt = tok.encode(seqgpt_prompt(r.text, Instruction::extraction, chunk));
     const auto answer = cat(tok.encode(ner_answer(r, chunk)), {2});
     CHECK(std::ranges::equal(ex.prompt(i), prompt));
     CHECK(std::ranges::equal(ex.answer(i), answer));
@@ -431,7 +431,7 @@ TEST_CASE(
     CHECK(tok.encode(w).size() == 1);
   // A prompt: each prompt word, label and character one token.
   const std::vector<std::string> labels{"name", "address"};
-  const std::string p = seqgpt_prompt("张伟在武汉", Task::extraction, labels);
+  const std::string p = seqgpt_prompt("张伟在武汉", Instruction::extraction, labels);
   // 输入 ": " 张伟在武汉 \n 抽取 ": " name ， address \n 输出 ": " [GEN]
   CHECK(tok.encode(p).size() == 1 + 2 + 5 + 1 + 1 + 2 + 1 + 1 + 1 + 1 + 1 + 2 + 1);
   CHECK(tok.decode(tok.encode(p)) == p);
@@ -466,7 +466,7 @@ TEST_CASE(
   for (std::size_t i = 0; i < ex.size(); ++i) {
     const auto& r = d.records[static_cast<std::size_t>(ex.record(i))];
     const auto& chunk = chunks[static_cast<std::size_t>(ex.chunk(i))];
-    CHECK(tok.decode(ex.prompt(i)) == seqgpt_prompt(r.text, Task::extraction, chunk));
+    CHECK(tok.decode(ex.prompt(i)) == seqgpt_prompt(r.text, Instruction::extraction, chunk));
     const auto answer = ex.answer(i);
     CHECK(answer.back() == tok.eos_id());
     CHECK(tok.decode(answer.first(answer.size() - 1)) == ner_answer(r, chunk));

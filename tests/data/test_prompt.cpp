@@ -24,7 +24,7 @@ NerRecord sample_record() {
 
 TEST_CASE("the extraction prompt is byte for byte SeqGPT's") {
   const std::vector<std::string> labels{"人物", "地点"};
-  const std::string p = seqgpt_prompt("张三在杭州。", Task::extraction, labels);
+  const std::string p = seqgpt_prompt("张三在杭州。", Instruction::extraction, labels);
   // 输入: text \n 抽取: 人物，地点 \n 输出: [GEN], spelled as UTF-8 bytes so the check does not
   // depend on how this source file is read.
   const std::string want =
@@ -38,19 +38,19 @@ TEST_CASE("the extraction prompt is byte for byte SeqGPT's") {
 
 TEST_CASE("the classification prompt names the task 分类") {
   const std::vector<std::string> labels{"体育", "财经", "科技"};
-  CHECK(seqgpt_prompt("股市大涨", Task::classification, labels) ==
+  CHECK(seqgpt_prompt("股市大涨", Instruction::classification, labels) ==
         "输入: 股市大涨\n分类: 体育，财经，科技\n输出: [GEN]");
-  CHECK(task_word(Task::classification) == "\xE5\x88\x86\xE7\xB1\xBB");
-  CHECK(task_word(Task::extraction) == "\xE6\x8A\xBD\xE5\x8F\x96");
+  CHECK(instruction_word(Instruction::classification) == "\xE5\x88\x86\xE7\xB1\xBB");
+  CHECK(instruction_word(Instruction::extraction) == "\xE6\x8A\xBD\xE5\x8F\x96");
 }
 
 TEST_CASE("prompts refuse empty label lists and labels that would break the format") {
   const std::vector<std::string> none;
-  CHECK_THROWS_WITH_AS(seqgpt_prompt("x", Task::extraction, none),
+  CHECK_THROWS_WITH_AS(seqgpt_prompt("x", Instruction::extraction, none),
                        doctest::Contains("label list is empty"), Error);
   for (const std::string bad : {"a，b", "a\nb", "a: b", ""}) {
     const std::vector<std::string> labels{"ok", bad};
-    CHECK_THROWS_AS(seqgpt_prompt("x", Task::extraction, labels), Error);
+    CHECK_THROWS_AS(seqgpt_prompt("x", Instruction::extraction, labels), Error);
   }
 }
 

@@ -103,9 +103,7 @@ class SentimentTask {
   }
 
   static SentimentTask of(const Dataset<SentimentRecord>& train, std::vector<std::string> moods) {
-    if (moods.empty()) moods = train.labels();
-    detail::check_task_labels(train, moods);
-    return SentimentTask(std::move(moods));
+    return SentimentTask(training_labels(train, std::move(moods), "no mood to train"));
   }
 
   const std::vector<std::string>& labels() const { return moods_; }

@@ -354,7 +354,7 @@ TEST_CASE("GPUs of a launch: a GPU each, whether the launcher shows all or binds
   const std::string why = gpu_binding_problem(two, "mpirun");
   CHECK(why.find("ranks 0 and 2 would share GPU GPU-0 on node a (4 processes there, each seeing 2 "
                  "GPUs)") != std::string::npos);
-  CHECK(why.find("srun --gpus-per-task=1") != std::string::npos);
+  CHECK(why.find("have the launcher bind one GPU to each") != std::string::npos);
   two[3].visible_gpus = 0;
   CHECK(gpu_binding_problem(two, "srun").find("rank 3 (node a) sees no CUDA GPU") !=
         std::string::npos);

@@ -1,15 +1,7 @@
 #pragma once
-// The body of decode attention, written once for both backends: one new query of one
-// (row, head) against that row's cached keys and values, with ALiBi and the key mask of
-// the cache. A "team" runs the body's loops and reductions: SerialTeam (one CPU thread
-// does a whole head: backend/cpu/decode_attention.hpp) or a thread block (one block per
-// head: backend/cuda/decode_attention.hpp). The team also owns the loop order of the
-// value sum, the one step whose best order differs between a core and a block.
-//
-// One head reads q[hd] (the query third of the new token's fused qkv), k[len, hd] and
-// v[len, hd] (its cache rows), pos[len] and valid[len] (the row's key positions and mask),
-// and writes out[hd]; s[len] is its scratch. Arithmetic is in A (float on the GPU, the
-// storage type on the CPU: double for the reference checks).
+// Decode attention's body, written once for both backends: one new query of a (row, head) against
+// its cached keys and values. A team (SerialTeam, or a thread block) runs the loops and owns the
+// order of the value sum, the one step whose best order differs between a core and a block.
 
 #include <cmath>
 #include <cstdint>

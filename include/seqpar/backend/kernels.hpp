@@ -216,4 +216,16 @@ inline double alibi_slope(std::int64_t h, std::int64_t n) {
   return std::pow(extra, static_cast<double>(2 * (h - c) + 1));
 }
 
+/// Head h of sequence b in fused QKV rows [B, Tn, nh, 3, hd] of stride ld: its q, k and v.
+template <class T>
+struct HeadQkv {
+  T *q, *k, *v;
+};
+template <class T>
+SEQPAR_HOST_DEVICE HeadQkv<T> head_qkv(T* qkv, std::int64_t b, std::int64_t h, std::int64_t Tn,
+                                       std::int64_t ld, std::int64_t hd) {
+  T* q = qkv + b * Tn * ld + h * 3 * hd;
+  return {q, q + hd, q + 2 * hd};
+}
+
 }  // namespace seqpar::inline v0::kernels

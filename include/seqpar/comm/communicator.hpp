@@ -80,19 +80,8 @@ struct ByteCount {
   bool operator==(const ByteCount&) const = default;
 };
 
-/// The bytes a ring algorithm moves for one call, seen from `rank` of a `size`-rank
-/// communicator; every communicator counts with this model, whatever its transport does.
-/// `count` is the n of the call and `elem_bytes` the element size:
-///   all_reduce      sent = received = 2 (size-1) ceil(count/size) elem_bytes
-///                   (the payload cut into `size` blocks, the last ones padded)
-///   reduce_scatter  sent = received = (size-1) count elem_bytes   (count = the block per rank)
-///   all_gather      sent = received = (size-1) count elem_bytes   (count = the block per rank)
-///   broadcast       a pipelined chain root, root+1, ..., root-1 (mod size): every rank but
-///                   the root receives count elem_bytes, every rank but the last one in the
-///                   chain sends count elem_bytes
-///   send / recv     count elem_bytes sent / received
-///   barrier         nothing
-/// A one-rank communicator moves nothing.
+/// The bytes a ring algorithm moves for one call, seen from `rank`; every communicator counts with
+/// this model, whatever its transport does, so that counts compare across communicators.
 constexpr ByteCount ring_bytes(CollectiveKind kind, std::size_t count, std::size_t elem_bytes,
                                int size, int rank, int root = 0) {
   const auto s = static_cast<std::uint64_t>(count) * elem_bytes;

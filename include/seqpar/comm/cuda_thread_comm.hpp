@@ -1,17 +1,7 @@
 #pragma once
-// CudaThreadComm: the device flavour of ThreadComm, for multi-rank plans on one GPU (NCCL
-// refuses two ranks on one device). Ranks are threads of one process, each with its own
-// CUDA stream (its thread's CudaContext); collectives take device pointers, or host
-// pointers for the scalars a trainer reduces (a loss, a gradient norm), told apart by
-// cudaPointerGetAttributes.
-//
-// This first version stages device data through pinned host memory: a rank copies its
-// block to the host (waiting for its stream), the ThreadComm underneath combines the
-// blocks on the host in rank order (so results are bit-reproducible, as ThreadComm's), and
-// the result is copied back on the rank's stream. Correct and deterministic, not fast:
-// every collective costs two PCIe copies and a stream synchronisation. A version that
-// copies device to device between the ranks' buffers would keep the data on the GPU.
-// Seen where SEQPAR_CUDA_BACKEND is defined (core/separate_compilation.hpp).
+// CudaThreadComm: ThreadComm for device data, for multi-rank plans on one GPU (NCCL refuses two
+// ranks on one device). Blocks are staged through pinned host memory and combined in rank order:
+// bit-reproducible, not fast (two PCIe copies and a stream synchronisation per collective).
 
 #include "seqpar/core/separate_compilation.hpp"
 

@@ -1,15 +1,7 @@
 #pragma once
-// MpiComm: ranks are processes started by mpirun/srun. MpiSession initialises MPI,
-// mpi_main() runs a program under it and turns an exception on any rank into a clear
-// message and MPI_Abort, and node_local_rank() says which process of a node this is.
-// Collectives and receives are nonblocking MPI calls polled with a backoff: one that waits
-// longer than the timeout (comm_timeout()) throws, so that mpi_main's MPI_Abort ends a job
-// whose rank was stopped or hung instead of leaving the others spinning. Before each
-// collective the ranks exchange its fingerprint (comm/fingerprint.hpp; comm_checks()), so a
-// rank that calls another collective, or the same with another size, is named at once; a
-// failure prints the rank's last calls.
-// Defined only where <mpi.h> is found (link seqpar::mpi, which also defines SEQPAR_WITH_MPI);
-// SEQPAR_HAS_MPI_COMM is then 1.
+// MpiComm: ranks are processes started by mpirun/srun. Collectives poll nonblocking calls and throw
+// past comm_timeout(), so that mpi_main's MPI_Abort ends a job with a hung rank instead of leaving
+// the others spinning. Defined only where <mpi.h> is found (SEQPAR_HAS_MPI_COMM is then 1).
 
 #if defined(SEQPAR_WITH_MPI) || __has_include(<mpi.h>)
 
@@ -211,9 +203,7 @@ class MpiComm {
   /// the call (mpi_main then aborts the job). Per handle's communicator: splits start from
   /// comm_timeout() (SEQPAR_COMM_TIMEOUT_S).
   void set_timeout(CommSeconds timeout) {
-    SEQPAR_CHECK(timeout.count() > 0, "MpiComm: the timeout must be above 0 s, got ",
-                 timeout.count());
-    state_->timeout = timeout;
+    state_->timeout = detail::checked_timeout("MpiComm", timeout);
   }
   CommSeconds timeout() const { return state_->timeout; }
 
@@ -503,23 +493,17 @@ class MpiComm {
 
 static_assert(Communicator<MpiComm>);
 
-/// The rank of this process among the ranks of `comm` on the same node (shared memory), and
-/// how many there are: which GPU a process takes.
-inline int node_local_rank(const MpiComm& comm) {
+/// The ranks of `comm` on this process's node (shared memory), in `comm`'s order: a
+/// process's rank there is the GPU it takes.
+inline MpiComm node_comm(const MpiComm& comm) {
   MPI_Comm local = MPI_COMM_NULL;
   detail::mpi_check(
       MPI_Comm_split_type(comm.native(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &local),
       "MPI_Comm_split_type", comm.rank());
-  return MpiComm(local, true).rank();
+  return MpiComm(local, true);
 }
-
-inline int node_local_size(const MpiComm& comm) {
-  MPI_Comm local = MPI_COMM_NULL;
-  detail::mpi_check(
-      MPI_Comm_split_type(comm.native(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &local),
-      "MPI_Comm_split_type", comm.rank());
-  return MpiComm(local, true).size();
-}
+inline int node_local_rank(const MpiComm& comm) { return node_comm(comm).rank(); }
+inline int node_local_size(const MpiComm& comm) { return node_comm(comm).size(); }
 
 /// MPI_Init_thread on construction, MPI_Finalize on destruction; does neither if MPI was
 /// already initialised by someone else.

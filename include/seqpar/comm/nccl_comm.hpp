@@ -145,12 +145,7 @@ struct NcclState {
 }  // namespace detail
 
 /// Throws seqpar::Error when an NCCL call does not return ncclSuccess.
-#define SEQPAR_NCCL_CHECK(call)                                                    \
-  do {                                                                             \
-    const ncclResult_t seqpar_nccl_status_ = (call);                               \
-    if (seqpar_nccl_status_ != ncclSuccess)                                        \
-      ::seqpar::detail::nccl_fail(seqpar_nccl_status_, #call, __FILE__, __LINE__); \
-  } while (0)
+#define SEQPAR_NCCL_CHECK(call) SEQPAR_STATUS_CHECK(call, #call, ncclSuccess, nccl_fail)
 
 /// A rank of an NCCL communicator (see the top of this file). A cheap handle: copies share
 /// the NCCL communicator and the counters; use it from one thread.
@@ -204,9 +199,7 @@ class NcclComm {
   /// How long a blocking call waits for its collectives before the communicator is aborted
   /// and the call throws naming this rank (starts at comm_timeout()).
   void set_timeout(CommSeconds timeout) {
-    SEQPAR_CHECK(timeout.count() > 0, "NcclComm: the timeout must be above 0 s, got ",
-                 timeout.count());
-    state_->timeout = timeout;
+    state_->timeout = detail::checked_timeout("NcclComm", timeout);
   }
   CommSeconds timeout() const { return state_->timeout; }
 

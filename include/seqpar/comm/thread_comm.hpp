@@ -359,9 +359,8 @@ class ThreadComm {
   /// rank that waits longer than `timeout` in one call fails the run (see set_timeout).
   static std::vector<ThreadComm> make_world(int n, CommSeconds timeout = comm_timeout()) {
     SEQPAR_CHECK(n >= 1, "ThreadComm: a world needs at least one rank, got ", n);
-    SEQPAR_CHECK(timeout.count() > 0, "ThreadComm: the timeout must be above 0 s, got ",
-                 timeout.count());
-    auto world = std::make_shared<detail::ThreadWorld>(n, timeout);
+    auto world =
+        std::make_shared<detail::ThreadWorld>(n, detail::checked_timeout("ThreadComm", timeout));
     std::vector<int> ranks(n);
     for (int r = 0; r < n; ++r) ranks[r] = r;
     auto group = std::make_shared<detail::ThreadGroup>(world, std::move(ranks));
@@ -602,9 +601,7 @@ class ThreadComm {
   /// run with an error naming the call and the ranks that did not come (all ranks then
   /// fail). Shared by the whole world and its splits; calls already waiting keep theirs.
   void set_timeout(CommSeconds timeout) {
-    SEQPAR_CHECK(timeout.count() > 0, "ThreadComm: the timeout must be above 0 s, got ",
-                 timeout.count());
-    group_->world->timeout_s = timeout.count();
+    group_->world->timeout_s = detail::checked_timeout("ThreadComm", timeout).count();
   }
   CommSeconds timeout() const { return group_->world->timeout(); }
 

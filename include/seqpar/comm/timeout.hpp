@@ -48,6 +48,12 @@ inline std::string seconds_text(CommSeconds t) {
   return text;
 }
 
+/// `timeout`, once `who` (a communicator's name) has checked it is above 0 s.
+inline CommSeconds checked_timeout(const char* who, CommSeconds timeout) {
+  SEQPAR_CHECK(timeout.count() > 0, who, ": the timeout must be above 0 s, got ", timeout.count());
+  return timeout;
+}
+
 /// Deadline of a wait that starts now. Timeouts beyond 10^8 s (three years) are taken as
 /// that: steady_clock's nanoseconds overflow at about 9 * 10^9 s.
 inline std::chrono::steady_clock::time_point comm_deadline(CommSeconds timeout) {

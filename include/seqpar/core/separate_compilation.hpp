@@ -12,17 +12,9 @@
 #define SEQPAR_DECL inline
 #endif
 
-// SEQPAR_CUDA_BACKEND: defined where a unit sees the CUDA backend (Cuda, Ops<Cuda>,
-// CudaContext, the CUDA communicators). Its kernels need nvcc, so a header-only program sees
-// it only under nvcc. A program built with SEQPAR_SEPARATE_COMPILATION and linked to
-// seqpar::cuda (SEQPAR_WITH_CUDA) sees it under any compiler: Ops<Cuda> is then declared
-// only, and its kernels are compiled once, by nvcc, in the unit that includes
-// <seqpar/compiled_cuda.hpp>; its other units (the trainers) are ordinary C++ compiled by
-// the host compiler against the CUDA toolkit's headers.
-//
-// SEQPAR_CUDA_KERNELS: defined where a unit holds the CUDA backend's kernels: under nvcc, and in
-// the units the tests' emulated CUDA device (tests/emulation) compiles with the host compiler in
-// nvcc's place (SEQPAR_EMULATED_CUDA_KERNELS). Such a unit also sees the CUDA backend.
+// SEQPAR_CUDA_BACKEND: the unit sees the CUDA backend; SEQPAR_CUDA_KERNELS: it holds its kernels
+// (nvcc, or the tests' emulated device). A host-compiled unit sees the backend only when built
+// separately and linked to seqpar::cuda; <seqpar/compiled_cuda.hpp> then compiles the kernels once.
 #if defined(__CUDACC__) || defined(SEQPAR_EMULATED_CUDA_KERNELS)
 #define SEQPAR_CUDA_KERNELS 1
 #endif

@@ -36,7 +36,7 @@ using ClassDataset = Dataset<ClassRecord>;
 /// The 分类 prompt of `text` over every label, in the order given.
 inline std::string classification_prompt(std::string_view text,
                                          std::span<const std::string> labels) {
-  return seqgpt_prompt(text, Task::classification, labels);
+  return seqgpt_prompt(text, Instruction::classification, labels);
 }
 
 /// A classification answer read back: the label, or an empty label and the error.

@@ -61,9 +61,7 @@ class ClassificationTask {
 
   /// The task of training set `train`: `labels`, else its classes (sorted), and its majority.
   static ClassificationTask of(const ClassDataset& train, std::vector<std::string> labels) {
-    if (labels.empty()) labels = train.labels();
-    SEQPAR_CHECK(!labels.empty(), train.report.file, ": no label to train (classification)");
-    detail::check_task_labels(train, labels);
+    labels = training_labels(train, std::move(labels), "no label to train (classification)");
     return ClassificationTask(std::move(labels), majority_label(train.records));
   }
 

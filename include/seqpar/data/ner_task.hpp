@@ -78,11 +78,8 @@ class NerTask {
 
   /// The task of training set `train`: `labels`, else its mentions' labels (sorted).
   static NerTask of(const NerDataset& train, std::vector<std::string> labels) {
-    if (labels.empty()) labels = train.labels();
-    SEQPAR_CHECK(!labels.empty(), train.report.file,
-                 ": no labelled mention; cannot choose a label set");
-    detail::check_task_labels(train, labels);
-    return NerTask(std::move(labels));
+    return NerTask(training_labels(train, std::move(labels),
+                                   "no labelled mention; cannot choose a label set"));
   }
 
   const std::vector<std::string>& labels() const { return labels_; }
@@ -112,7 +109,7 @@ class NerTask {
     const auto cs = chunks();
     std::vector<TaskPrompt> out;
     for (std::size_t c = 0; c < cs.size(); ++c)
-      out.push_back({seqgpt_prompt(r.text, Task::extraction, cs[c]), ner_answer(r, cs[c]),
+      out.push_back({seqgpt_prompt(r.text, Instruction::extraction, cs[c]), ner_answer(r, cs[c]),
                      static_cast<std::int32_t>(c)});
     return out;
   }
@@ -123,7 +120,7 @@ class NerTask {
     const auto cs = chunks();
     std::vector<std::string> prompts;
     for (const auto& r : records)
-      for (const auto& c : cs) prompts.push_back(seqgpt_prompt(r.text, Task::extraction, c));
+      for (const auto& c : cs) prompts.push_back(seqgpt_prompt(r.text, Instruction::extraction, c));
     const std::vector<std::string> answers = detail::ask(answer, prompts);
     std::vector<Prediction> out;
     for (std::size_t i = 0; i < records.size(); ++i) {

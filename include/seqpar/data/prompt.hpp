@@ -1,14 +1,6 @@
 #pragma once
-// SeqGPT prompts and the answer contract (docs/ner.md).
-//
-//   prompt:  输入: {text}\n{task}: {label1}，{label2}，...\n输出: [GEN]
-//   answer:  {label1}: {span}，{span}\n{label2}: None\n...
-//
-// task is 抽取 (extraction) or 分类 (classification); labels and spans are joined with the
-// full-width comma U+FF0C. An extraction label set is cut into chunks of at most 6 labels,
-// one prompt each. The answer has one line per label of the chunk, in the chunk's order;
-// a label's spans are its mentions in text order (a mention that occurs twice is listed
-// twice), and "None" stands for no mention.
+// SeqGPT prompts and the answer contract (docs/ner.md): labels and spans joined by the full-width
+// comma U+FF0C, at most 6 extraction labels a prompt, one answer line per label ("None": none).
 
 #include <algorithm>
 #include <cstdint>
@@ -24,11 +16,13 @@
 
 namespace seqpar::inline v0 {
 
-/// The two SeqGPT tasks.
-enum class Task : std::uint8_t { extraction, classification };
+/// The two SeqGPT instructions: extract spans, or pick a label.
+enum class Instruction : std::uint8_t { extraction, classification };
 
-/// The word a prompt names the task with.
-constexpr std::string_view task_word(Task t) { return t == Task::extraction ? "抽取" : "分类"; }
+/// The word a prompt names the instruction with.
+constexpr std::string_view instruction_word(Instruction i) {
+  return i == Instruction::extraction ? "抽取" : "分类";
+}
 
 /// Joins labels in a prompt and spans in an answer: the full-width comma.
 inline constexpr std::string_view list_separator = "，";
@@ -38,11 +32,11 @@ inline constexpr std::string_view no_mention = "None";
 inline constexpr std::size_t labels_per_prompt = 6;
 
 /// The SeqGPT prompt for `text` and `labels`.
-inline std::string seqgpt_prompt(std::string_view text, Task task,
+inline std::string seqgpt_prompt(std::string_view text, Instruction instruction,
                                  std::span<const std::string> labels) {
   SEQPAR_CHECK(!labels.empty(), "seqgpt_prompt: the label list is empty");
   std::string s = "输入: ";
-  s.append(text).append("\n").append(task_word(task)).append(": ");
+  s.append(text).append("\n").append(instruction_word(instruction)).append(": ");
   for (std::size_t i = 0; i < labels.size(); ++i) {
     const std::string& l = labels[i];
     const std::string problem = detail::label_problem(l);

@@ -1,15 +1,7 @@
 #pragma once
-// Relation extraction from SeqGPT's two atomic prompts (docs/tasks.md, "Relation
-// extraction"). A RelationSchema first folds the data's relations into canonical triples:
-// a passive 被X(a, b) is X(b, a), and the two entities of a symmetric relation are ordered
-// as they first occur in the text, so a fact the data lists twice is one triple. Then a
-// record takes two steps:
-//   1. one 分类 prompt over the schema's relations and 无关系: the relations the text states
-//      (the answer: those relations joined by '，', or 无关系);
-//   2. for each relation R stated, one 抽取 prompt with the labels R的主体 and R的客体: R's
-//      heads and its tails, listed pair by pair.
-// Answers read back into triples (garbled ones counted by kind); the score is triple-level
-// precision, recall and F1: head, relation and tail must all match.
+// Relation extraction in two prompts (docs/tasks.md): a 分类 prompt names the stated relations,
+// then one 抽取 prompt a relation gives its heads and tails. Triples are canonical (passive
+// 被X flipped, symmetric pairs in text order) so that a fact listed twice counts once.
 
 #include <algorithm>
 #include <cstdint>
@@ -241,7 +233,7 @@ inline RelationTypes parse_relation_types(std::string_view answer, const Relatio
 /// The second step's prompt for `relation`: 抽取 with its head and tail roles.
 inline std::string relation_prompt(std::string_view text, std::string_view relation) {
   const std::vector<std::string> roles{head_role(relation), tail_role(relation)};
-  return seqgpt_prompt(text, Task::extraction, roles);
+  return seqgpt_prompt(text, Instruction::extraction, roles);
 }
 
 /// The second step's answer for `relation` from canonical triples: its heads and its tails,

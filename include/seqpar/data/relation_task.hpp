@@ -63,9 +63,7 @@ class RelationTask {
   /// The task of training set `train`: `labels`, else its relations (sorted), and the schema
   /// its triples say.
   static RelationTask of(const RelationDataset& train, std::vector<std::string> labels) {
-    if (labels.empty()) labels = train.labels();
-    SEQPAR_CHECK(!labels.empty(), train.report.file, ": no label to train (relation)");
-    detail::check_task_labels(train, labels);
+    labels = training_labels(train, std::move(labels), "no label to train (relation)");
     RelationSchema schema = RelationSchema::of(labels, train.records);
     return RelationTask(std::move(labels), std::move(schema));
   }

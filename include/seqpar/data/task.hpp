@@ -145,19 +145,24 @@ inline void require_annotation(const TextRecord& r) {
                ") has no annotation; training needs annotated records");
 }
 
-/// Throws unless training set `train` has annotated records and each of `labels` is one a
-/// prompt can list.
+}  // namespace detail
+
+/// The labels a task of training set `train` is trained on: `labels`, else the set's own
+/// (`none` says why there are none); throws unless the set is annotated and each label is one
+/// a prompt can list.
 template <class R>
-void check_task_labels(const Dataset<R>& train, const std::vector<std::string>& labels) {
+std::vector<std::string> training_labels(const Dataset<R>& train, std::vector<std::string> labels,
+                                         std::string_view none) {
+  if (labels.empty()) labels = train.labels();
+  SEQPAR_CHECK(!labels.empty(), train.report.file, ": ", none);
   bool annotated = false;
   for (const auto& r : train.records) annotated = annotated || r.labelled;
   SEQPAR_CHECK(annotated, train.report.file,
                ": holds text only; a task is trained on annotated records");
   for (const auto& l : labels)
-    SEQPAR_CHECK(label_problem(l).empty(), train.report.file, ": label '", l, "' ",
-                 label_problem(l));
+    SEQPAR_CHECK(detail::label_problem(l).empty(), train.report.file, ": label '", l, "' ",
+                 detail::label_problem(l));
+  return labels;
 }
-
-}  // namespace detail
 
 }  // namespace seqpar::inline v0

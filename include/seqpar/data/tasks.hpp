@@ -1,14 +1,6 @@
 #pragma once
-// The library's SeqGPT tasks, each a type satisfying NluTask (data/task.hpp; docs/tasks.md):
-//
-//   task                prompts of a record                    the answer
-//   NerTask             抽取, one per chunk of 6 labels         "label: span，span" lines
-//   ClassificationTask  分类 over every label                   one label
-//   RelationTask        分类 over the relations and 无关系,     relations joined by '，'
-//                       then 抽取 "R的主体，R的客体" for each     "R的主体: heads" "R的客体: tails"
-//                       relation R the first answer names
-//
-// and batched_answers, which makes a task's AnswerFn from a tokenizer and a decoder.
+// The library's SeqGPT tasks, each an NluTask (data/task.hpp; docs/tasks.md), and
+// batched_answers, which makes a task's AnswerFn from a tokenizer and a decoder.
 
 #include <algorithm>
 #include <concepts>

@@ -39,74 +39,36 @@ inline std::string shape_string(std::span<const std::int64_t> shape) {
   return s + "]";
 }
 
-template <class T>
-T load_element(const std::byte* p, DType dtype) {
+template <class V>
+V load_bytes(const std::byte* q) {
+  V v;
+  std::memcpy(&v, q, sizeof v);
+  return v;
+}
+// f(load, size): load reads one element of `dtype` at a byte pointer as float or double, size
+// is its bytes; the one dtype switch of reading, kept out of the callers' loops.
+template <class F>
+decltype(auto) with_loader(DType dtype, F&& f) {
+  using B = const std::byte*;
   switch (dtype) {
-    case DType::f32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return static_cast<T>(f);
-    }
-    case DType::f64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return static_cast<T>(d);
-    }
-    case DType::f16: {
-      std::uint16_t h;
-      std::memcpy(&h, p, 2);
-      return static_cast<T>(f16_to_float(h));
-    }
-    case DType::bf16: {
-      std::uint16_t h;
-      std::memcpy(&h, p, 2);
-      return static_cast<T>(bf16_to_float(h));
-    }
-    default: return T{};
+    case DType::f32: return f([](B q) { return load_bytes<float>(q); }, 4);
+    case DType::f64: return f([](B q) { return load_bytes<double>(q); }, 8);
+    case DType::f16: return f([](B q) { return f16_to_float(load_bytes<std::uint16_t>(q)); }, 2);
+    case DType::bf16: return f([](B q) { return bf16_to_float(load_bytes<std::uint16_t>(q)); }, 2);
+    default: return f([](B) { return 0.0f; }, 1);
   }
 }
-// count contiguous elements of `dtype` at p into out; the dtype switch stays out of the loop.
+template <class T>
+T load_element(const std::byte* p, DType dtype) {
+  return with_loader(dtype, [&](auto load, std::size_t) { return static_cast<T>(load(p)); });
+}
+// count contiguous elements of `dtype` at p into out.
 template <class T>
 void convert_row(T* out, const std::byte* p, std::int64_t count, DType dtype) {
-  const auto each = [&](auto load, std::size_t size) {
+  with_loader(dtype, [&](auto load, std::size_t size) {
     for (std::int64_t j = 0; j < count; ++j)
       out[j] = static_cast<T>(load(p + j * static_cast<std::int64_t>(size)));
-  };
-  switch (dtype) {
-    case DType::f32:
-      return each(
-          [](const std::byte* q) {
-            float f;
-            std::memcpy(&f, q, 4);
-            return f;
-          },
-          4);
-    case DType::f64:
-      return each(
-          [](const std::byte* q) {
-            double d;
-            std::memcpy(&d, q, 8);
-            return d;
-          },
-          8);
-    case DType::f16:
-      return each(
-          [](const std::byte* q) {
-            std::uint16_t h;
-            std::memcpy(&h, q, 2);
-            return f16_to_float(h);
-          },
-          2);
-    case DType::bf16:
-      return each(
-          [](const std::byte* q) {
-            std::uint16_t h;
-            std::memcpy(&h, q, 2);
-            return bf16_to_float(h);
-          },
-          2);
-    default: return each([](const std::byte*) { return 0.0f; }, 1);
-  }
+  });
 }
 }  // namespace detail
 

@@ -1,17 +1,7 @@
 #pragma once
-// Tokenizer: byte-level BPE read from a Hugging Face tokenizer.json, as BLOOM and
-// SeqGPT ship it. encode() gives the ids Hugging Face tokenizers gives for
-// `encode(text, add_special_tokens=False)`; decode() the text of `decode(ids)`.
-//
-// The pipeline (docs/tokenizer.md has the details):
-//   1. invalid UTF-8 is repaired: each maximal ill-formed subpart becomes U+FFFD;
-//   2. added tokens (<unk> <s> </s> <pad> for BLOOM) are cut out of the text,
-//      leftmost-longest, before anything else sees it;
-//   3. the pre-tokenizer splits the rest: a Split on an Oniguruma regex whose
-//      matches and gaps are all pieces ("Isolated"), then ByteLevel;
-//   4. each piece, as bytes, is merged by the BPE rules in rank order.
-// Needs Oniguruma: link the seqpar::tokenizer target. Definitions: io/impl/tokenizer.hpp
-// (core/separate_compilation.hpp).
+// Tokenizer: byte-level BPE from a Hugging Face tokenizer.json, giving the ids and text of HF's
+// encode(text, add_special_tokens=False) and decode(ids) (docs/tokenizer.md). Needs Oniguruma
+// (the seqpar::tokenizer target); definitions in io/impl/tokenizer.hpp.
 
 #if !defined(SEQPAR_WITH_ONIGURUMA)
 #error "seqpar/io/tokenizer.hpp needs Oniguruma: link the seqpar::tokenizer CMake target"

@@ -283,16 +283,9 @@ class BeamSearch {
 
 }  // namespace detail
 
-/// Beam search over `prompts` (left-padded, as greedy_generate) with o.num_beams beams a
-/// prompt, following transformers' generate(num_beams = k, do_sample = False,
-/// early_stopping = False): scores are cumulative log-probabilities (the repetition penalty
-/// applied to them); each step keeps the 2k best (beam, token) continuations of a prompt; of
-/// those, the ones among the first k that end (eos, or max_new_tokens reached) join the
-/// prompt's k best finished hypotheses scored sum / length ^ length_penalty, and the best k
-/// that do not end run on. A prompt is done when its best running beam, scored at its
-/// current length, cannot beat its worst finished hypothesis; decoding stops when every
-/// prompt is done or after max_new_tokens. Each prompt's best finished hypothesis is the
-/// result. The prompts are prefilled once; their cache rows are repeated for the beams.
+/// Beam search with o.num_beams beams a prompt, matching transformers' generate(num_beams = k,
+/// do_sample = False, early_stopping = False); the prompts are prefilled once and their cache
+/// rows repeated for the beams.
 template <BloomModel M, Device D, class T, TensorAxis Axis>
 Generated beam_search(BloomStack<M, D, T, Axis>& model, const BatchView& prompts,
                       const GenerateOptions& o) {

@@ -1,14 +1,7 @@
 #pragma once
-// The tied LM head and the shifted cross-entropy, over vocabulary chunks: at most a
-// budget of bytes of the [tokens x vocab] logits is held at once. Pass 1 keeps a running
-// max and sum of exponentials per token (an online softmax); pass 2 recomputes each
-// chunk's logits and turns them into gradients. When one chunk covers the local
-// vocabulary, pass 1's logits are still in the chunk buffer and are used as they are:
-// the budget trades memory against one [tokens x vocab x hidden] GEMM a micro-batch
-// (TrainOptions::logits_bytes). Over a vocab-split tensor axis the three reductions
-// of a vocab-parallel cross-entropy (max, sum of exps, target logit) are the axis hooks.
-// The row steps are device ops (gather_rows, softmax_stats, cross_entropy_grad, ...), so
-// one code path serves every device; only the compaction list is made on the host.
+// The tied LM head and shifted cross-entropy over vocabulary chunks, holding at most a byte
+// budget of logits (online softmax, then logits recomputed for the gradients); the budget
+// trades memory against one extra GEMM a micro-batch (TrainOptions::logits_bytes).
 
 #include <algorithm>
 #include <cmath>

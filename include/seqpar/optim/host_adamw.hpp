@@ -28,11 +28,8 @@ namespace seqpar::inline v0 {
 enum class HostIsa : std::uint8_t { scalar, avx2, avx512 };
 
 inline const char* isa_name(HostIsa isa) {
-  switch (isa) {
-    case HostIsa::avx2: return "avx2";
-    case HostIsa::avx512: return "avx512";
-    default: return "scalar";
-  }
+  constexpr const char* names[] = {"scalar", "avx2", "avx512"};
+  return names[static_cast<int>(isa)];
 }
 
 /// Whether this CPU (and this build) can run the path `isa`.

@@ -1,14 +1,7 @@
 #pragma once
-// host_widen / host_narrow: an offloaded 16-bit model's values crossing PCIe at 2 bytes.
-// Its gradient shard comes down as bf16 or fp16 and is widened to fp32 on the host before
-// the host AdamW; the updated master weights are narrowed to the working type on the host
-// and go up at 2 bytes. Each element is converted as the CUDA backend converts it
-// (core/dtype.hpp's device_* functions: round to nearest even, CUDA's canonical NaNs), so
-// the weights on the device are those the device's own AdamW would have written.
-//
-// The loops are plain C++ over 16-bit bit patterns (any type with the layout of one: the
-// backend's __nv_bfloat16 or __half, or Float16), branch-light so the compiler vectorises
-// them, split over OpenMP threads in blocks as host_adamw is.
+// host_widen / host_narrow: an offloaded 16-bit model's gradients and weights cross PCIe at
+// 2 bytes, converted on the host exactly as the CUDA backend converts (core/dtype.hpp), so the
+// device weights are those the device's own AdamW would have written.
 
 #include <bit>
 #include <cstdint>

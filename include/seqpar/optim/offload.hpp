@@ -1,14 +1,7 @@
 #pragma once
-// Offload: which state a rank keeps in host memory instead of the device's (DeepSpeed's
-// offload_optimizer and offload_param), and the optimizer state that lives there.
-//
-// With the optimizer offloaded, the fp32 master weights and AdamW moments of the rank's
-// range of each unit are host buffers (pinned on Cuda), counted as Memory::host_optimizer;
-// each step the unit's reduced gradients come to the host as soon as they are complete
-// (parallel/data_axis.hpp), host_adamw updates the master weights there, and they go back
-// to the device as the working weights. On Cpu the device
-// memory is host memory and the same path runs with plain copies, so the CPU tests check
-// it, bit for bit against the step on the device.
+// Offload: which state a rank keeps in host memory (DeepSpeed's offload_optimizer and
+// offload_param) and the optimizer state there. On Cpu the same path runs with plain copies, so
+// CPU tests check it bit for bit against the on-device step.
 
 #include <algorithm>
 #include <cstdint>

@@ -1,16 +1,7 @@
 #pragma once
-// DataAxis<Policy, Stack, Device, T>: what the data-parallel ranks do with gradients,
-// optimizer state and parameters. One specialisation per family of the plan's data
-// policy, each in a header of its own under parallel/data/: Replicated<N>
-// (replicated.hpp), Sharded<Zero1 | Zero2, N> (zero12.hpp), Sharded<Zero3, N> (zero3.hpp);
-// what they share is DataAxisBase (axis_base.hpp: the ranges, AdamW state, norm and
-// checkpoint I/O), with the offload transfers as its member (gradient_downloads.hpp).
-//
-// The arena's categories: the shards a rank keeps are `parameters`, `gradients` (ZeRO-1's
-// reduce-scatter target beside the model's whole gradients is a `buffers` block) and
-// `optimizer`; ZeRO-2/3's full-size gradients of a unit and their reduced block exist only
-// between the backward and the reduction (`unreduced_gradients`), ZeRO-3's full parameters
-// only while a unit is used (`gathered_parameters`); both are 0 after a step.
+// DataAxis<Policy, Stack, Device, T>: what the data-parallel ranks do with gradients, optimizer
+// state and parameters; one specialisation per data-policy family under parallel/data/, all
+// sharing DataAxisBase (axis_base.hpp).
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/parallel/policies.hpp"

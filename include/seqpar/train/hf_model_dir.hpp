@@ -1,15 +1,7 @@
 #pragma once
-// A Hugging Face model directory, both ways. Written (write_hf_model_dir) from any weights
-// file a run leaves (model.safetensors, or a training checkpoint: its AdamW moments left
-// out) so that transformers' AutoModelForCausalLM and AutoTokenizer open it:
-//   config.json              BloomConfig of the model type (BloomForCausalLM, tied LM head)
-//   generation_config.json   how the run decodes, so that generate() with no arguments
-//                            decodes as the program does
-//   model.safetensors        the weights by their Hugging Face names, fp32, the tied lm_head
-//                            not repeated
-//   tokenizer.json, tokenizer_config.json, special_tokens_map.json
-// Read (HfModelDir): config.json checked against the model type a program compiled, the
-// weights file (model.safetensors or pytorch_model.bin) and tokenizer.json found.
+// A Hugging Face model directory, both ways: written from any weights file a run leaves so that
+// transformers' AutoModelForCausalLM and AutoTokenizer open it (fp32, the tied lm_head not
+// repeated), and read with its config.json checked against the compiled model type.
 
 #include <nlohmann/json.hpp>
 

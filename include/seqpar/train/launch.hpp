@@ -156,9 +156,8 @@ inline std::string gpu_binding_problem(const std::vector<ProcessGpu>& ranks,
              b.gpu + " on node " + b.node + " (" + std::to_string(b.node_processes) +
              " processes there, each seeing " + gpus +
              "); each process takes a GPU of its own (NCCL): start at most as many processes per "
-             "node as it has GPUs, or bind one GPU to each (srun --gpus-per-task=1, or "
-             "--gpu-bind), or start the program without a launcher to run the ranks as threads "
-             "sharing one GPU";
+             "node as it has GPUs, or have the launcher bind one GPU to each, or start the "
+             "program without a launcher to run the ranks as threads sharing one GPU";
     }
   return {};
 }

@@ -16,33 +16,28 @@
 
 namespace seqpar::inline v0 {
 
+/// A precision of model dtype `D`, its loss scaled by default or not.
+template <DType D, bool Scaled>
+struct PrecisionOf {
+  static constexpr DType dtype = D;
+  static constexpr bool loss_scaling = Scaled;
+};
+
 /// fp32 everywhere.
-struct Fp32 {
-  static constexpr DType dtype = DType::f32;
-  static constexpr bool loss_scaling = false;
-};
+struct Fp32 : PrecisionOf<DType::f32, false> {};
 /// fp64 everywhere (CPU only): gradient checks and references.
-struct Fp64 {
-  static constexpr DType dtype = DType::f64;
-  static constexpr bool loss_scaling = false;
-};
+struct Fp64 : PrecisionOf<DType::f64, false> {};
 /// bf16 weights, activations and gradients in the model; fp32 master weights and AdamW
 /// moments in the optimizer; layernorm statistics, ALiBi positions and slopes and the
 /// softmax statistics of the loss in fp32. No loss scaling by default (bf16 has fp32's
 /// range); LossScaleOptions::enabled asks for it.
-struct Bf16Mixed {
-  static constexpr DType dtype = DType::bf16;
-  static constexpr bool loss_scaling = false;
-};
+struct Bf16Mixed : PrecisionOf<DType::bf16, false> {};
 /// As Bf16Mixed in fp16, with dynamic loss scaling by default: the loss gradient is
 /// multiplied by the scale and the gradients divided by it before clipping; a step whose
 /// gradient norm is not finite is skipped and the scale lowered, and it grows again after
 /// a window of clean steps (StepGuard, configured by LossScaleOptions as DeepSpeed's fp16
 /// block is).
-struct Fp16Mixed {
-  static constexpr DType dtype = DType::f16;
-  static constexpr bool loss_scaling = true;
-};
+struct Fp16Mixed : PrecisionOf<DType::f16, true> {};
 
 /// A precision policy: a model dtype and whether the loss is scaled by default.
 template <class P>

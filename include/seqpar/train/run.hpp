@@ -307,24 +307,20 @@ class TrainingRun {
     // "step": the update's number; a skipped step made none and is logged under the number
     // of the update it attempted (the last one's + 1), so that a resume from step k drops
     // the skipped rows after k as it drops the updates. "attempt": the row's own number.
-    nlohmann::json row = {{"event", "train"},
-                          {"step", st.skipped ? st.step + 1 : st.step},
-                          {"attempt", st.attempt},
-                          {"loss", st.loss},
-                          {"lr", st.lr},
-                          {"grad_norm", st.grad_norm},
-                          {"tokens", st.tokens},
-                          {"targets", st.targets},
-                          {"seconds", st.seconds},
-                          {"tokens_per_s", st.tokens_per_s},
-                          {"skipped", st.skipped},
-                          {"skipped_steps", st.skipped_steps},
-                          {"overflow", st.overflow},
-                          {"loss_scale", st.loss_scale},
-                          {"nonfinite_in_a_row", st.nonfinite_in_a_row},
-                          {"memory_peak_bytes", st.memory.total_peak},
-                          {"memory_peak_bytes_by_category", memory_peaks_json(st.memory.peak)},
-                          {"bytes_sent", bytes_json(moved)}};
+    nlohmann::json row = {{"event", "train"},      {"step", st.skipped ? st.step + 1 : st.step},
+                          {"attempt", st.attempt}, {"loss", st.loss},
+                          {"lr", st.lr},           {"grad_norm", st.grad_norm},
+                          {"tokens", st.tokens},   {"targets", st.targets},
+                          {"seconds", st.seconds}, {"tokens_per_s", st.tokens_per_s}};
+    // What the step's guard did, what it held and what it sent.
+    row.update({{"skipped", st.skipped},
+                {"skipped_steps", st.skipped_steps},
+                {"overflow", st.overflow},
+                {"loss_scale", st.loss_scale},
+                {"nonfinite_in_a_row", st.nonfinite_in_a_row}});
+    row["memory_peak_bytes"] = st.memory.total_peak;
+    row["memory_peak_bytes_by_category"] = memory_peaks_json(st.memory.peak);
+    row["bytes_sent"] = bytes_json(moved);
     for (auto& [k, v] : extra.items()) row[k] = v;
     return row;
   }

@@ -36,22 +36,9 @@
 
 namespace seqpar::inline v0 {
 
-/// A lock file held while a run owns its folder, holding "<pid> <host>". Another run is
-/// refused while the holder lives; a lock of a process of this host that is gone is taken
-/// over (the caller is told); a lock of another host (a run on another node sharing the file
-/// system) is never taken over, since its process cannot be checked from here: the message
-/// says which file to remove once that run has ended. Nor is a lock that names no holder (an
-/// empty or unreadable file: this class never leaves one, but a start that could not write
-/// it, on a full disk, in an older version, or a crash before its bytes reached the disk,
-/// can): who made it cannot be known, so it is refused, naming the file to remove.
-///
-/// Taking it is atomic: the text is written whole to a file of this process, then linked
-/// into place (link(2) fails when the lock exists), so no one ever reads a half-written
-/// lock; and the look at a stale lock and its removal happen under an flock(2) of
-/// `<lock>.guard` (released by the kernel when its holder ends, so it never goes stale), so
-/// of several starts racing over one stale lock exactly one takes it. The guard file stays
-/// in the folder (removing it would let two starts hold flocks of two different files); on
-/// a file system without flock the guard is skipped.
+/// A lock file holding "<pid> <host>" while a run owns its folder; only a dead holder on this
+/// host is taken over. Taking it is atomic (link(2); stale locks removed under an flock of
+/// `<lock>.guard`, a file left in place so that two starts never flock different files).
 class OutputLock {
  public:
   /// Who holds the lock file at `path`: pid, host (empty in a lock written before hosts were

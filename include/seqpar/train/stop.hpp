@@ -1,22 +1,7 @@
 #pragma once
-// Stopping a run between two steps instead of losing the work since its last checkpoint.
-// StopSignals catches SIGTERM (what Slurm and mpirun send before they kill a job) and
-// SIGINT (Ctrl-C): the first asks the run to stop, a second ends the process at once.
-// StopRequest::agreed(world) is the collective check at a step boundary by which every
-// rank, whether it got the signal or not, stops after the same step:
-//
-//   seqpar::StopSignals signals;  // SIGTERM and SIGINT now ask to stop
-//   seqpar::StopRequest stop;
-//   while (...) {
-//     trainer.step(batch);
-//     if (const auto why = stop.agreed(world)) {  // the same answer on every rank
-//       trainer.save_checkpoint(path);             // the last completed step
-//       std::printf("stopped after step %lld: %s\n", trainer.steps_taken(),
-//       why.describe().c_str()); break;
-//     }
-//   }
-//
-// docs/reliability.md says what mpirun and srun do with these signals and when they kill.
+// Stopping a run between steps: the first SIGTERM or SIGINT asks to stop (a second ends the
+// process), and StopRequest::agreed(world) is a collective check so every rank stops after the
+// same step (docs/reliability.md).
 
 #include <signal.h>
 

@@ -1,15 +1,7 @@
 #pragma once
-// Causal ALiBi attention on the CPU, a (batch row, head) pair per iteration: scores and
-// context through gemm, the masked ALiBi softmax a row at a time while the head's scores
-// are in cache. The element arithmetic (ALiBi bias, softmax backward) is that of
-// backend/kernels.hpp, as in the CUDA kernels. 16-bit storage keeps qkv, the context and
-// the probabilities in bf16 or fp16; scores, softmax and its backward are in float, positions
-// and slopes too. Part of Ops<Cpu>.
-//
-// qkv[B*T, 3*Hl] is laid out per head as (head, {q,k,v}, hd); ctx[B*T, Hl]; probs[B, nh, T, T].
-// pos[B*T] is each key's ALiBi position, valid[B*T] whether it may be attended; a query with
-// no valid key (left padding) attends uniformly to every key, as the fully masked softmax
-// row of an additive-mask implementation does.
+// Causal ALiBi attention on the CPU (part of Ops<Cpu>), the softmax a row at a time while the
+// head's scores are in cache; a query with no valid key (left padding) attends uniformly to all
+// keys, as an additive-mask implementation does.
 
 #ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
 #error "backend/cpu/attention.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"
@@ -58,7 +50,7 @@ T* head_probs(T* probs, const T* qkv, const S* pos, const std::uint8_t* valid, c
   static_assert(std::is_same_v<S, Wide<T>>, "positions and slopes are kept in Wide<T>");
   const std::int64_t ld = 3 * nh * hd;
   const S scale = S(1) / std::sqrt(S(hd));
-  const T* q = qkv + b * Tn * ld + h * 3 * hd;
+  const T* q = kernels::head_qkv(qkv, b, h, Tn, ld, hd).q;
   T* P = probs + (b * nh + h) * Tn * Tn;
   S* scores = [&] {
     if constexpr (Half<T>)
@@ -94,8 +86,8 @@ void attention_forward(T* ctx, T* probs, const T* qkv, const S* pos, const std::
       for (std::int64_t h = 0; h < nh; ++h) {
         const T* P = head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd, wide.data());
         // ctx[T, hd] = P v (while P is still in cache)
-        gemm<T>(false, false, Tn, hd, Tn, S(1), P, Tn, qkv + b * Tn * ld + h * 3 * hd + 2 * hd, ld,
-                S(0), ctx + b * Tn * Hl + h * hd, Hl);
+        gemm<T>(false, false, Tn, hd, Tn, S(1), P, Tn, kernels::head_qkv(qkv, b, h, Tn, ld, hd).v,
+                ld, S(0), ctx + b * Tn * Hl + h * hd, Hl);
       }
   }
 }
@@ -131,12 +123,8 @@ void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
     SEQPAR_OMP(for collapse(2) schedule(static))
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < nh; ++h) {
-        const T* q = qkv + b * Tn * ld + h * 3 * hd;
-        const T* k = q + hd;
-        const T* v = q + 2 * hd;
-        T* dq = dqkv + b * Tn * ld + h * 3 * hd;
-        T* dk = dq + hd;
-        T* dv = dq + 2 * hd;
+        const auto [q, k, v] = kernels::head_qkv(qkv, b, h, Tn, ld, hd);
+        const auto [dq, dk, dv] = kernels::head_qkv(dqkv, b, h, Tn, ld, hd);
         const T* P = probs + (b * nh + h) * Tn * Tn;
         const T* dc = dctx + b * Tn * Hl + h * hd;
         T* dS = scratch + (b * nh + h) * Tn * Tn;

@@ -40,32 +40,15 @@ inline std::int64_t first_valid_key(const std::uint8_t* valid, std::int64_t Tn) 
   return j;
 }
 
-// p[c] = exp(s[c] - shift) for c < n (kernels::online_weight / flash_probability: 0 for a
-// masked score); returns their sum. p may be s. Eight lanes at a time for float.
+// p[c] = exp(s[c] - shift) for c < n (kernels::online_weight: 0 for a masked score, as
+// exp(-inf) is); returns their sum. p may be s.
 template <class T>
 T flash_exp_row(T* p, const T* s, std::int64_t n, T shift) {
   if (shift == kernels::minus_infinity<T>()) {  // every score so far masked
     std::fill(p, p + n, T(0));
     return T(0);
   }
-  T sum = 0;
-  std::int64_t c = 0;
-#if SEQPAR_CPU_SIMD
-  if constexpr (std::is_same_v<T, float>) {
-    F32x8 acc(0.0f);
-    for (; c + F32x8::lanes <= n; c += F32x8::lanes) {
-      const F32x8 e = exp_of(F32x8::load(s + c) - F32x8(shift));  // exp(-inf) = 0 exactly
-      acc += e;
-      e.store(p + c);
-    }
-    sum = acc.sum();
-  }
-#endif
-  for (; c < n; ++c) {
-    p[c] = kernels::online_weight(s[c], shift);
-    sum += p[c];
-  }
-  return sum;
+  return cpu::exp_shifted(p, s, n, shift, T(1));
 }
 
 // s[c] = q . k_{j0+c} for c < cols, with kT[d, c] = k_{j0+c}[d] (row stride FlashCpuTiles::keys).
@@ -168,9 +151,7 @@ void flash_attention_forward(T* ctx, T* lse, const T* qkv, const T* pos, const s
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < nh; ++h)
         for (std::int64_t t = 0; t < tiles; ++t) {
-          const T* q = qkv + b * Tn * ld + h * 3 * hd;
-          const T* k = q + hd;
-          const T* v = q + 2 * hd;
+          const auto [q, k, v] = kernels::head_qkv(qkv, b, h, Tn, ld, hd);
           const T* pb = pos + b * Tn;
           const std::uint8_t* vb = valid + b * Tn;
           const std::int64_t f = first[static_cast<std::size_t>(b)], i0 = t * Bq,
@@ -240,10 +221,8 @@ void flash_attention_backward(T* dqkv, const T* dctx, const T* ctx, const T* qkv
     SEQPAR_OMP(for collapse(2) schedule(dynamic))
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < nh; ++h) {
-        const T* q = qkv + b * Tn * ld + h * 3 * hd;
-        const T* k = q + hd;
-        const T* v = q + 2 * hd;
-        T* dq = dqkv + b * Tn * ld + h * 3 * hd;
+        const auto [q, k, v] = kernels::head_qkv(qkv, b, h, Tn, ld, hd);
+        T* dq = kernels::head_qkv(dqkv, b, h, Tn, ld, hd).q;
         const T* dO = dctx + b * Tn * Hl + h * hd;
         const T* O = ctx + b * Tn * Hl + h * hd;
         const T* L = lse + (b * nh + h) * Tn;

@@ -1,16 +1,6 @@
 #pragma once
-// GEMM and the linear layers on the CPU. Matrices are row-major. Part of Ops<Cpu>.
-//
-// Which code runs a product is decided here, by the operands' type and by what the
-// translation unit is compiled for (the library adds no flags; gemm_path() names it):
-// - float under AVX2 + FMA: the packed kernel of sgemm_avx2.hpp;
-// - bf16 under AVX512_BF16 (__AVX512BF16__): bf16 dot products, bf16dot_gemm.hpp on the
-//   lanes of bf16dot_avx512.hpp;
-// - bf16 or fp16 under AVX2 + FMA otherwise: the conversion path, sgemm_avx2.hpp's kernel
-//   on operands widened to float as they are packed;
-// - everything else through Eigen: double (gradient checks), and builds without AVX2, where
-//   16-bit operands are widened into float copies first.
-// 16-bit products accumulate in float, and a 16-bit C is rounded once.
+// GEMM and the linear layers on the CPU (part of Ops<Cpu>), row-major; the code path is picked by
+// operand type and the unit's own target flags (gemm_path() names it), 16-bit in float.
 
 #ifndef SEQPAR_BACKEND_CPU_OPS_INCLUDED
 #error "backend/cpu/gemm.hpp is a part of Ops<Cpu>: include seqpar/backend/cpu/ops.hpp instead"

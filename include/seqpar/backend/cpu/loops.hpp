@@ -169,21 +169,12 @@ class WideRange {
 
 // Row x[0, n) as Wide<T> values: x itself, or for 16-bit storage widened into `wide`
 // (n elements, the calling thread's).
-template <class T>
-Wide<T>* widened_row(std::vector<Wide<T>>& wide, T* x, std::int64_t n) {
-  if constexpr (Half<T>) {
+template <class T, class S = std::remove_const_t<T>>
+auto* widened_row(std::vector<Wide<S>>& wide, T* x, std::int64_t n) {
+  if constexpr (Half<S>) {
     convert_n(wide.data(), x, n);
-    return wide.data();
-  } else {
-    (void)wide, (void)n;
-    return x;
-  }
-}
-template <class T>
-const Wide<T>* widened_row(std::vector<Wide<T>>& wide, const T* x, std::int64_t n) {
-  if constexpr (Half<T>) {
-    convert_n(wide.data(), x, n);
-    return wide.data();
+    return static_cast<std::conditional_t<std::is_const_v<T>, const Wide<S>, Wide<S>>*>(
+        wide.data());
   } else {
     (void)wide, (void)n;
     return x;

@@ -1,19 +1,7 @@
 #pragma once
-// Ops<Cpu>: the op set on host memory, one line per op delegating to the bodies in this
-// folder (detail::cpu): gemm.hpp (GEMM, linear layers), elementwise.hpp, reduce.hpp,
-// layernorm.hpp, embedding.hpp, attention.hpp, cross_entropy.hpp, next_token.hpp (decoding's
-// scores and candidates), optimizer.hpp (AdamW);
-// loops.hpp holds their loops. Row- and element-wise arithmetic is that of
-// backend/kernels.hpp, shared with the CUDA kernels. Storage is float, double (gradient
-// checks) or 16 bits (Bf16Bits, F16Bits: Bf16Mixed and Fp16Mixed), which every op widens to
-// float as it reads and rounds once as it writes; per-row statistics, positions and slopes
-// (S) are then float, as on Cuda. Compiled for AVX2 + FMA, GEMMs take the packed kernel of
-// sgemm_avx2.hpp (bf16 takes bf16 dot products under AVX512_BF16; gemm.hpp says which code
-// runs which product) and (except under nvcc) the float and 16-bit loops run eight lanes
-// at a time on F32x8 (simd_avx2.hpp). Matrices are row-major. The device is the host:
-// upload, download and synchronize are plain copies and a no-op (as are the events of
-// the copies behind the computation), so that code written once for every device (nn/,
-// the trainer, the offloaded optimizer) runs here unchanged.
+// Ops<Cpu>: the op set on host memory; 16-bit storage is widened to float on read and rounded once
+// on write. Upload, download and synchronize are plain copies or no-ops, so device-generic code
+// (nn/, the trainer, the offloaded optimizer) runs here unchanged.
 
 #include <concepts>
 #include <cstdint>

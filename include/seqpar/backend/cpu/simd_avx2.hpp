@@ -1,18 +1,7 @@
 #pragma once
-// Eight floats in one AVX2 register, with the arithmetic the element-wise bodies of
-// backend/kernels.hpp use and a vectorised exp, tanh and sqrt. Ops<Cpu> evaluates those shared
-// bodies on F32x8 (eight elements per call) when the translation unit is compiled for
-// AVX2 + FMA; exp_of, tanh_of and sqrt_of are found by argument-dependent lookup.
-//
-// exp: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor polynomial to r^7, times 2^n;
-// within 2 ulp of std::exp over the normal range, 0 below -87.33, +inf above 88.72, NaN kept.
-// tanh: its odd Taylor polynomial to x^13 for |x| < 0.4, 1 - 2 / (e^2x + 1) elsewhere;
-// within 4e-7 relative of std::tanh.
-//
-// Loads and stores also take the 16-bit storage types (Float16): bf16 widened by a shift
-// and narrowed to nearest even (NaN kept, quiet) as core/dtype.hpp's float_to_bf16; fp16
-// through F16C's conversions where the unit is compiled for them, element by element
-// otherwise.
+// F32x8: eight floats in an AVX2 register, so that Ops<Cpu> evaluates backend/kernels.hpp's shared
+// element bodies eight at a time (exp_of, tanh_of, sqrt_of by ADL); exp is within 2 ulp and tanh
+// within 4e-7 relative of std.
 
 #if !defined(__AVX2__) || !defined(__FMA__)
 #error \

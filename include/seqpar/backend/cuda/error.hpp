@@ -31,21 +31,19 @@ namespace seqpar::inline v0::detail {
 
 }  // namespace seqpar::inline v0::detail
 
-/// Throws seqpar::Error when a CUDA runtime call does not return cudaSuccess.
-#define SEQPAR_CUDA_CHECK(call)                                                    \
-  do {                                                                             \
-    const cudaError_t seqpar_cuda_status_ = (call);                                \
-    if (seqpar_cuda_status_ != cudaSuccess)                                        \
-      ::seqpar::detail::cuda_fail(seqpar_cuda_status_, #call, __FILE__, __LINE__); \
+/// Evaluates `call` once and, when its status is not `ok`, throws by `fail` (one of the
+/// *_fail functions of seqpar::detail) naming the call's `text`, file and line.
+#define SEQPAR_STATUS_CHECK(call, text, ok, fail)                                                 \
+  do {                                                                                            \
+    const auto seqpar_status_ = (call);                                                           \
+    if (seqpar_status_ != (ok)) ::seqpar::detail::fail(seqpar_status_, text, __FILE__, __LINE__); \
   } while (0)
 
+/// Throws seqpar::Error when a CUDA runtime call does not return cudaSuccess.
+#define SEQPAR_CUDA_CHECK(call) SEQPAR_STATUS_CHECK(call, #call, cudaSuccess, cuda_fail)
 /// Throws seqpar::Error when a cuBLAS call does not return CUBLAS_STATUS_SUCCESS.
-#define SEQPAR_CUBLAS_CHECK(call)                                                      \
-  do {                                                                                 \
-    const cublasStatus_t seqpar_cublas_status_ = (call);                               \
-    if (seqpar_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                \
-      ::seqpar::detail::cublas_fail(seqpar_cublas_status_, #call, __FILE__, __LINE__); \
-  } while (0)
+#define SEQPAR_CUBLAS_CHECK(call) \
+  SEQPAR_STATUS_CHECK(call, #call, CUBLAS_STATUS_SUCCESS, cublas_fail)
 
 /// After a kernel launch: throws when the launch itself failed (bad configuration, a
 /// sticky error from an earlier kernel). Built with SEQPAR_CUDA_SYNC_LAUNCHES defined, it

@@ -1,14 +1,7 @@
 #pragma once
-// Fused (flash-style) causal ALiBi attention on the GPU: the function of
-// backend/cpu/flash_attention.hpp (and of the standard attention_forward/backward) without
-// the [B, nh, T, T] probabilities, on the tile arithmetic of backend/flash_tiles.hpp.
-// One warp per query row (forward, dq) or per key row (dk, dv) walks the other side in
-// tiles of 32, one key or query a lane; a query's running max, sum and context stay in
-// registers (head_dim up to 128: four dimensions a lane). fp32 accumulation whatever the
-// storage type; lse and the backward's delta are float. No atomics: dq and (dk, dv) are
-// separate kernels that each make the tile's probabilities again from q, k and lse, so the
-// same inputs give the same bits. These kernels use CUDA cores, not tensor cores.
-// Compiled only in units that hold kernels (SEQPAR_CUDA_KERNELS).
+// Fused causal ALiBi attention on the GPU, without the [B, nh, T, T] probabilities. No atomics:
+// dq and (dk, dv) are separate kernels that each recompute the tile's probabilities, so the same
+// inputs give the same bits.
 
 #if defined(SEQPAR_CUDA_KERNELS)
 

@@ -1,18 +1,7 @@
 #pragma once
-// Ops<Cuda>: the op set of backend/cpu/ops.hpp on the GPU, function by function with the
-// same names and arguments, every pointer a device pointer (ids, pos, valid and slopes
-// too). Storage is float, __nv_bfloat16 or __half; all arithmetic is float; GEMMs run on
-// cuBLAS. Ops are queued on the calling thread's stream (CudaContext): results reach the
-// host through download() or synchronize(); download_after() queues a copy on the thread's
-// second, copy stream behind an event instead (optimizer offload's gradients). Beyond the CPU set:
-// strided batched GEMM.
-//
-// The ops that launch kernels are declared here and defined in impl/ops.hpp: in every unit
-// that includes this header and holds kernels (nvcc's, or the tests' emulated device's:
-// SEQPAR_CUDA_KERNELS), or, in a program built with
-// SEQPAR_SEPARATE_COMPILATION, once, in the unit that includes <seqpar/compiled_cuda.hpp>
-// (which instantiates them for every storage type). Seen where SEQPAR_CUDA_BACKEND is
-// defined (core/separate_compilation.hpp).
+// Ops<Cuda>: backend/cpu/ops.hpp's op set on the GPU, queued on the calling thread's stream. The
+// kernel ops are defined in impl/ops.hpp, in every kernel unit or once under
+// SEQPAR_SEPARATE_COMPILATION (core/separate_compilation.hpp).
 
 #include "seqpar/core/separate_compilation.hpp"
 

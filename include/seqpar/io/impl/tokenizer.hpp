@@ -158,6 +158,18 @@ struct TokenizerModel {
     });
   }
 
+  /// Cuts `s` at added tokens and pre-tokenizes the text between them: added(text, id) for
+  /// each added token, word(piece) for each word.
+  template <class A, class W>
+  void split_words(std::string_view s, EncodeScratch& scratch, A&& added, W&& word) const {
+    split_added(s, [&](std::string_view text, std::int32_t id) {
+      if (id >= 0)
+        added(text, id);
+      else
+        pre_tokenize(text, 0, scratch, word);
+    });
+  }
+
   template <class F>
   static void split_with(const AddedTokenMatcher& m, std::string_view s, F&& piece) {
     if (s.empty()) return;
@@ -618,13 +630,9 @@ SEQPAR_DECL std::vector<std::int32_t> Tokenizer::encode(std::string_view utf8_te
   ids.reserve(utf8_text.size() / 3 + 4);
   detail::EncodeScratch scratch;
   const detail::TokenizerModel& m = *model_;
-  m.split_added(utf8_text, [&](std::string_view text, std::int32_t id) {
-    if (id >= 0) {
-      ids.push_back(id);
-      return;
-    }
-    m.pre_tokenize(text, 0, scratch, [&](std::string_view w) { m.encode_word(w, scratch, ids); });
-  });
+  m.split_words(
+      utf8_text, scratch, [&](std::string_view, std::int32_t id) { ids.push_back(id); },
+      [&](std::string_view w) { m.encode_word(w, scratch, ids); });
   return ids;
 }
 
@@ -634,14 +642,9 @@ SEQPAR_DECL std::vector<std::string> Tokenizer::pre_tokenize(std::string_view ut
   std::vector<std::string> pieces;
   detail::EncodeScratch scratch;
   const detail::TokenizerModel& m = *model_;
-  m.split_added(text, [&](std::string_view t, std::int32_t id) {
-    if (id >= 0) {
-      pieces.emplace_back(t);
-      return;
-    }
-    m.pre_tokenize(t, 0, scratch,
-                   [&](std::string_view w) { pieces.push_back(detail::byte_level_encode(w)); });
-  });
+  m.split_words(
+      text, scratch, [&](std::string_view t, std::int32_t) { pieces.emplace_back(t); },
+      [&](std::string_view w) { pieces.push_back(detail::byte_level_encode(w)); });
   return pieces;
 }
 
