@@ -151,11 +151,16 @@ class TrainingRun {
   }
 
   /// Collective: a checkpoint of this step (the run's keys, the program's and the hook's
-  /// metadata), written atomically by the writer, then the rotation. Returns its path.
+  /// metadata, the plan, device and precision that trained it), written atomically by the writer, then the rotation. Returns its path.
   std::filesystem::path save() {
     std::map<std::string, std::string> meta;
     if (spec_.hooks.checkpoint_metadata) meta = spec_.hooks.checkpoint_metadata();
     for (const auto& k : keys()) meta[k.key] = k.value;
+    // What trained it, for the reader: a resume may change each.
+    const TrainerFacts facts = trainer_.facts();
+    meta["plan"] = plan_name(facts.plan);
+    meta["device"] = device_name(facts.device);
+    meta["precision"] = std::string(facts.precision);
     const std::filesystem::path path = CheckpointDir{spec_.output_dir}.path(step());
     trainer_.save_checkpoint(path, meta);
     if (folder_) folder_->rotate(spec_.save_total_limit);

@@ -50,8 +50,8 @@ if(NOT ranks MATCHES "\"device\":\"cpu\"")
   message(FATAL_ERROR "the ranks event names no device cpu: ${ranks}")
 endif()
 # The checkpoint records the device and precision (a resume may change them).
-file(STRINGS "${OUT}/cpu/step-1.safetensors" header LIMIT_INPUT 65536 REGEX "ner\\.device")
-if(NOT header MATCHES "\"ner\\.device\":\"cpu\"" OR NOT header MATCHES "\"ner\\.precision\":\"fp32\"")
+file(STRINGS "${OUT}/cpu/step-1.safetensors" header LIMIT_INPUT 65536 REGEX "\"device\"")
+if(NOT header MATCHES "\"device\":\"cpu\"" OR NOT header MATCHES "\"precision\":\"fp32\"")
   message(FATAL_ERROR "the checkpoint's metadata names no device cpu and precision fp32")
 endif()
 

@@ -131,7 +131,7 @@ file(COPY "${corpus}/train.jsonl" "${corpus}/dev.jsonl" DESTINATION "${other}")
 file(APPEND "${other}/train.jsonl" [=[{"text":"张伟在杭州工作。","label":{"name":{"张伟":[[0,1]]}}}
 ]=])
 set(watched tokenizer.json run.json metrics.jsonl cache/train.tokens.safetensors
-            cache/dev.tokens.safetensors step-8.safetensors)
+            step-8.safetensors)
 foreach(f IN LISTS watched)
   file(SHA256 "${rot}/${f}" before_${f})
 endforeach()
