@@ -355,13 +355,12 @@ double evaluate(Training& t, seqpar::AnyComm& world, const Run& run,
   const bool last = step == t.total;
   world.barrier();
   if (world.rank() == 0) {
-    const EvalResult r =
-        evaluate_dev(trainer.generator(run.last_checkpoint()), *t.tokenizer, t.data.task,
-                     t.data.dev,
-                     last               ? 0
-                     : o.eval_limit < 0 ? 100
-                                        : o.eval_limit,
-                     o, decoding(o, *t.tokenizer, t.max_new_tokens, t.run.model->seqgpt));
+    const EvalResult r = evaluate_dev(
+        trainer.generator(run.last_checkpoint()), *t.tokenizer, t.data.task, t.data.dev,
+        last               ? 0
+        : o.eval_limit < 0 ? 100
+                           : o.eval_limit,
+        o, decoding(o, *t.tokenizer, t.max_new_tokens, t.run.model->seqgpt));
     run.log(eval_json(r, step, "dev"));
     print_eval(r, "step " + std::to_string(step) + " dev", last);
     if (last) t.final_eval = r;

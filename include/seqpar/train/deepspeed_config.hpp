@@ -32,7 +32,8 @@ namespace seqpar::inline v0 {
 /// What applying a DeepSpeed configuration did besides changing the options.
 struct DeepSpeedReport {
   std::string file;
-  std::vector<std::string> applied;  // "zero_optimization.stage=3 -> TrainingArguments::zero_stage 3"
+  std::vector<std::string>
+      applied;  // "zero_optimization.stage=3 -> TrainingArguments::zero_stage 3"
   std::vector<std::string> ignored;  // "zero_optimization.overlap_comm=true"
 
   /// The lines a run prints at its start: what was applied, and what was ignored.
@@ -482,8 +483,8 @@ class DeepSpeedReader {
     if (!typed_warmup) report_.applied.push_back("scheduler warmup_type (absent) -> log");
   }
 
-  // zero_optimization.stage -> the layout's ZeRO stage; offload -> TrainingArguments::offload. The data
-  // degree (for the batch) is the layout's, else what the launch leaves.
+  // zero_optimization.stage -> the layout's ZeRO stage; offload -> TrainingArguments::offload. The
+  // data degree (for the batch) is the layout's, else what the launch leaves.
   void plan(std::int64_t stage) {
     PlanDesc& layout = a_.plan.layout;
     const json s(stage);

@@ -151,7 +151,8 @@ class TrainingRun {
   }
 
   /// Collective: a checkpoint of this step (the run's keys, the program's and the hook's
-  /// metadata, the plan, device and precision that trained it), written atomically by the writer, then the rotation. Returns its path.
+  /// metadata, the plan, device and precision that trained it), written atomically by the writer,
+  /// then the rotation. Returns its path.
   std::filesystem::path save() {
     std::map<std::string, std::string> meta;
     if (spec_.hooks.checkpoint_metadata) meta = spec_.hooks.checkpoint_metadata();
