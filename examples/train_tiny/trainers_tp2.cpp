@@ -1,0 +1,3 @@
+#include "tiny.hpp"
+
+template TINY_TRAINERS(2);
