@@ -98,6 +98,9 @@ def main():
         if want is not None and have != want:
             problems.append(f"tokenizer {role}_token_id {have}; config.json says {want}")
     labels = [l for l in args.labels.split(",") if l]
+    if not labels:
+        print("FAIL: no --labels: no prompt to check the tokenizer and the model with")
+        return 1
     chunks = [labels[i:i + LABELS_PER_PROMPT] for i in range(0, len(labels), LABELS_PER_PROMPT)]
     prompts = [seqgpt_prompt(args.text, c) for c in chunks]
     for p in prompts:
@@ -115,6 +118,7 @@ def main():
         problems.append(f"logits over {logits.shape[-1]} ids; config.json says {config['vocab_size']}")
     print(f"forward: {list(ids.shape)} -> logits {list(logits.shape)}")
 
+    compared = False
     if args.answer is not None:
         with open(os.path.join(args.dir, "generation_config.json"), encoding="utf-8") as f:
             gen = json.load(f)
@@ -137,12 +141,19 @@ def main():
         else:
             print(f"generate ({mode}, {len(prompts)} prompt(s), at most {max_new} new tokens): "
                   f"the same answer as seqgpt_ner: {answer!r}")
+        compared = True
 
     for p in problems:
         print(f"FAIL: {p}")
-    if not problems:
-        print(f"PASS: {args.dir} opens in transformers and computes what seqgpt_ner computed")
-    return 1 if problems else 0
+    if problems:
+        return 1
+    if not compared:
+        # Opening and a finite forward pass are no comparison: never said to pass.
+        print(f"NOT COMPARED: {args.dir} opens in transformers, but no --answer of seqgpt_ner "
+              "was given to compare its generation with")
+        return 2
+    print(f"PASS: {args.dir} opens in transformers and computes what seqgpt_ner computed")
+    return 0
 
 
 if __name__ == "__main__":

@@ -54,9 +54,17 @@ int export_command(const Options& o) {
   const std::int64_t max_new = o.max_new_tokens > 0               ? o.max_new_tokens
                                : info && info->max_new_tokens > 0 ? info->max_new_tokens
                                                                   : 128;
-  model_services(model.name, "cpu")
-      ->write_hf_dir(o.export_to, o.checkpoint, tokenizer, special_tokens(tok),
-                     decoding(o, tok, max_new, model.seqgpt), o.max_length);
+  seqpar::HfExport e{o.export_to, tokenizer, special_tokens(tok),
+                     decoding(o, tok, max_new, model.seqgpt), o.max_length};
+  // What prediction from the directory alone needs: the run's task, labels and decoding.
+  if (info) {
+    RunInfo kept = *info;
+    kept.tokenizer = o.export_to / "tokenizer.json";
+    kept.data_dir.clear();
+    kept.best = nullptr;
+    e.extra_files.emplace_back(model_task_file, kept.text(o.export_to));
+  }
+  model_services(model.name, "cpu")->write_hf_dir(e, o.checkpoint);
   std::printf(
       "model directory %s from %s (%s; transformers: "
       "AutoModelForCausalLM.from_pretrained)\n",

@@ -46,6 +46,7 @@ void resolve_model(ner::Options& o) {
     if (o.model.empty()) o.model = "seqgpt560m";  // checked below, naming what differs
     hf.check(ner::model_info(o.model).config, o.model);
     if (o.tokenizer.empty() && !hf.tokenizer.empty()) o.tokenizer = hf.tokenizer;
+    o.model_dir = o.weights;
     o.weights = hf.weights;
   }
   if (o.model.empty() && o.command != "train" && o.weights.empty())
@@ -164,8 +165,11 @@ int main(int argc, char** argv) {
     o = ner::parse_options(argc, argv);
   } catch (const ner::UsageError& e) {
     if (speaks) {
-      if (e.what()[0] != '\0') std::fprintf(stderr, "seqgpt_ner: %s\n\n", e.what());
-      std::fputs(ner::usage(), e.what()[0] != '\0' ? stderr : stdout);
+      // A mistake is one line (with the nearest names); --help prints every option.
+      if (e.what()[0] != '\0')
+        std::fprintf(stderr, "seqgpt_ner: %s (seqgpt_ner --help lists every option)\n", e.what());
+      else
+        std::fputs(ner::usage(), stdout);
     }
     return e.what()[0] != '\0' ? 2 : 0;
   }

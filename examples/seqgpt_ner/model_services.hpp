@@ -44,11 +44,9 @@ class ServicesOf final : public ModelServices {
   GenerateFn load(const std::filesystem::path& weights) override {
     return seqpar::load_generation_model<M, Dev>(weights);
   }
-  void write_hf_dir(const std::filesystem::path& dir, const std::filesystem::path& weights,
-                    const std::filesystem::path& tokenizer_file,
-                    const seqpar::HfSpecialTokens& special, const seqpar::GenerateOptions& decoding,
-                    std::int64_t max_length) const override {
-    seqpar::write_hf_model_dir<M>(dir, weights, tokenizer_file, special, decoding, max_length);
+  void write_hf_dir(const seqpar::HfExport& e,
+                    const std::filesystem::path& weights) const override {
+    seqpar::write_hf_model_dir(M::config, weights, e);
   }
 };
 

@@ -60,12 +60,10 @@ class ModelServices {
   /// the plan that wrote it) into a whole model on one rank in fp32, made on first use and
   /// kept for the next loads; returns generation from it.
   virtual GenerateFn load(const std::filesystem::path& weights) = 0;
-  /// Writes the model directory transformers opens (seqpar::write_hf_model_dir).
-  virtual void write_hf_dir(const std::filesystem::path& dir, const std::filesystem::path& weights,
-                            const std::filesystem::path& tokenizer_file,
-                            const seqpar::HfSpecialTokens& special,
-                            const seqpar::GenerateOptions& decoding,
-                            std::int64_t max_length) const = 0;
+  /// Writes the model directory transformers opens (seqpar::write_hf_model_dir) from
+  /// `weights`.
+  virtual void write_hf_dir(const seqpar::HfExport& e,
+                            const std::filesystem::path& weights) const = 0;
 };
 
 /// Model M's services on device Dev (model_services.hpp; each compiled in a unit of its own).

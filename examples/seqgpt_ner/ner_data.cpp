@@ -83,8 +83,13 @@ TokenizerChoice choose_tokenizer(const Options& o, const NerData& d, std::int64_
   return {o.out_dir / "tokenizer.json", std::move(content), id};
 }
 
-void place_tokenizer(const TokenizerChoice& t) {
-  if (!t.built.empty()) seqpar::detail::write_file_atomic(t.file, t.built);
+void place_tokenizer(const TokenizerChoice& t, const fs::path& out_dir) {
+  const fs::path placed = out_dir / "tokenizer.json";
+  std::error_code ec;
+  if (!t.built.empty())
+    seqpar::detail::write_file_atomic(t.file, t.built);
+  else if (!fs::equivalent(t.file, placed, ec))
+    seqpar::detail::copy_file_atomic(t.file, placed);
 }
 
 namespace {
@@ -116,11 +121,12 @@ seqpar::HfSpecialTokens special_tokens(const seqpar::Tokenizer& tok) {
   return {token(tok.bos_id()), token(tok.eos_id()), token(tok.pad_id()), token(tok.unk_id())};
 }
 
-namespace {
 seqpar::ExampleOptions example_options(const Options& o) {
   return {o.max_length,
           o.truncation == "skip" ? seqpar::TooLong::skip : seqpar::TooLong::cut_prompt};
 }
+
+namespace {
 fs::path cache_path(const Options& o, const std::string& split) {
   return o.out_dir / "cache" / (split + ".tokens.safetensors");
 }
@@ -159,31 +165,58 @@ void store_examples(const Options& o, const SplitExamples& e) {
     seqpar::save_cached_examples(cache_path(o, e.split), e.key, e.format, e.set, e.report);
 }
 
-void RunInfo::write(const fs::path& path) const {
-  const nlohmann::json j{{"model", model},
-                         {"plan", plan},
-                         {"task", task},
-                         {"labels", labels},
-                         {"tokenizer", fs::absolute(tokenizer).string()},
-                         {"data_dir", fs::absolute(data_dir).string()},
-                         {"max_new_tokens", max_new_tokens}};
-  seqpar::detail::write_file_atomic(path, j.dump(2) + "\n");
+std::string RunInfo::text(const fs::path& folder) const {
+  // A path inside `folder` relative to it; any other absolute.
+  const auto named = [&](const fs::path& p) -> std::string {
+    if (p.empty()) return {};
+    const fs::path a = fs::weakly_canonical(fs::absolute(p));
+    const fs::path rel = a.lexically_relative(fs::weakly_canonical(fs::absolute(folder)));
+    return !rel.empty() && *rel.begin() != ".." ? rel.string() : a.string();
+  };
+  nlohmann::json j{{"model", model},
+                   {"plan", plan},
+                   {"task", task},
+                   {"labels", labels},
+                   {"tokenizer", named(tokenizer)},
+                   {"data_dir", named(data_dir)},
+                   {"max_new_tokens", max_new_tokens},
+                   {"num_beams", num_beams},
+                   {"repetition_penalty", repetition_penalty}};
+  if (!task_state.is_null()) j["task_state"] = task_state;
+  if (!best.is_null()) j["best"] = best;
+  return j.dump(2) + "\n";
 }
 
-std::optional<RunInfo> RunInfo::read(const fs::path& dir) {
-  const fs::path path = dir / "run.json";
+void RunInfo::write(const fs::path& path) const {
+  seqpar::detail::write_file_atomic(path, text(path.parent_path()));
+}
+
+std::optional<RunInfo> RunInfo::read(const fs::path& dir, const char* name) {
+  const fs::path path = dir / name;
   if (!fs::exists(path)) return std::nullopt;
   std::ifstream f(path);
   const auto j = nlohmann::json::parse(f, nullptr, false);
-  SEQPAR_CHECK(j.is_object(), path.string(), ": not a run.json written by seqgpt_ner");
+  SEQPAR_CHECK(j.is_object(), path.string(), ": not a ", name, " written by seqgpt_ner");
+  // A path relative to the folder that holds the file.
+  const auto located = [&](const std::string& p) {
+    return p.empty() || fs::path(p).is_absolute() ? fs::path(p) : dir / p;
+  };
   RunInfo r;
-  r.model = j.value("model", "");
-  r.plan = j.value("plan", "");
-  r.task = j.value("task", "ner");
-  r.labels = j.value("labels", std::vector<std::string>{});
-  r.tokenizer = j.value("tokenizer", "");
-  r.data_dir = j.value("data_dir", "");
-  r.max_new_tokens = j.value("max_new_tokens", std::int64_t{0});
+  try {
+    r.model = j.value("model", "");
+    r.plan = j.value("plan", "");
+    r.task = j.value("task", "ner");
+    r.labels = j.value("labels", std::vector<std::string>{});
+    r.tokenizer = located(j.value("tokenizer", ""));
+    r.data_dir = located(j.value("data_dir", ""));
+    r.max_new_tokens = j.value("max_new_tokens", std::int64_t{0});
+    r.num_beams = j.value("num_beams", std::int64_t{0});
+    r.repetition_penalty = j.value("repetition_penalty", 0.0);
+    r.task_state = j.value("task_state", nlohmann::json());
+    r.best = j.value("best", nlohmann::json());
+  } catch (const nlohmann::json::exception& e) {
+    seqpar::detail::fail(path.string(), ": a field has the wrong type (", e.what(), ")");
+  }
   return r;
 }
 

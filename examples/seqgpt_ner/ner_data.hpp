@@ -6,6 +6,8 @@
 // task_eval.cpp.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -49,8 +51,10 @@ struct TokenizerChoice {
 };
 TokenizerChoice choose_tokenizer(const Options& o, const NerData& d, std::int64_t model_vocab);
 
-/// Writes a built tokenizer into place (the writer, once the folder is taken).
-void place_tokenizer(const TokenizerChoice& t);
+/// Puts the run's tokenizer into the output folder as tokenizer.json (the built one, or a
+/// copy of the user's), so that the folder holds what it needs (the writer, once the folder
+/// is taken).
+void place_tokenizer(const TokenizerChoice& t, const fs::path& out_dir);
 
 /// Loads a tokenizer.json for a model of `model_vocab` rows.
 seqpar::Tokenizer load_tokenizer(const fs::path& path, std::int64_t model_vocab);
@@ -74,21 +78,36 @@ SplitExamples split_examples(const Options& o, const std::string& split, const f
                              const seqpar::AnyRecords& d, const seqpar::AnyTask& task,
                              const seqpar::Tokenizer& tok, const std::string& tokenizer_id);
 
+/// The options examples are made with (--max_length, --truncation).
+seqpar::ExampleOptions example_options(const Options& o);
+
 /// Writes examples made in memory as the split's cache (the writer, once the folder is taken).
 void store_examples(const Options& o, const SplitExamples& e);
 
-/// What a training run leaves for eval, predict and export: OUT/run.json.
+/// What a training run leaves for eval, predict and export: OUT/run.json, and the same
+/// beside an exported model's config.json (model_task_file), so that the model directory
+/// predicts alone. Files are named relative to the folder that holds it: a run folder or a
+/// model directory can be copied or moved.
 struct RunInfo {
   std::string model, plan;
   std::vector<std::string> labels;
-  fs::path tokenizer, data_dir;  // absolute
+  fs::path tokenizer, data_dir;  // read back absolute; data_dir empty in a model directory
   std::int64_t max_new_tokens = 0;
-  std::string task = "ner";  // the name of the task trained
+  std::int64_t num_beams = 0;     // the decoding the run evaluated with; 0: the model's default
+  double repetition_penalty = 0;  // likewise
+  std::string task = "ner";       // the name of the task trained
+  nlohmann::json task_state;      // AnyTask::state(): the task without its training data
+  nlohmann::json best;            // the best evaluation {step, metric, value}, where chosen
 
+  /// The JSON text, its paths relative to `folder` where they lie inside it.
+  std::string text(const fs::path& folder) const;
   void write(const fs::path& path) const;
-  /// The run.json of `dir`; none when there is none.
-  static std::optional<RunInfo> read(const fs::path& dir);
+  /// The `name` of `dir` (run.json, model_task_file); none when there is none.
+  static std::optional<RunInfo> read(const fs::path& dir, const char* name = "run.json");
 };
+
+/// The file beside an exported model's config.json that says what it was trained for.
+inline constexpr const char* model_task_file = "seqgpt_task.json";
 
 /// A trained run's task: its labels, with what the training split of `data_dir` says of them
 /// (the majority class, the relations' schema).

@@ -1,6 +1,7 @@
 // What every evaluation reports (ner_eval.hpp).
 #include "ner_eval.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include "seqpar/data/decoding.hpp"
@@ -25,6 +26,17 @@ nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::stri
   j["step"] = step;
   j["seconds"] = r.seconds;
   return j;
+}
+
+std::map<std::string, double> eval_metrics(const seqpar::AnyEvaluation& e, double loss) {
+  std::map<std::string, double> m;
+  if (!e.json.empty()) {
+    const nlohmann::json score = nlohmann::json::parse(e.json);
+    for (const auto& [k, v] : score.items())
+      if (v.is_number()) m[k] = v.get<double>();
+  }
+  if (std::isfinite(loss)) m["loss"] = loss;
+  return m;
 }
 
 void print_eval(const EvalResult& r, const std::string& what, bool details) {

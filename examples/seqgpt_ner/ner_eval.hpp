@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ seqpar::GenerateOptions decoding(const Options& o, const seqpar::Tokenizer& tok,
 
 /// The "eval" event of metrics.jsonl.
 nlohmann::json eval_json(const EvalResult& r, std::int64_t step, const std::string& split);
+
+/// The metrics an evaluation gives by name (the score's numbers: "f1", "accuracy", ...; and
+/// "loss" where finite): what --metric_for_best_model names.
+std::map<std::string, double> eval_metrics(const seqpar::AnyEvaluation& e, double loss);
 
 /// The score's line; with `details`, per label and a few samples.
 void print_eval(const EvalResult& r, const std::string& what, bool details);

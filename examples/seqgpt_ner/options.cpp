@@ -4,11 +4,13 @@
 // known name.
 #include "options.hpp"
 
+#include <cctype>
 #include <cstring>
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,14 +29,25 @@ namespace {
 using seqpar::TrainingArguments;
 
 // An option: its names (the first is the one messages use), whether it takes a value (and
-// may leave it out: --resume_from_checkpoint), and what it does with it.
+// may leave it out: --resume_from_checkpoint) or is a switch (`boolean`: alone it is true;
+// --bf16 True, --bf16=false as transformers' parser reads them: set() gets "true" or
+// "false"), and what it does with it.
 struct Flag {
   std::vector<std::string_view> names;
-  enum Kind { value, none, optional } kind = value;
+  enum Kind { value, boolean, optional } kind = value;
   std::function<void(Options&, const std::string& value, const std::string& flag)> set;
 };
 
 [[noreturn]] void usage_error(const std::string& what) { throw UsageError(what); }
+
+// A switch's value as transformers reads it (yes/true/t/y/1, no/false/f/n/0, any case), or
+// none when `v` is none of them.
+std::optional<bool> boolean_word(std::string v) {
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "yes" || v == "true" || v == "t" || v == "y" || v == "1") return true;
+  if (v == "no" || v == "false" || v == "f" || v == "n" || v == "0") return false;
+  return std::nullopt;
+}
 
 // Plain decimals only: no hexadecimal, inf or nan, nothing out of range.
 std::int64_t integer(const std::string& v, const std::string& flag) {
@@ -83,9 +96,21 @@ std::string text(const std::string& v, const std::string&) { return v; }
 double as_double(const std::string& v, const std::string& f) { return real(v, f); }
 std::int64_t as_int(const std::string& v, const std::string& f) { return integer(v, f); }
 
+// --bf16 / --fp16: that precision, or (False) not it.
+auto precision_switch(const char* name) {
+  return [=](Options& o, const std::string& v, const std::string&) {
+    if (v == "true")
+      o.train.precision = name;
+    else if (o.train.precision == name)
+      o.train.precision = "fp32";
+    o.train.given.insert("precision");
+  };
+}
+
 std::vector<Flag> flags() {
   using O = Options;
   using T = TrainingArguments;
+  using seqpar::IntervalStrategy;
   const auto field = [](auto member, auto read) {
     return [=](O& o, const std::string& v, const std::string& f) { o.*member = read(v, f); };
   };
@@ -93,7 +118,13 @@ std::vector<Flag> flags() {
     return [=](O& o, const std::string& v, const std::string&) { o.*member = v; };
   };
   const auto on = [](bool O::*member) {
-    return [=](O& o, const std::string&, const std::string&) { o.*member = true; };
+    return [=](O& o, const std::string& v, const std::string&) { o.*member = v == "true"; };
+  };
+  const auto strategy = [](IntervalStrategy T::*member, const char* key) {
+    return [=](O& o, const std::string& v, const std::string& f) {
+      o.train.*member = checked([&] { return seqpar::parse_interval_strategy(v, f); });
+      o.train.given.insert(key);
+    };
   };
   const auto layout = [](const char* key, auto apply) {
     return [=](O& o, const std::string& v, const std::string& f) {
@@ -107,7 +138,7 @@ std::vector<Flag> flags() {
       {{"output_dir", "out"}, Flag::value, path(&O::out_dir)},
       {{"export_hf"}, Flag::value, path(&O::export_hf)},
       {{"model"}, Flag::value, field(&O::model, text)},
-      {{"weights"}, Flag::value, path(&O::weights)},
+      {{"weights", "model_name_or_path"}, Flag::value, path(&O::weights)},
       {{"tokenizer"}, Flag::value, path(&O::tokenizer)},
       {{"labels"},
        Flag::value,
@@ -169,18 +200,8 @@ std::vector<Flag> flags() {
          o.train.precision = v;
          o.train.given.insert("precision");
        }},
-      {{"bf16"},
-       Flag::none,
-       [](O& o, const std::string&, const std::string&) {
-         o.train.precision = "bf16";
-         o.train.given.insert("precision");
-       }},
-      {{"fp16"},
-       Flag::none,
-       [](O& o, const std::string&, const std::string&) {
-         o.train.precision = "fp16";
-         o.train.given.insert("precision");
-       }},
+      {{"bf16"}, Flag::boolean, precision_switch("bf16")},
+      {{"fp16"}, Flag::boolean, precision_switch("fp16")},
       {{"offload"}, Flag::value, train_field<std::string>({"offload"}, &T::offload, text).set},
       {{"deepspeed"}, Flag::value, path(&O::deepspeed)},
       // Training (Hugging Face's TrainingArguments)
@@ -217,9 +238,9 @@ std::vector<Flag> flags() {
          o.train.recompute = seqpar::parse_recompute(v, f);
        }},
       {{"gradient_checkpointing"},
-       Flag::none,
-       [](O& o, const std::string&, const std::string&) {
-         o.train.recompute = seqpar::Recompute::full;
+       Flag::boolean,
+       [](O& o, const std::string& v, const std::string&) {
+         o.train.recompute = v == "true" ? seqpar::Recompute::full : seqpar::Recompute::none;
        }},
       {{"resume_from_checkpoint", "resume"},
        Flag::optional,
@@ -227,8 +248,8 @@ std::vector<Flag> flags() {
          o.resume = true;
          o.resume_from = v;
        }},
-      {{"allow_changed_options"}, Flag::none, on(&O::allow_changed_options)},
-      {{"overwrite_output_dir"}, Flag::none, on(&O::overwrite_output_dir)},
+      {{"allow_changed_options"}, Flag::boolean, on(&O::allow_changed_options)},
+      {{"overwrite_output_dir"}, Flag::boolean, on(&O::overwrite_output_dir)},
       {{"stop_after"}, Flag::value, field(&O::stop_after, as_int)},
       // fp16's loss scaling (DeepSpeed's fp16 block)
       {{"loss_scale"},
@@ -256,9 +277,9 @@ std::vector<Flag> flags() {
          o.train.given.insert("hysteresis");
        }},
       {{"consecutive_hysteresis"},
-       Flag::none,
-       [](O& o, const std::string&, const std::string&) {
-         o.train.loss_scale.consecutive_hysteresis = true;
+       Flag::boolean,
+       [](O& o, const std::string& v, const std::string&) {
+         o.train.loss_scale.consecutive_hysteresis = v == "true";
          o.train.given.insert("consecutive_hysteresis");
        }},
       {{"min_loss_scale"},
@@ -267,10 +288,49 @@ std::vector<Flag> flags() {
          o.train.loss_scale.min_loss_scale = real(v, f);
          o.train.given.insert("min_loss_scale");
        }},
-      // Evaluation and generation
-      {{"eval_steps", "eval-every"}, Flag::value, field(&O::eval_steps, as_int)},
+      // Evaluation, the best model and generation
+      {{"eval_strategy", "evaluation_strategy"},
+       Flag::value,
+       strategy(&T::eval_strategy, "eval_strategy")},
+      train_field<std::int64_t>({"eval_steps", "eval-every"}, &T::eval_steps, as_int),
+      {{"save_strategy"}, Flag::value, strategy(&T::save_strategy, "save_strategy")},
+      {{"no_eval"},
+       Flag::boolean,
+       [](O& o, const std::string& v, const std::string&) {
+         if (v == "true") o.train.eval_strategy = IntervalStrategy::no;
+         o.train.given.insert("eval_strategy");
+       }},
+      // transformers' scripts say what to run: train runs training (with its evaluations).
+      {{"do_train"},
+       Flag::boolean,
+       [](O& o, const std::string& v, const std::string& f) {
+         if (v == "false" && o.command == "train")
+           usage_error(f +
+                       " False: seqgpt_ner train trains; eval and predict are commands of "
+                       "their own");
+       }},
+      {{"do_eval"},
+       Flag::boolean,
+       [](O& o, const std::string& v, const std::string&) {
+         if (v == "false" && !o.train.was_given("eval_strategy"))
+           o.train.eval_strategy = IntervalStrategy::no;
+       }},
+      train_field<std::string>({"metric_for_best_model"}, &T::metric_for_best_model, text),
+      {{"greater_is_better"},
+       Flag::boolean,
+       [](O& o, const std::string& v, const std::string&) {
+         o.train.greater_is_better = v == "true";
+       }},
+      {{"load_best_model_at_end"},
+       Flag::boolean,
+       [](O& o, const std::string& v, const std::string&) {
+         o.train.load_best_model_at_end = v == "true";
+       }},
+      train_field<std::int64_t>({"early_stopping_patience"}, &T::early_stopping_patience, as_int),
+      train_field<double>({"early_stopping_threshold"}, &T::early_stopping_threshold, as_double),
+      train_field<std::int64_t>({"per_device_eval_batch_size", "eval_rows"},
+                                &T::per_device_eval_batch_size, as_int),
       {{"eval_limit"}, Flag::value, field(&O::eval_limit, as_int)},
-      {{"eval_rows"}, Flag::value, field(&O::eval_rows, as_int)},
       {{"max_new_tokens"}, Flag::value, field(&O::max_new_tokens, as_int)},
       // Given, they must decode (check_decoding); not given (0), the model's default does.
       {{"num_beams"},
@@ -290,8 +350,7 @@ std::vector<Flag> flags() {
       {{"max_chars"}, Flag::value, field(&O::max_chars, as_int)},
       {{"max_length", "max-tokens"}, Flag::value, field(&O::max_length, as_int)},
       {{"truncation"}, Flag::value, field(&O::truncation, text)},
-      {{"no_eval"}, Flag::none, on(&O::no_eval)},
-      {{"quiet"}, Flag::none, on(&O::quiet)},
+      {{"quiet"}, Flag::boolean, on(&O::quiet)},
       {{"text"},
        Flag::value,
        [](O& o, const std::string& v, const std::string&) { o.texts.push_back(v); }},
@@ -324,16 +383,27 @@ std::size_t distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-// The nearest known name of an unknown option, or empty when none is near.
+// The known names nearest an unknown option (at most three, nearest first, each flag once),
+// or empty when none is near.
 std::string nearest(const std::string& name, const std::vector<Flag>& all) {
-  std::string best;
-  std::size_t best_d = SIZE_MAX;
-  for (const auto& f : all)
-    for (const auto n : f.names) {
-      const std::size_t d = distance(normal(name), normal(n));
-      if (d < best_d) best_d = d, best = "--" + std::string(f.names.front());
-    }
-  return best_d <= std::max<std::size_t>(2, name.size() / 2) ? best : std::string();
+  std::vector<std::pair<std::size_t, std::string>> near;
+  const std::size_t limit = std::max<std::size_t>(2, name.size() / 2);
+  for (const auto& f : all) {
+    std::size_t d = SIZE_MAX;
+    for (const auto n : f.names) d = std::min(d, distance(normal(name), normal(n)));
+    if (d <= limit) near.emplace_back(d, "--" + std::string(f.names.front()));
+  }
+  std::stable_sort(near.begin(), near.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Those about as near as the nearest.
+  while (!near.empty() && near.back().first > near.front().first + 1) near.pop_back();
+  std::string s;
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, near.size()); ++i)
+    s += (i == 0                                           ? ""
+          : i + 1 == std::min<std::size_t>(3, near.size()) ? " or "
+                                                           : ", ") +
+         near[i].second;
+  return s;
 }
 
 void check(const Options& o) {
@@ -342,7 +412,8 @@ void check(const Options& o) {
       o.command != "export")
     usage_error("unknown command '" + o.command + "'; expected train, eval, predict or export");
   if (t.train_batch_size == 0) usage_error("--train_batch_size must be positive");
-  if (o.eval_rows == 0) usage_error("--eval_rows must be positive");
+  if (t.per_device_eval_batch_size == 0)
+    usage_error("--per_device_eval_batch_size must be positive");
   if (o.num_beams > 64) usage_error("--num_beams is at most 64");
   if (t.save_total_limit == 0)
     usage_error("--save_total_limit must be positive (the checkpoints kept)");
@@ -388,6 +459,10 @@ void check(const Options& o) {
     if (!dir->empty() && fs::exists(*dir, ec) && !fs::is_directory(*dir, ec))
       usage_error(std::string(flag) + " " + dir->string() +
                   " is a file; expected a folder (or a path where one can be made)");
+  if (!o.submission.empty() && !o.texts.empty())
+    usage_error(
+        "--submission writes CLUENER's file of --input's records; --text sentences have "
+        "no place in it (give one or the other)");
   if (o.command == "export" && (o.checkpoint.empty() || o.export_to.empty()))
     usage_error("export needs --checkpoint FILE (a checkpoint or weights) and --to DIR");
 }
@@ -423,8 +498,18 @@ Options parse_options(int argc, char** argv) {
     }
     const std::string shown = "--" + std::string(f->names.front());
     std::string value;
-    if (eq != std::string::npos) {
-      if (f->kind == Flag::none) usage_error(shown + " takes no value");
+    if (f->kind == Flag::boolean) {
+      // Alone: true; else its value, =given or next when it reads as a boolean.
+      std::optional<bool> on = true;
+      if (eq != std::string::npos)
+        on = boolean_word(arg.substr(eq + 1));
+      else if (i + 1 < argc && boolean_word(argv[i + 1]))
+        on = boolean_word(argv[++i]);
+      if (!on)
+        usage_error(shown + " is a switch: alone, or with True/False (yes/no, 1/0); got '" +
+                    arg.substr(eq + 1) + "'");
+      value = *on ? "true" : "false";
+    } else if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
     } else if (f->kind == Flag::value) {
       if (i + 1 >= argc) usage_error(shown + " needs a value");
@@ -532,7 +617,8 @@ const char* ner::usage() {
   mpirun -np N seqgpt_ner ...      one rank per process (also srun -n N)
 
 Options take Hugging Face's TrainingArguments names where there is one; `_` and `-` are the
-same (--learning_rate, --learning-rate); --name=value works too.
+same (--learning_rate, --learning-rate); --name=value works too; switches take True/False
+(--bf16 True); --model_name_or_path is --weights; --do_train and --do_eval are accepted.
 
 Data and model
   --data_dir DIR       train.jsonl|train.json|train.bio and dev.* (train: the bundled corpus by
@@ -594,11 +680,15 @@ Training
   --stop_after N       save a checkpoint and stop after N steps (to try a resume)
   --max_nonfinite_steps N (10)  non-finite steps in a row that stop the run
   --logging_steps N (10)  (--log-every)  --quiet
-Evaluation and generation
-  --eval_steps N       steps between evaluations (default: each epoch's end)
-  --eval_limit N       dev records per evaluation, 0: all (default: 100 while training, all at
-                       the end and in eval)
-  --eval_rows N (32)  --max_new_tokens N  --max_chars N (512)  --no_eval
+Evaluation, the best model and generation (docs/ner.md#the-example-seqgpt_ner)
+  --eval_strategy no|steps|epoch (epoch)  --eval_steps N (alone: steps)  --no_eval
+  --save_strategy no|steps|epoch (epoch; --save_steps N alone: steps)
+  --eval_limit N       dev records per evaluation: a seeded sample stratified by label
+                       (default 100 while training, all in eval; 0: all)
+  --metric_for_best_model NAME (f1, accuracy, macro_f1, loss, ...)  --greater_is_better B
+  --load_best_model_at_end  the final weights and model directory are the best checkpoint's
+  --early_stopping_patience N  --early_stopping_threshold X
+  --per_device_eval_batch_size N (32)  (--eval_rows)  --max_new_tokens N  --max_chars N (512)
   --max_length N (512) tokens of an example; a longer one has its prompt cut on the left
   --truncation left|skip (left)
   --num_beams N        (default: 4 for seqgpt560m, 1 for tiny)

@@ -35,6 +35,7 @@ struct Options {
   fs::path data_dir;  // empty: the bundled corpus (train), the run's (eval, predict)
   fs::path out_dir = "seqgpt_ner_out";
   fs::path weights, tokenizer, input, deepspeed;
+  fs::path model_dir;              // --weights' model directory, where it names one (resolve_model)
   fs::path checkpoint, export_to;  // export --checkpoint FILE --to DIR
   std::vector<std::string> labels, texts;
   std::int64_t stop_after = 0;  // > 0: save a checkpoint and stop after this many steps
@@ -42,9 +43,8 @@ struct Options {
   fs::path resume_from;         // a named checkpoint to resume from
   bool allow_changed_options = false;
   bool overwrite_output_dir = false;
-  std::int64_t eval_steps = 0;      // 0: at the end of each epoch
-  std::int64_t eval_limit = -1;     // dev records per evaluation, 0: all; -1: 100 (all in eval)
-  std::int64_t eval_rows = 32;      // prompts per generation batch
+  std::int64_t eval_limit = -1;     // dev records per evaluation (a stratified sample), 0: all;
+                                    // -1: 100 while training, all in eval
   std::int64_t max_new_tokens = 0;  // 0: the longest training answer + 16
   std::int64_t num_beams = 0;       // 0: the model's default (docs/ner.md)
   double repetition_penalty = 0;    // 0: the model's default
@@ -56,7 +56,6 @@ struct Options {
   std::string task;                 // ner | classification | relation; empty: the records'
   fs::path submission;              // predict: CLUENER's submission file of --input's records
   std::string device = "cpu";       // cpu | cuda
-  bool no_eval = false;
   bool quiet = false;
 
   // predict's input lines that cannot be read (not UTF-8, too long): skip | stop

@@ -19,7 +19,7 @@ seqpar::AnswerFn answers(const GenerateFn& generate, const seqpar::Tokenizer& to
   const std::int64_t cut = o.truncation == "left" ? o.max_length : 0;
   return seqpar::batched_answers(
       tok, [generate, go](const seqpar::Batch& b) { return generate(b.view(), go).tokens; },
-      o.eval_rows, cut);
+      o.train.per_device_eval_batch_size, cut);
 }
 
 EvalResult evaluate_dev(const GenerateFn& generate, const seqpar::Tokenizer& tok,
@@ -51,11 +51,17 @@ struct Trained {
   std::vector<std::string> labels;
   std::int64_t max_new_tokens = 0;
   std::string model;
-  std::string task = "ner";  // the run's (run.json), else --task
+  std::string task = "ner";   // the run's (run.json), else --task
+  nlohmann::json task_state;  // the task without its training data, where recorded
+  Options decoding;           // the options with the run's decoding where they give none
 };
 
 Trained trained(const Options& o) {
-  const auto info = RunInfo::read(o.out_dir);
+  // A model directory (--weights DIR) says what it was trained for beside its config.json;
+  // else the run folder's run.json does.
+  const auto info = !o.model_dir.empty() && fs::exists(o.model_dir / model_task_file)
+                        ? RunInfo::read(o.model_dir, model_task_file)
+                        : RunInfo::read(o.out_dir);
   Trained t;
   t.model = !o.model.empty() ? o.model : info && !info->model.empty() ? info->model : "tiny";
   t.weights = !o.weights.empty() ? o.weights : o.out_dir / "model.safetensors";
@@ -68,6 +74,10 @@ Trained trained(const Options& o) {
   t.tokenizer = !o.tokenizer.empty() ? o.tokenizer
                 : info               ? info->tokenizer
                                      : o.out_dir / "tokenizer.json";
+  t.decoding = o;
+  if (info && o.num_beams == 0) t.decoding.num_beams = info->num_beams;
+  if (info && o.repetition_penalty == 0) t.decoding.repetition_penalty = info->repetition_penalty;
+  if (info) t.task_state = info->task_state;
   t.labels = !o.labels.empty() ? o.labels : info ? info->labels : std::vector<std::string>{};
   SEQPAR_CHECK(!t.labels.empty(),
                "no label set: pass --labels a,b,c (or train into --output_dir first)");
@@ -103,8 +113,11 @@ int eval_command(const Options& o) {
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
   const GenerateFn generate = services->load(tr.weights);
   std::printf("weights %s\n", tr.weights.string().c_str());
-  const EvalResult r = evaluate_dev(generate, tok, task, dev, o.eval_limit, o,
-                                    decoding(o, tok, tr.max_new_tokens, info.seqgpt));
+  const auto [records, sample] =
+      dev.sample(static_cast<std::size_t>(std::max<std::int64_t>(o.eval_limit, 0)), o.train.seed);
+  if (!sample.whole()) std::printf("  scoring %s\n", sample.describe().c_str());
+  const EvalResult r = evaluate_dev(generate, tok, task, records, 0, o,
+                                    decoding(tr.decoding, tok, tr.max_new_tokens, info.seqgpt));
   print_eval(r, "dev", true);
   seqpar::MetricsLog(o.out_dir / "metrics.jsonl").append(eval_json(r, 0, "dev"));
   seqpar::write_prediction_lines(o.out_dir / "dev.predictions.jsonl", r.task.predictions.lines);
@@ -119,7 +132,11 @@ int predict_command(const Options& o) {
   const ModelInfo& info = model_info(tr.model);
   auto services = model_services(tr.model, o.device);
   const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
-  const seqpar::AnyTask task = run_task(tr.task, tr.labels, tr.data_dir, o.max_chars);
+  // Prediction needs the task, not its training data: the recorded state where there is one.
+  const seqpar::AnyTask task =
+      !tr.task_state.is_null()
+          ? seqpar::StandardTasks::restore(tr.task_state, "the run's " + tr.task + " task")
+          : run_task(tr.task, tr.labels, tr.data_dir, o.max_chars);
   SEQPAR_CHECK(o.submission.empty() || task.has_submission(),
                "--submission writes CLUENER's NER submission; this run was trained for ", tr.task);
   // The records: a JSON --input's (their ids kept: CLUENER's test.json has them), else the
@@ -152,7 +169,8 @@ int predict_command(const Options& o) {
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
   const GenerateFn generate = services->load(tr.weights);
   const seqpar::AnyPredictions p = task.predict(
-      records, answers(generate, tok, o, decoding(o, tok, tr.max_new_tokens, info.seqgpt)));
+      records,
+      answers(generate, tok, o, decoding(tr.decoding, tok, tr.max_new_tokens, info.seqgpt)));
   for (const auto& line : p.lines) std::printf("%s\n", line.c_str());
   if (!o.submission.empty()) {
     task.write_submission(o.submission, p);

@@ -13,6 +13,7 @@
 #include "seqpar/data/prompt.hpp"
 #include "seqpar/data/token_cache.hpp"
 #include "seqpar/plan/registry.hpp"
+#include "seqpar/train/evaluation_loss.hpp"
 #include "task_eval.hpp"
 
 namespace ner {
@@ -78,10 +79,13 @@ seqpar::AgreedValues launch_values(const Options& o, const Launched& run,
 
 void print_reports(const std::vector<seqpar::RankReport>& ranks) {
   const auto mib = [](std::int64_t b) { return static_cast<double>(b) / (1 << 20); };
-  std::printf("peak memory per rank (MiB)\n");
+  std::printf(
+      "peak memory per rank (MiB): in the steps, by category; before them (building, "
+      "loading) apart\n");
   for (const auto& r : ranks) {
-    std::printf("  rank %lld  pid %lld  %s  %9.1f:", static_cast<long long>(r.rank),
-                static_cast<long long>(r.pid), r.device.c_str(), mib(r.total_peak));
+    std::printf(
+        "  rank %lld  pid %lld  %s  build %.1f  steps %9.1f:", static_cast<long long>(r.rank),
+        static_cast<long long>(r.pid), r.device.c_str(), mib(r.build_peak), mib(r.total_peak));
     for (std::size_t k = 0; k < r.peak.size(); ++k)
       if (r.peak[k] > 0)
         std::printf("  %s %.1f", seqpar::memory_name(static_cast<seqpar::Memory>(k)),
@@ -112,10 +116,41 @@ Launched check_launch(const Options& o, const seqpar::RankLaunch& launch) {
   }
   seqpar::check_loss_scale_arguments(o.train);
   r.batch = seqpar::batch_shape(o.train, r.layout.data, r.layout.pipeline);
+  r.eval = seqpar::eval_interval(o.train);
+  r.save = seqpar::save_interval(o.train);
+  r.best = seqpar::best_model(o.train);
   return r;
 }
 
 namespace {
+
+// What the evaluations during training score: a seeded sample of the dev split stratified by
+// label (--eval_limit records, 100 by default; 0: all), never its first records, and its
+// examples for the evaluation loss. The best model's metric is checked against the task's
+// now, before any step.
+void choose_dev(Training& t) {
+  const Options& o = t.o;
+  if (t.run.eval.strategy == seqpar::IntervalStrategy::no) return;
+  const auto limit = static_cast<std::size_t>(o.eval_limit < 0 ? 100 : o.eval_limit);
+  std::tie(t.dev, t.dev_sample) = t.data.dev.sample(limit, o.train.seed);
+  if (t.dev.size() == 0) return;
+  t.dev_ex = t.data.task.make_examples(t.dev, example_options(o), *t.tokenizer);
+  std::printf("  dev sample: %s\n", t.dev_sample.describe().c_str());
+  if (t.run.best) {
+    // The task's metrics, by scoring one record answered with nothing.
+    const seqpar::AnyEvaluation e = t.data.task.evaluate(
+        t.dev, 1,
+        [](std::span<const std::string> p) { return std::vector<std::string>(p.size()); });
+    std::map<std::string, double> names = eval_metrics(e, 0);
+    const std::string key = t.run.best->key();
+    if (!names.contains(key)) {
+      std::string have;
+      for (const auto& [k, v] : names) have += (have.empty() ? "" : ", ") + k;
+      throw seqpar::Refusal("--metric_for_best_model is '" + t.run.best->metric + "'; the " +
+                            std::string(t.data.task.name()) + " task's evaluations give " + have);
+    }
+  }
+}
 
 // The data, the tokenizer, then (every process agreeing first) the examples: in memory or
 // from the folder's cache, nothing written.
@@ -147,6 +182,7 @@ void read_inputs(Training& t) {
                               *t.tokenizer, t.tokenizer_choice.id);
   t.max_new_tokens =
       o.max_new_tokens > 0 ? o.max_new_tokens : t.train_ex.report.max_answer_tokens + 16;
+  choose_dev(t);
 }
 
 // The run's length and options, the batches and each rank's threads.
@@ -167,6 +203,25 @@ void plan_steps(Training& t) {
                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / node_ranks);
 }
 
+// What the run leaves in `folder` (its run.json, or a model directory's model_task_file):
+// the tokenizer there, the data where it is (none in a model directory).
+RunInfo run_info(const Training& t, const fs::path& folder) {
+  const Options& o = t.o;
+  const bool run_folder = folder == o.out_dir;
+  RunInfo r;
+  r.model = o.model;
+  r.plan = seqpar::plan_name(t.run.layout);
+  r.labels = t.data.labels;
+  r.tokenizer = folder / "tokenizer.json";
+  if (run_folder) r.data_dir = o.data_dir;
+  r.max_new_tokens = t.max_new_tokens;
+  r.num_beams = o.num_beams;
+  r.repetition_penalty = o.repetition_penalty;
+  r.task = std::string(t.data.task.name());
+  r.task_state = t.data.task.state();
+  return r;
+}
+
 // The library's run as the flags ask for it; the program's files are written once it has
 // taken the folder.
 void fill_spec(Training& t) {
@@ -174,7 +229,8 @@ void fill_spec(Training& t) {
   seqpar::RunSpec& s = t.spec;
   s.output_dir = o.out_dir;
   s.total_steps = t.total;
-  s.save_steps = o.train.save_steps;
+  s.save_steps = t.run.save.strategy == seqpar::IntervalStrategy::steps ? t.run.save.steps : 0;
+  s.best = t.run.best;
   s.save_total_limit = o.train.save_total_limit;
   s.stop_after = o.stop_after;
   s.resume = o.resume;
@@ -183,10 +239,14 @@ void fill_spec(Training& t) {
   s.allow_changed = o.allow_changed_options;
   s.lock_name = "seqgpt_ner.lock";
   s.own_files = {"tokenizer.json", "cache/*.tokens.safetensors"};
-  s.hf_export = seqpar::HfExport{o.export_hf.empty() ? o.out_dir / "hf" : o.export_hf,
-                                 t.tokenizer_choice.file, special_tokens(*t.tokenizer),
+  const fs::path hf_dir = o.export_hf.empty() ? o.out_dir / "hf" : o.export_hf;
+  // What prediction from the model directory alone needs, beside its config.json.
+  s.hf_export = seqpar::HfExport{hf_dir,
+                                 t.tokenizer_choice.file,
+                                 special_tokens(*t.tokenizer),
                                  decoding(o, *t.tokenizer, t.max_new_tokens, t.run.model->seqgpt),
-                                 o.max_length};
+                                 o.max_length,
+                                 {{model_task_file, run_info(t, hf_dir).text(hf_dir)}}};
   s.start_details = {{"command", "train"},
                      {"model", o.model},
                      {"launch", t.launch.under_launcher() ? t.launch.launcher : "threads"},
@@ -196,16 +256,9 @@ void fill_spec(Training& t) {
                      {"train_examples", t.train_ex.set.size()},
                      {"labels", t.data.labels}};
   s.hooks.on_take = [&t] {
-    place_tokenizer(t.tokenizer_choice);
+    place_tokenizer(t.tokenizer_choice, t.o.out_dir);
     store_examples(t.o, t.train_ex);
-    RunInfo{t.o.model,
-            seqpar::plan_name(t.run.layout),
-            t.data.labels,
-            t.tokenizer_choice.file,
-            t.o.data_dir,
-            t.max_new_tokens,
-            std::string(t.data.task.name())}
-        .write(t.o.out_dir / "run.json");
+    run_info(t, t.o.out_dir).write(t.o.out_dir / "run.json");
   };
 }
 
@@ -346,42 +399,58 @@ void begin(const Training& t, Run& run, seqpar::AnyTrainer& trainer, seqpar::Bat
               static_cast<long long>(stream.position().batch));
 }
 
-// Dev scores of the checkpoint just written (it holds the whole model whatever the plan):
-// rank 0 decodes with it while the other ranks wait. Returns the seconds it took.
-double evaluate(Training& t, seqpar::AnyComm& world, const Run& run,
-                const seqpar::AnyTrainer& trainer, std::int64_t step) {
+// An evaluation of this step (its checkpoint just written holds the whole model whatever the
+// plan): every rank the loss of the dev sample, then rank 0 decodes it while the others wait;
+// the run records the metrics and decides the best. Returns the seconds it took.
+double evaluate(Training& t, seqpar::AnyComm& world, Run& run, seqpar::AnyTrainer& trainer,
+                std::int64_t step) {
   const Options& o = t.o;
   const auto t0 = Clock::now();
   const bool last = step == t.total;
+  const double loss =
+      t.dev_ex.size() > 0
+          ? seqpar::evaluation_loss(trainer, t.dev_ex, t.run.batch.rows, t.tokenizer->pad_id())
+          : std::nan("");
   world.barrier();
+  EvalResult r;
+  if (world.rank() == 0)
+    r = evaluate_dev(trainer.generator(run.last_checkpoint()), *t.tokenizer, t.data.task, t.dev, 0,
+                     o, decoding(o, *t.tokenizer, t.max_new_tokens, t.run.model->seqgpt));
+  const seqpar::EvalDecision d = run.evaluated(eval_metrics(r.task, loss));
   if (world.rank() == 0) {
-    const EvalResult r = evaluate_dev(
-        trainer.generator(run.last_checkpoint()), *t.tokenizer, t.data.task, t.data.dev,
-        last               ? 0
-        : o.eval_limit < 0 ? 100
-                           : o.eval_limit,
-        o, decoding(o, *t.tokenizer, t.max_new_tokens, t.run.model->seqgpt));
-    run.log(eval_json(r, step, "dev"));
-    print_eval(r, "step " + std::to_string(step) + " dev", last);
-    if (last) t.final_eval = r;
+    nlohmann::json row = eval_json(r, step, "dev");
+    row["loss"] = loss;
+    row["sample"] = t.dev_sample.json();
+    if (d.best) row.update({{"best_step", d.best->step}, {"best_metric", d.best_value}});
+    run.log(std::move(row));
+    print_eval(r, "step " + std::to_string(step) + " dev", last || d.stop);
+    if (std::isfinite(loss)) std::printf("  dev loss %.4f\n", loss);
+    if (run.spec().best && d.best)
+      std::printf("  best %s %.4f at step %lld%s\n", run.spec().best->key().c_str(), d.best_value,
+                  static_cast<long long>(d.best->step),
+                  d.improved
+                      ? " (this one)"
+                      : (" (" + std::to_string(d.since_best) + " evaluation(s) since)").c_str());
+    t.final_eval = r;
   }
   world.barrier();
   return since(t0);
 }
 
-// The loop: a checkpoint at each epoch's end (unless --save_steps) and before each evaluation.
+// The loop: a checkpoint as the save strategy says and before each evaluation.
 seqpar::RunResult train_loop(Training& t, seqpar::AnyComm& world, Run& run,
                              seqpar::AnyTrainer& trainer, seqpar::BatchStream& stream) {
-  const Options& o = t.o;
   const bool rank0 = world.rank() == 0;
   Progress progress(t, run.step());
   while (run.running()) {
     const seqpar::StepStats st = trainer.step(stream.next());
     const bool epoch_end = stream.position().batch == 0;
-    const bool eval =
-        !st.skipped && !o.no_eval &&
-        (st.step == t.total || (o.eval_steps > 0 ? st.step % o.eval_steps == 0 : epoch_end));
-    run.after_step(st, eval || (o.train.save_steps == 0 && epoch_end));
+    // The evaluation strategy's steps and the last; each evaluation scores a checkpoint.
+    const bool eval = !st.skipped && t.dev.size() > 0 &&
+                      t.run.eval.strategy != seqpar::IntervalStrategy::no &&
+                      (st.step == t.total || t.run.eval.due(st.step, epoch_end));
+    run.after_step(st,
+                   eval || (t.run.save.strategy == seqpar::IntervalStrategy::epoch && epoch_end));
     if (rank0) progress.step(st, trainer.loss_scale());
     if (eval) progress.paused(evaluate(t, world, run, trainer, st.step));
   }
@@ -427,6 +496,25 @@ int finish_training(Training& t) {
         static_cast<long long>(r.step), r.stop.describe().c_str(), r.last_checkpoint.c_str(),
         r.last_checkpoint.c_str());
   print_reports(r.ranks);
+  const seqpar::EvalDecision& ev = r.evaluations;
+  if (r.early_stopped)
+    std::printf("stopped early after step %lld: %s did not improve for %lld evaluation(s)\n",
+                static_cast<long long>(r.step), t.spec.best->key().c_str(),
+                static_cast<long long>(ev.since_best));
+  if (t.spec.best && ev.best) {
+    const bool loaded = t.spec.best->load_at_end && r.completed;
+    std::printf("best %s %.4f at step %lld (%s)%s\n", t.spec.best->key().c_str(), ev.best_value,
+                static_cast<long long>(ev.best->step), ev.best->checkpoint.c_str(),
+                loaded ? ": the final weights and the model directory are its" : "");
+    if (auto info = RunInfo::read(o.out_dir)) {
+      info->best = {{"step", ev.best->step},
+                    {"metric", t.spec.best->key()},
+                    {"value", ev.best_value},
+                    {"checkpoint", ev.best->checkpoint},
+                    {"loaded_at_end", loaded}};
+      info->write(o.out_dir / "run.json");
+    }
+  }
   if (r.completed)
     std::printf("model directory %s (transformers: AutoModelForCausalLM.from_pretrained)\n",
                 t.spec.hf_export->dir.string().c_str());

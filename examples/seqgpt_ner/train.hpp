@@ -28,6 +28,8 @@ struct Launched {
   seqpar::PlanDesc layout;
   const ModelInfo* model = nullptr;
   seqpar::BatchShape batch;
+  seqpar::Interval eval, save;            // when the run evaluates and saves
+  std::optional<seqpar::BestModel> best;  // what the evaluations choose by
 };
 Launched check_launch(const Options& o, const seqpar::RankLaunch& launch);
 
@@ -41,6 +43,11 @@ struct Training {
   TokenizerChoice tokenizer_choice;
   std::optional<seqpar::Tokenizer> tokenizer;
   SplitExamples train_ex;
+  // The dev records every evaluation during training scores (a stratified sample, or all),
+  // and their examples (the evaluation loss).
+  seqpar::AnyRecords dev;
+  seqpar::RecordSample dev_sample;
+  seqpar::ExampleSet dev_ex;
   std::int64_t max_new_tokens = 0, per_epoch = 0, total = 0;
   int threads = 1;
   seqpar::TrainOptions options;

@@ -1,9 +1,14 @@
 // Entity-level micro precision, recall and F1 on hand-made cases, worked out by hand.
 #include <doctest/doctest.h>
 
+#include <map>
+#include <sstream>
+#include <string>
 #include <vector>
 
+#include "seqpar/data/classification.hpp"
 #include "seqpar/data/metrics.hpp"
+#include "seqpar/data/task_json.hpp"
 
 using namespace seqpar;
 
@@ -64,4 +69,30 @@ TEST_CASE("a mention matched in one prompt cannot be matched by another prompt's
   s.add(std::vector<NerMention>{}, std::vector<NerMention>{{"name", "张三"}});
   s.add(std::vector<NerMention>{{"name", "张三"}}, std::vector<NerMention>{});
   CHECK(s.micro() == PrfCounts{0, 1, 1});
+}
+
+TEST_CASE("per-label tables align CJK labels by display width") {
+  CHECK(detail::display_width("abc") == 3);
+  CHECK(detail::display_width("人名") == 4);
+  CHECK(detail::display_width("ＡＢ") == 4);       // fullwidth forms
+  CHECK(detail::display_width("e\xcc\x81") == 1);  // e and a combining acute accent
+  const std::map<std::string, PrfCounts> by{
+      {"address", {1, 1, 1}}, {"人名", {2, 1, 1}}, {"组织机构名称很长的标签", {1, 2, 1}}};
+  // Each line's "F1" starts at the same terminal column.
+  std::vector<std::int64_t> columns;
+  std::istringstream lines(detail::prf_lines(by));
+  for (std::string line; std::getline(lines, line);)
+    columns.push_back(detail::display_width(line.substr(0, line.find(" F1 "))));
+  REQUIRE(columns.size() == 3);
+  CHECK(columns[0] == columns[1]);
+  CHECK(columns[1] == columns[2]);
+  ClassificationScore s;
+  s.add("体育", "体育");
+  s.add("finance", "体育");
+  std::istringstream table(s.table());
+  std::vector<std::int64_t> at;
+  for (std::string line; std::getline(table, line);)
+    at.push_back(detail::display_width(line.substr(0, line.find("P "))));
+  REQUIRE(at.size() == 2);
+  CHECK(at[0] == at[1]);
 }

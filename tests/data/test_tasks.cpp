@@ -125,6 +125,31 @@ TEST_CASE("a task comes from its training set: labels, schema, majority class") 
                        doctest::Contains("label 'a，b' holds '，'"), Error);
 }
 
+TEST_CASE("a task kept without its training data (state) is the same task again") {
+  const ClassificationTask cls = ClassificationTask::of(class_fixture(), {});
+  const RelationTask rel = RelationTask::of(relation_fixture(), {});
+  const NerTask ner = NerTask::of(ner_fixture(), {"name", "address"});
+  for (const AnyTask& t : {AnyTask(cls), AnyTask(rel), AnyTask(ner)}) {
+    // Through its JSON text, as a file keeps it.
+    const auto kept = nlohmann::json::parse(t.state().dump());
+    const AnyTask back = StandardTasks::restore(kept, "task.json");
+    CHECK(back.name() == t.name());
+    CHECK(back.describe() == t.describe());  // labels, chunks, the relations' schema
+    CHECK(back.prompt_words() == t.prompt_words());
+  }
+  // The relation schema's symmetric relations come from the training set: kept, not guessed.
+  CHECK(StandardTasks::restore(AnyTask(rel).state(), "x").describe() == rel.describe());
+  // Made from its state alone, classification has no majority class to print as a baseline.
+  CHECK(ClassificationTask::from_state(cls.state()).majority().empty());
+  CHECK(ClassificationTask::from_state(cls.state()).overview().find("majority") ==
+        std::string::npos);
+  CHECK_THROWS_WITH_AS(StandardTasks::restore({{"task", "sentiment"}, {"state", {}}}, "t.json"),
+                       doctest::Contains("t.json: task 'sentiment' is not one of"), Error);
+  CHECK_THROWS_WITH_AS(
+      StandardTasks::restore({{"task", "ner"}, {"state", {{"labels", 3}}}}, "t.json"),
+      doctest::Contains("t.json: the ner task's state is not as written"), Error);
+}
+
 TEST_CASE("the prompts that train a record, for each task") {
   const ClassDataset c = class_fixture();
   const auto cp = ClassificationTask::of(c, {}).prompts(c.records[0]);

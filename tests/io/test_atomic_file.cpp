@@ -65,13 +65,18 @@ TEST_CASE("an uncommitted atomic file leaves the path untouched and removes its 
   CHECK(dir.listing() == std::vector<std::string>{"a.txt"});
 }
 
-TEST_CASE("place_file_atomic puts a file's bytes at another path") {
+TEST_CASE("copy_file_atomic copies a file's bytes to another path, never linking them") {
   seqpar::test::TempDir dir;
   seqpar::detail::write_file_atomic(dir / "from.bin", "bytes");
   seqpar::detail::write_file_atomic(dir / "to.bin", "old");
-  seqpar::detail::place_file_atomic(dir / "from.bin", dir / "to.bin");
+  seqpar::detail::copy_file_atomic(dir / "from.bin", dir / "to.bin");
   CHECK(atomic_test_text(dir / "to.bin") == "bytes");
   CHECK(dir.listing() == std::vector<std::string>{"from.bin", "to.bin"});
+  // Two files: neither is a link of the other, and a change of one leaves the other.
+  CHECK(fs::hard_link_count(dir / "from.bin") == 1);
+  CHECK(fs::hard_link_count(dir / "to.bin") == 1);
+  { std::ofstream(dir / "from.bin", std::ios::app) << " more"; }
+  CHECK(atomic_test_text(dir / "to.bin") == "bytes");
 }
 
 }  // namespace

@@ -285,6 +285,7 @@ TEST_CASE("a run: rotated checkpoints, a resume that continues it, a stop, the w
   CHECK(reports[1].rank == 1);
   CHECK(reports[0].pid == ::getpid());
   CHECK(reports[0].total_peak > 0);
+  CHECK(reports[0].build_peak > 0);  // building the model is reported apart from the steps
   CHECK(reports[0].device == "cpu");
   CHECK(reports[0].bytes.steps == 6);
   // Replicated over D = 2: each unit's gradients all-reduced (its buffer padded to a

@@ -3,6 +3,8 @@
 // erased once at a program's edge as AnyTrainer erases plans; AnyRecords: the records of one
 // task's file, erased with it. TaskMenu<Ts...> is the list of tasks a program offers.
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include "seqpar/data/examples.hpp"
 #include "seqpar/data/predictions.hpp"
 #include "seqpar/data/record.hpp"
+#include "seqpar/data/sample.hpp"
 #include "seqpar/data/task.hpp"
 #include "seqpar/data/tasks.hpp"
 #include "seqpar/data/token_cache.hpp"
@@ -52,13 +55,39 @@ class AnyRecords {
     return r->records;
   }
 
+  /// A seeded sample of `n` of the records stratified by label (stratified_sample; n = 0:
+  /// all), and which records it took.
+  std::pair<AnyRecords, RecordSample> sample(std::size_t n, std::uint64_t seed) const {
+    std::vector<std::vector<std::string>> labels;
+    if (records_) labels = records_->labels();
+    labels.resize(texts_.size());
+    RecordSample s = stratified_sample(labels, n, seed);
+    AnyRecords a;
+    a.report_ = report_;
+    for (const std::size_t i : s.indices) a.texts_.push_back(texts_[i]);
+    if (records_) a.records_ = records_->subset(s.indices);
+    return {std::move(a), std::move(s)};
+  }
+
  private:
   struct Base {
     virtual ~Base() = default;
+    virtual std::vector<std::vector<std::string>> labels() const = 0;
+    virtual std::shared_ptr<const Base> subset(const std::vector<std::size_t>& at) const = 0;
   };
   template <class R>
   struct Holder : Base {
     explicit Holder(std::vector<R> r) : records(std::move(r)) {}
+    std::vector<std::vector<std::string>> labels() const override {
+      std::vector<std::vector<std::string>> out;
+      for (const auto& r : records) out.push_back(record_labels(r));
+      return out;
+    }
+    std::shared_ptr<const Base> subset(const std::vector<std::size_t>& at) const override {
+      std::vector<R> some;
+      for (const std::size_t i : at) some.push_back(records[i]);
+      return std::make_shared<const Holder>(std::move(some));
+    }
     std::vector<R> records;
   };
   ReadReport report_;
@@ -90,6 +119,14 @@ template <class T>
 concept HasSubmission = requires(const std::filesystem::path& p, const T& t,
                                  std::span<const typename T::Prediction> s) {
   write_submission(p, t, s);
+};
+
+// Whether task T can be kept without its training data: t.state() as JSON, and
+// T::from_state(json) the same task back (what prediction from a model directory needs).
+template <class T>
+concept HasState = requires(const T& t, const nlohmann::json& j) {
+  { t.state() } -> std::convertible_to<nlohmann::json>;
+  { T::from_state(j) } -> std::same_as<T>;
 };
 
 template <HasSubmission T>
@@ -155,6 +192,10 @@ class AnyTask {
     return self_->evaluate(gold, limit, answer);
   }
 
+  /// What the task is without its training data, {"task": name, "state": ...}: TaskMenu::
+  /// restore makes it again. Throws for a task that cannot be kept so (no state()).
+  nlohmann::json state() const { return self_->state(); }
+
   /// Whether the task has a submission file (write_submission(path, task, predictions)).
   bool has_submission() const { return self_->has_submission(); }
   void write_submission(const std::filesystem::path& path, const AnyPredictions& p) const {
@@ -176,6 +217,7 @@ class AnyTask {
     virtual AnyEvaluation evaluate(const AnyRecords&, std::size_t, const AnswerFn&) const = 0;
     virtual bool has_submission() const = 0;
     virtual void write_submission(const std::filesystem::path&, const AnyPredictions&) const = 0;
+    virtual nlohmann::json state() const = 0;
   };
 
   template <NluTask T>
@@ -225,6 +267,12 @@ class AnyTask {
       return e;
     }
     bool has_submission() const override { return submits; }
+    nlohmann::json state() const override {
+      if constexpr (detail::HasState<T>)
+        return {{"task", T::name}, {"state", task.state()}};
+      else
+        detail::fail("the task ", T::name, " has no state() to be kept without its training data");
+    }
     void write_submission(const std::filesystem::path& path,
                           const AnyPredictions& p) const override {
       if constexpr (submits)
@@ -256,6 +304,22 @@ struct TaskMenu {
   /// Whether one of the tasks is called `name`.
   static bool has(std::string_view name) { return ((Ts::name == name) || ...); }
 
+  /// The task AnyTask::state() kept; `what` (a file) names it in a refusal.
+  static AnyTask restore(const nlohmann::json& kept, std::string_view what) {
+    SEQPAR_CHECK(kept.is_object() && kept.contains("task") && kept["task"].is_string() &&
+                     kept.contains("state"),
+                 what, ": expected {\"task\": name, \"state\": {...}}");
+    const auto name = kept["task"].get<std::string>();
+    std::optional<AnyTask> out;
+    try {
+      (void)((Ts::name == name && (out.emplace(restored<Ts>(kept["state"], what)), true)) || ...);
+    } catch (const nlohmann::json::exception& e) {
+      detail::fail(what, ": the ", name, " task's state is not as written (", e.what(), ")");
+    }
+    if (!out) detail::fail(what, ": task '", name, "' is not one of ", names());
+    return std::move(*out);
+  }
+
   /// The records of `path` read by the task called `name`, with the task that training set
   /// defines (labels: `labels`, else the set's own). `what` names where the name came from.
   static std::pair<AnyTask, AnyRecords> train(std::string_view name,
@@ -271,6 +335,14 @@ struct TaskMenu {
   }
 
  private:
+  template <NluTask T>
+  static AnyTask restored(const nlohmann::json& state, std::string_view what) {
+    if constexpr (detail::HasState<T>)
+      return AnyTask(T::from_state(state));
+    else
+      detail::fail(what, ": the task ", T::name, " cannot be made without its training data");
+  }
+
   template <NluTask T>
   static std::pair<AnyTask, AnyRecords> of(const std::filesystem::path& path,
                                            const ReadOptions& options,

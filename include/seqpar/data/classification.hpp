@@ -131,15 +131,12 @@ class ClassificationScore {
   /// One line per label: "体育  P 0.5000  R 1.0000  F1 0.6667  support 2".
   std::string table() const {
     std::int64_t width = 0;
-    for (const auto& [label, c] : by_label_)
-      width = std::max(width, detail::code_point_count(label));
+    for (const auto& [label, c] : by_label_) width = std::max(width, detail::display_width(label));
     std::ostringstream os;
     os << std::fixed << std::setprecision(4);
     for (const auto& [label, c] : by_label_)
-      os << label
-         << std::string(static_cast<std::size_t>(width - detail::code_point_count(label) + 2), ' ')
-         << "P " << c.precision() << "  R " << c.recall() << "  F1 " << c.f1() << "  support "
-         << c.gold << "\n";
+      os << detail::padded(label, width + 2) << "P " << c.precision() << "  R " << c.recall()
+         << "  F1 " << c.f1() << "  support " << c.gold << "\n";
     return os.str();
   }
 

@@ -4,6 +4,8 @@
 // Its JSON (score and prediction lines): data/impl/classification_task.hpp
 // (core/separate_compilation.hpp).
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <filesystem>
 #include <span>
@@ -38,8 +40,11 @@ class ClassificationTask {
     std::string majority_label;
 
     std::string summary() const {
-      return "classification: " + classes.summary() + "; majority class '" + majority_label + "' " +
-             baseline.summary() + "; " + counts();
+      return "classification: " + classes.summary() +
+             (majority_label.empty()
+                  ? std::string()
+                  : "; majority class '" + majority_label + "' " + baseline.summary()) +
+             "; " + counts();
     }
     std::string headline() const { return summary(); }
     std::string details() const { return classes.table(); }
@@ -66,7 +71,15 @@ class ClassificationTask {
   }
 
   const std::vector<std::string>& labels() const { return labels_; }
+  /// The training set's most frequent class (the baseline); empty for a task made from its
+  /// state alone.
   const std::string& majority() const { return majority_; }
+
+  /// The task without its training data (AnyTask::state: the labels), and back.
+  nlohmann::json state() const { return {{"labels", labels_}}; }
+  static ClassificationTask from_state(const nlohmann::json& j) {
+    return ClassificationTask(j.at("labels").get<std::vector<std::string>>());
+  }
 
   /// "task=classification;labels=a,b" (part of a token cache's key).
   std::string describe() const {
@@ -77,7 +90,9 @@ class ClassificationTask {
   std::string overview() const {
     std::string s = "  task classification, classes (" + std::to_string(labels_.size()) + "): ";
     for (std::size_t i = 0; i < labels_.size(); ++i) s += (i ? "," : "") + labels_[i];
-    return s + "\n  majority class (the baseline): " + majority_ + "\n";
+    return s +
+           (majority_.empty() ? std::string() : "\n  majority class (the baseline): " + majority_) +
+           "\n";
   }
   std::vector<std::string> prompt_words() const { return labels_; }
   std::int64_t max_prompts() const { return 1; }

@@ -4,6 +4,8 @@
 // back are placed in the text (character offsets); the score is mention-level micro P/R/F1.
 // Its JSON (score and prediction lines): data/impl/ner_task.hpp (core/separate_compilation.hpp).
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -84,6 +86,13 @@ class NerTask {
 
   const std::vector<std::string>& labels() const { return labels_; }
   std::size_t labels_per_prompt() const { return per_prompt_; }
+
+  /// The task without its training data (AnyTask::state), and back.
+  nlohmann::json state() const { return {{"labels", labels_}, {"labels_per_prompt", per_prompt_}}; }
+  static NerTask from_state(const nlohmann::json& j) {
+    return NerTask(j.at("labels").get<std::vector<std::string>>(),
+                   j.at("labels_per_prompt").get<std::size_t>());
+  }
   std::vector<std::vector<std::string>> chunks() const {
     return chunk_labels(labels_, per_prompt_);
   }

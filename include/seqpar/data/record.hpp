@@ -166,6 +166,30 @@ inline std::int64_t code_point_count(std::string_view s) {
   return n;
 }
 
+/// Columns well-formed UTF-8 `s` takes on a terminal: East Asian wide and fullwidth
+/// characters (CJK, kana, hangul, fullwidth forms) two, combining marks none, others one.
+inline std::int64_t display_width(std::string_view s) {
+  std::int64_t w = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    const char32_t c = utf8_next(s, i);
+    const bool combining = (c >= 0x300 && c <= 0x36F) || (c >= 0x200B && c <= 0x200F);
+    const bool wide = (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0x303E) ||
+                      (c >= 0x3041 && c <= 0xA4CF) || (c >= 0xAC00 && c <= 0xD7A3) ||
+                      (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFE30 && c <= 0xFE4F) ||
+                      (c >= 0xFF00 && c <= 0xFF60) || (c >= 0xFFE0 && c <= 0xFFE6) ||
+                      (c >= 0x20000 && c <= 0x3FFFD);
+    w += combining ? 0 : wide ? 2 : 1;
+  }
+  return w;
+}
+
+/// `s` and the spaces that make it `width` columns wide (none when it is wider).
+inline std::string padded(std::string_view s, std::int64_t width) {
+  return std::string(s) +
+         std::string(static_cast<std::size_t>(std::max<std::int64_t>(width - display_width(s), 0)),
+                     ' ');
+}
+
 /// Where a record is: "file:line: record n" (the line left out when unknown).
 inline std::string record_where(const std::string& file, std::int64_t line, std::int64_t record) {
   std::string s = file;

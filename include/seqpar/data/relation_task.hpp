@@ -5,6 +5,8 @@
 // Its JSON (score and prediction lines): data/impl/relation_task.hpp
 // (core/separate_compilation.hpp).
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -70,6 +72,21 @@ class RelationTask {
 
   const std::vector<std::string>& labels() const { return labels_; }
   const RelationSchema& schema() const { return schema_; }
+
+  /// The task without its training data (AnyTask::state: the labels and which relations the
+  /// training set showed symmetric), and back.
+  nlohmann::json state() const { return {{"labels", labels_}, {"symmetric", schema_.symmetric}}; }
+  static RelationTask from_state(const nlohmann::json& j) {
+    auto labels = j.at("labels").get<std::vector<std::string>>();
+    RelationSchema schema = RelationSchema::of(labels, {});
+    for (const auto& r : j.at("symmetric").get<std::vector<std::string>>()) {
+      SEQPAR_CHECK(
+          std::find(schema.relations.begin(), schema.relations.end(), r) != schema.relations.end(),
+          "RelationTask state: symmetric relation '", r, "' is not one of its relations");
+      schema.symmetric.insert(r);
+    }
+    return RelationTask(std::move(labels), std::move(schema));
+  }
 
   /// "task=relation;labels=...;relations=...;passive=...;symmetric=..." (a cache key's part).
   std::string describe() const {

@@ -79,13 +79,16 @@ inline nlohmann::ordered_json score_head(std::string_view task, const ScoreBase&
 }
 
 /// Per-label lines "  label  F1 0.5000  P 0.5000  R 0.5000  gold 2".
+/// Labels are padded to one display width (a CJK character takes two columns).
 inline std::string prf_lines(const std::map<std::string, PrfCounts>& by) {
+  std::int64_t width = 14;
+  for (const auto& [label, c] : by) width = std::max(width, display_width(label));
   std::string out;
-  char line[512];
+  char line[256];
   for (const auto& [label, c] : by) {
-    std::snprintf(line, sizeof line, "  %-14s F1 %.4f  P %.4f  R %.4f  gold %lld\n", label.c_str(),
-                  c.f1(), c.precision(), c.recall(), static_cast<long long>(c.gold));
-    out += line;
+    std::snprintf(line, sizeof line, " F1 %.4f  P %.4f  R %.4f  gold %lld\n", c.f1(), c.precision(),
+                  c.recall(), static_cast<long long>(c.gold));
+    out += "  " + padded(label, width) + line;
   }
   return out;
 }

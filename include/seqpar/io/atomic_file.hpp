@@ -144,26 +144,9 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
   f.commit();
 }
 
-/// Places `from` at `to` (replacing it) without a second copy where the file system allows:
-/// a hard link, else a copy; through a temporary, so `to` is whole or absent.
-inline void place_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to) {
-  namespace fs = std::filesystem;
-  const fs::path dir = to.has_parent_path() ? to.parent_path() : fs::path(".");
-  std::random_device rd;
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    const fs::path tmp = dir / temporary_name(to.filename().string(), rd);
-    std::error_code ec;
-    fs::create_hard_link(from, tmp, ec);
-    if (ec == std::errc::file_exists) continue;
-    if (ec) break;
-    fs::rename(tmp, to, ec);
-    if (ec) {
-      fs::remove(tmp);
-      fail(to.string(), ": cannot rename ", tmp.string(), " over it: ", ec.message());
-    }
-    AtomicFile::sync_folder(dir);
-    return;
-  }
+/// Copies `from` to `to` (replacing it) through a temporary, so `to` is whole or absent. A
+/// copy, never a link: the two files stay independent.
+inline void copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to) {
   std::ifstream in(from, std::ios::binary);
   SEQPAR_CHECK(in.good(), from.string(), ": cannot be opened to be copied to ", to.string());
   AtomicFile out(to);

@@ -123,6 +123,8 @@ struct HfExport {
   HfSpecialTokens special;
   GenerateOptions decoding;
   std::int64_t max_length = 0;
+  /// Files the program adds to the directory: (name, content), e.g. what its prediction needs.
+  std::vector<std::pair<std::string, std::string>> extra_files{};
 };
 
 /// Writes the model directory e.dir for model `config` from `weights` (a file of that
@@ -151,16 +153,18 @@ inline void write_hf_model_dir(const BloomConfig& config, const std::filesystem:
       }
       write_safetensors(e.dir / "model.safetensors", tensors, {{"format", "pt"}});
     } else {
-      detail::place_file_atomic(weights, e.dir / "model.safetensors");
+      detail::copy_file_atomic(weights, e.dir / "model.safetensors");
     }
   }
-  detail::place_file_atomic(e.tokenizer_file, e.dir / "tokenizer.json");
+  detail::copy_file_atomic(e.tokenizer_file, e.dir / "tokenizer.json");
   const auto put = [&e](const char* name, const nlohmann::ordered_json& j) {
     detail::write_file_atomic(e.dir / name, j.dump(2) + "\n");
   };
   put("config.json", hf_config_json(config, e.special));
   put("generation_config.json", hf_generation_json(e.special, e.decoding));
   put("tokenizer_config.json", hf_tokenizer_config_json(e.special, e.max_length));
+  for (const auto& [name, content] : e.extra_files)
+    detail::write_file_atomic(e.dir / name, content);
   put("special_tokens_map.json", hf_special_tokens_json(e.special));
 }
 

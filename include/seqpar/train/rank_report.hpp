@@ -26,9 +26,10 @@ struct StepBytes {
 };
 
 /// A rank's report at the end of a run: where it ran, its peak memory by category over the
-/// run, and the bytes it moved in training steps.
+/// run's steps, the peak before them (building the model, which ZeRO-3 does whole before it
+/// shards it, and loading a checkpoint), and the bytes it moved in training steps.
 struct RankReport {
-  std::int64_t rank = 0, pid = 0, total_peak = 0;
+  std::int64_t rank = 0, pid = 0, total_peak = 0, build_peak = 0;
   std::array<std::int64_t, memory_kinds> peak{};
   std::string device = "cpu";  // e.g. "cuda:0 NVIDIA H200"
   StepBytes bytes;
@@ -59,6 +60,7 @@ inline nlohmann::json rank_report_json(const RankReport& r) {
           {"pid", r.pid},
           {"device", r.device},
           {"peak_bytes", r.total_peak},
+          {"build_peak_bytes", r.build_peak},
           {"by", memory_peaks_json(r.peak)},
           {"steps", r.bytes.steps},
           {"bytes_sent", bytes_json(r.bytes.sent)}};
@@ -84,6 +86,7 @@ inline std::vector<RankReport> gather_rank_reports(AnyComm& world, RankReport mi
     r.pid = j.at("pid").get<std::int64_t>();
     r.device = j.at("device").get<std::string>();
     r.total_peak = j.at("peak_bytes").get<std::int64_t>();
+    r.build_peak = j.at("build_peak_bytes").get<std::int64_t>();
     for (std::size_t k = 0; k < memory_kinds; ++k)
       r.peak[k] = j.at("by").at(memory_name(static_cast<Memory>(k))).get<std::int64_t>();
     r.bytes.steps = j.at("steps").get<std::int64_t>();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <filesystem>
@@ -56,9 +57,11 @@ concept RunnableTrainer = requires(T& t, const T& c, const BatchView& batch,
 
 /// How a run ended, on every rank (finish).
 struct RunResult {
-  bool completed = false;  // the last step was taken: the final weights are written
-  std::int64_t step = 0;   // the last step taken
-  StopDecision stop;       // a signal or request_stop that stopped it, or none
+  bool completed = false;      // the last step was taken (or an early stop): final weights written
+  bool early_stopped = false;  // the evaluations ended it (BestModel::patience)
+  std::int64_t step = 0;       // the last step taken
+  EvalDecision evaluations;    // what the evaluations decided: the best, where RunSpec::best
+  StopDecision stop;           // a signal or request_stop that stopped it, or none
   std::filesystem::path weights, last_checkpoint;
   std::vector<RankReport> ranks;  // every rank's report, in rank order
 };
@@ -84,9 +87,9 @@ class TrainingRun {
       : trainer_(trainer), world_(std::move(world)), spec_(std::move(spec)) {
     const std::string checkpoint = refuse();
     agree(checkpoint);
-    take();
+    take(checkpoint.empty());
     if (!checkpoint.empty()) resume(checkpoint);
-    report_.add(trainer_.memory());
+    report_.build_peak = trainer_.memory().total_peak;  // the steps' peaks are their own
     counted_ = sent();
   }
 
@@ -94,7 +97,7 @@ class TrainingRun {
   std::int64_t total_steps() const { return spec_.total_steps; }
   const RunSpec& spec() const { return spec_; }
   /// Whether another step is to be taken: the run has neither ended nor stopped.
-  bool running() const { return !stopped_ && step() < spec_.total_steps; }
+  bool running() const { return !stopped_ && !ended_early_ && step() < spec_.total_steps; }
   bool stopped() const { return stopped_; }
   /// Why the run stopped at a step boundary (a signal or request_stop, and the rank).
   const StopDecision& stop_decision() const { return stop_decision_; }
@@ -150,6 +153,23 @@ class TrainingRun {
     return out;
   }
 
+  /// Collective, after an evaluation of this step: the writer's `metrics` (the other ranks'
+  /// are not read) are recorded in evaluations.json and, with RunSpec::best, decide whether
+  /// this step is the best so far and whether the run ends here (its patience ran out). The
+  /// step's checkpoint is written first where it has none: the best is always a checkpoint.
+  EvalDecision evaluated(const std::map<std::string, double>& metrics) {
+    if (last_checkpoint_ != CheckpointDir{spec_.output_dir}.path(step())) save();
+    decision_ = Evaluations::decode(decide_on_writer(world_, [&] {
+      const EvalDecision d =
+          evaluations_.add({step(), metrics, last_checkpoint_.filename().string()});
+      evaluations_.write(spec_.output_dir);
+      return Evaluations::encode(d);
+    }));
+    ended_early_ = decision_.stop;
+    return decision_;
+  }
+  const EvalDecision& evaluations() const { return decision_; }
+
   /// Collective: a checkpoint of this step (the run's keys, the program's and the hook's
   /// metadata, the plan, device and precision that trained it), written atomically by the writer,
   /// then the rotation. Returns its path.
@@ -164,22 +184,32 @@ class TrainingRun {
     meta["precision"] = std::string(facts.precision);
     const std::filesystem::path path = CheckpointDir{spec_.output_dir}.path(step());
     trainer_.save_checkpoint(path, meta);
-    if (folder_) folder_->rotate(spec_.save_total_limit);
+    if (folder_)
+      folder_->rotate(spec_.save_total_limit,
+                      decision_.best ? std::optional(decision_.best->step) : std::nullopt);
     last_checkpoint_ = path;
     counted_ = sent();
     return path;
   }
 
-  /// Collective, once the loop is over: when the run took its last step, the final weights
-  /// and (RunSpec::hf_export) the Hugging Face model directory; then every rank's report,
+  /// Collective, once the loop is over: when the run took its last step or its evaluations
+  /// ended it, the final weights (the best checkpoint's with BestModel::load_at_end) and
+  /// (RunSpec::hf_export) the Hugging Face model directory; then every rank's report,
   /// written to metrics.jsonl with the run's end.
   RunResult finish() {
     RunResult r;
     r.stop = stop_decision_;
     r.step = step();
     r.last_checkpoint = last_checkpoint_;
-    r.completed = step() >= spec_.total_steps;
+    r.early_stopped = ended_early_;
+    r.completed = step() >= spec_.total_steps || ended_early_;
+    r.evaluations = decision_;
     if (r.completed) {
+      const auto& best = decision_.best;
+      if (spec_.best && spec_.best->load_at_end && best && best->step != step()) {
+        trainer_.load_checkpoint(spec_.output_dir / best->checkpoint);
+        log({{"event", "best_loaded"}, {"step", best->step}, {"checkpoint", best->checkpoint}});
+      }
       r.weights = spec_.output_dir / spec_.weights_file;
       trainer_.save_weights(r.weights);
       if (spec_.hf_export)
@@ -194,8 +224,9 @@ class TrainingRun {
     r.ranks = gather_rank_reports(world_, mine);
     log(rank_reports_json(r.ranks));
     log({{"event", "end"},
-         {"step", step()},
+         {"step", r.step},
          {"completed", r.completed},
+         {"early_stopped", r.early_stopped},
          {"seconds", std::chrono::duration<double>(Clock::now() - opened_).count()}});
     counted_ = sent();
     return r;
@@ -238,6 +269,13 @@ class TrainingRun {
                  "RunSpec::weights_file is '", s.weights_file, "'; expected a file name");
     SEQPAR_CHECK(s.resume || s.resume_from.empty(), "RunSpec::resume_from is ",
                  s.resume_from.string(), " but RunSpec::resume is false; set it to resume");
+    if (s.best)
+      SEQPAR_CHECK(!s.best->key().empty() && s.best->patience >= 0 &&
+                       std::isfinite(s.best->threshold) && s.best->threshold >= 0,
+                   "RunSpec::best has metric '", s.best->metric, "', patience ", s.best->patience,
+                   " and threshold ", s.best->threshold,
+                   "; expected a metric's name, a patience of 0 (none) or more evaluations and "
+                   "a threshold of 0 or more");
   }
 
   // 2. Every rank runs what the others run: the trainer, its options, the spec, the
@@ -251,6 +289,7 @@ class TrainingRun {
                        {"RunSpec::save_total_limit", std::to_string(s.save_total_limit)},
                        {"RunSpec::stop_after", std::to_string(s.stop_after)},
                        {"RunSpec::allow_changed", s.allow_changed ? "true" : "false"},
+                       {"RunSpec::best", best_text(s.best)},
                        {"checkpoint resumed", checkpoint.empty() ? "(none)" : checkpoint}});
     for (const auto& k : s.keys) v.emplace_back(k.key, k.value);
     v.insert(v.end(), s.agreed.begin(), s.agreed.end());
@@ -264,11 +303,12 @@ class TrainingRun {
   }
 
   // 3. The writer takes the folder (lock, leftovers), starts the metrics and lets the
-  // program write its files; every rank waits for it.
-  void take() {
+  // program write its files; every rank waits for it. A fresh run's evaluations start empty.
+  void take(bool fresh) {
     if (spec_.catch_signals) signals_.emplace();
     decide_on_writer(world_, [&] {
       notes_ = folder_->take();
+      if (fresh) std::filesystem::remove(spec_.output_dir / Evaluations::file_name);
       log_.emplace(spec_.output_dir / "metrics.jsonl");
       const TrainerFacts f = trainer_.facts();
       nlohmann::json start = {{"event", "start"},
@@ -297,6 +337,11 @@ class TrainingRun {
     r.changed = changed_keys(r.metadata, keys(), &r.reorder);
     last_checkpoint_ = checkpoint;
     if (log_) log_->resume(step(), {{"checkpoint", checkpoint.string()}, {"changed", r.changed}});
+    // The evaluations up to the checkpoint's step: those after it are to be made again.
+    decision_ = Evaluations::decode(decide_on_writer(world_, [&] {
+      evaluations_.read(spec_.output_dir, step());
+      return Evaluations::encode(evaluations_.decision());
+    }));
     resumed_ = std::move(r);
   }
 
@@ -340,7 +385,9 @@ class TrainingRun {
   std::optional<Resumed> resumed_;
   std::vector<std::string> notes_;
   std::filesystem::path last_checkpoint_;
-  bool stopped_ = false;
+  bool stopped_ = false, ended_early_ = false;
+  Evaluations evaluations_{spec_.best};  // the writer's
+  EvalDecision decision_;                // every rank's copy of the writer's
   StopRequest stop_;
   StopDecision stop_decision_;
   RankReport report_;

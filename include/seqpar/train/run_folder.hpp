@@ -224,12 +224,15 @@ struct CheckpointDir {
     return std::nullopt;
   }
 
-  /// Keeps the newest `keep` checkpoints; returns the files removed.
-  std::vector<std::filesystem::path> rotate(std::int64_t keep) const {
+  /// Keeps the newest `keep` checkpoints, and the one of step `also` where given; returns
+  /// the files removed.
+  std::vector<std::filesystem::path> rotate(std::int64_t keep,
+                                            std::optional<std::int64_t> also = {}) const {
     std::vector<std::filesystem::path> removed;
     const auto all = steps();
     for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 0)); i < all.size();
          ++i) {
+      if (also == all[i]) continue;
       std::filesystem::remove(path(all[i]));
       removed.push_back(path(all[i]));
     }
@@ -311,15 +314,18 @@ class RunFolder {
     return notes;
   }
 
-  /// Keeps the newest `keep` checkpoints (the writer, after each save).
-  void rotate(std::int64_t keep) const { checkpoints().rotate(keep); }
+  /// Keeps the newest `keep` checkpoints and the one of step `also` (the writer, after each
+  /// save).
+  void rotate(std::int64_t keep, std::optional<std::int64_t> also = {}) const {
+    checkpoints().rotate(keep, also);
+  }
 
  private:
   // Removes, and returns, the temporaries a killed atomic write left (detail::AtomicFile's
   // names) of the run's own files and options.own_files; nothing else in the folder is touched.
   std::vector<std::filesystem::path> remove_temporaries() const {
     std::vector<std::string> files{"step-*.safetensors", "model.safetensors", "run.json",
-                                   "metrics.jsonl"};
+                                   "metrics.jsonl", Evaluations::file_name};
     files.insert(files.end(), options_.own_files.begin(), options_.own_files.end());
     // `*` stands for a name's letters, digits, '_' and '-'.
     const auto matches = [](std::string_view name, std::string_view pattern) {

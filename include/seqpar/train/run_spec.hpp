@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "seqpar/comm/agreement.hpp"
+#include "seqpar/train/best_model.hpp"
 #include "seqpar/train/hf_model_dir.hpp"
 #include "seqpar/train/resume_keys.hpp"
 
@@ -46,8 +47,11 @@ struct RunSpec {
   /// Steps between checkpoints; 0: only where the program asks (after_step's save_here),
   /// at a stop and at the end.
   std::int64_t save_steps = 0;
-  /// The newest checkpoints kept (at least one).
+  /// The newest checkpoints kept (at least one); the best (RunSpec::best) is kept besides.
   std::int64_t save_total_limit = 2;
+  /// Where set, the evaluations (TrainingRun::evaluated) choose the best checkpoint by a
+  /// metric, and may end the run early.
+  std::optional<BestModel> best{};
   /// > 0: a checkpoint and a stop after this step.
   std::int64_t stop_after = 0;
   /// Continue a run: from resume_from when given (a checkpoint file, or a folder whose

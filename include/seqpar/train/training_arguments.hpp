@@ -16,6 +16,7 @@
 #include "seqpar/core/error.hpp"
 #include "seqpar/optim/schedule.hpp"
 #include "seqpar/plan/registry.hpp"
+#include "seqpar/train/best_model.hpp"
 #include "seqpar/train/precision.hpp"
 #include "seqpar/train/trainer.hpp"
 
@@ -43,9 +44,19 @@ struct TrainingArguments {
   std::int64_t gradient_accumulation_steps = 0;
   std::uint64_t seed = 42;
   // Checkpoints and logging.
-  std::int64_t save_steps = 0;  // 0: the program's default (seqgpt_ner: each epoch's end)
+  IntervalStrategy save_strategy = IntervalStrategy::epoch;  // save_steps alone: steps
+  std::int64_t save_steps = 0;
   std::int64_t save_total_limit = 2;
   std::int64_t logging_steps = 10;
+  // Evaluation and the best model.
+  IntervalStrategy eval_strategy = IntervalStrategy::epoch;  // eval_steps alone: steps
+  std::int64_t eval_steps = 0;                               // with steps; 0: logging_steps
+  std::int64_t per_device_eval_batch_size = 32;
+  std::string metric_for_best_model;  // empty: "loss" where a best model is asked for
+  std::optional<bool> greater_is_better;
+  bool load_best_model_at_end = false;
+  std::int64_t early_stopping_patience = 0;  // evaluations without improvement; 0: none
+  double early_stopping_threshold = 0;
   // Precision, memory and the layout.
   std::string precision = "fp32";  // fp32 | bf16 | fp16 (Hugging Face: bf16, fp16)
   LossScaleOptions loss_scale;     // fp16's scaler (DeepSpeed's fp16 block)
@@ -145,6 +156,47 @@ inline TrainOptions train_options(const TrainingArguments& a, std::int64_t total
   to.recompute_every = a.recompute_every;
   to.loss_scale = a.loss_scale;  // the precision decides whether it scales
   return to;
+}
+
+/// When the run saves: save_strategy (steps where only save_steps was given).
+inline Interval save_interval(const TrainingArguments& a) {
+  Interval i{a.save_strategy, a.save_steps};
+  if (a.was_given("save_steps") && !a.was_given("save_strategy") && a.save_steps > 0)
+    i.strategy = IntervalStrategy::steps;
+  i.check("TrainingArguments::save_strategy");
+  return i;
+}
+
+/// When the run evaluates: eval_strategy (steps where only eval_steps was given; every
+/// logging_steps steps where eval_steps is 0).
+inline Interval eval_interval(const TrainingArguments& a) {
+  Interval i{a.eval_strategy, a.eval_steps};
+  if (a.was_given("eval_steps") && !a.was_given("eval_strategy") && a.eval_steps > 0)
+    i.strategy = IntervalStrategy::steps;
+  if (i.strategy == IntervalStrategy::steps && i.steps == 0) i.steps = a.logging_steps;
+  i.check("TrainingArguments::eval_strategy");
+  return i;
+}
+
+/// The best model the arguments ask for (metric_for_best_model, load_best_model_at_end or
+/// early_stopping_patience), or none; refuses one without evaluations to choose by.
+inline std::optional<BestModel> best_model(const TrainingArguments& a) {
+  if (a.metric_for_best_model.empty() && !a.load_best_model_at_end &&
+      a.early_stopping_patience == 0)
+    return std::nullopt;
+  SEQPAR_CHECK(eval_interval(a).strategy != IntervalStrategy::no,
+               "TrainingArguments::eval_strategy is no, but ",
+               a.load_best_model_at_end        ? "TrainingArguments::load_best_model_at_end"
+               : a.early_stopping_patience > 0 ? "TrainingArguments::early_stopping_patience"
+                                               : "TrainingArguments::metric_for_best_model",
+               " needs evaluations; set TrainingArguments::eval_strategy to steps or epoch");
+  BestModel b;
+  if (!a.metric_for_best_model.empty()) b.metric = a.metric_for_best_model;
+  b.greater_is_better = a.greater_is_better;
+  b.load_at_end = a.load_best_model_at_end;
+  b.patience = a.early_stopping_patience;
+  b.threshold = a.early_stopping_threshold;
+  return b;
 }
 
 /// The steps of a run: max_steps when given, else num_train_epochs x `per_epoch` (at least

@@ -116,7 +116,7 @@ TEST_CASE("the example's own names and dashes are the same options") {
     CHECK(o->out_dir == a.out_dir);
     CHECK(o->train.save_steps == a.train.save_steps);
     CHECK(o->train.logging_steps == a.train.logging_steps);
-    CHECK(o->eval_steps == a.eval_steps);
+    CHECK(o->train.eval_steps == a.train.eval_steps);
     CHECK(o->max_length == a.max_length);
     CHECK(o->resume == a.resume);
     CHECK(o->train.given == a.train.given);
@@ -127,15 +127,68 @@ TEST_CASE("an unknown option is refused with the nearest known one") {
   CHECK(refusal({"--learning_rat", "1"}) ==
         "unknown option '--learning_rat'; did you mean --learning_rate?");
   CHECK(refusal({"--num_epochs", "3"}) ==
-        "unknown option '--num_epochs'; did you mean --num_train_epochs?");
+        "unknown option '--num_epochs'; did you mean --num_train_epochs or --num_beams?");
   CHECK(refusal({"--tensor-paralel", "2"}) ==
         "unknown option '--tensor-paralel'; did you mean --tensor_parallel?");
   CHECK(refusal({"--per_device_batch_size", "2"}) ==
-        "unknown option '--per_device_batch_size'; did you mean --per_device_train_batch_size?");
+        "unknown option '--per_device_batch_size'; did you mean --per_device_eval_batch_size or "
+        "--per_device_train_batch_size?");
   CHECK(refusal({"--zzzzzzzz"}) == "unknown option '--zzzzzzzz'");
-  CHECK(contains(refusal({"--quiet=yes"}), "--quiet takes no value"));
+  // The names about as near as the nearest, the nearest first, three at most.
+  CHECK(refusal({"--eval_step", "5"}) ==
+        "unknown option '--eval_step'; did you mean --eval_steps?");
+  CHECK(contains(refusal({"--quiet=maybe"}), "--quiet is a switch: alone, or with True/False"));
   CHECK(contains(refusal({"--learning_rate"}), "--learning_rate needs a value"));
   CHECK(contains(refusal({"frobnicate"}), "unknown command 'frobnicate'"));
+}
+
+TEST_CASE(
+    "switches take transformers' boolean values: --bf16 True, --gradient_checkpointing false") {
+  CHECK(parse({"--bf16"}).train.precision == "bf16");
+  CHECK(parse({"--bf16", "True"}).train.precision == "bf16");
+  CHECK(parse({"--bf16=true"}).train.precision == "bf16");
+  CHECK(parse({"--bf16", "False"}).train.precision == "fp32");
+  CHECK(parse({"--fp16", "1"}).train.precision == "fp16");
+  CHECK(parse({"--gradient_checkpointing", "true"}).train.recompute == seqpar::Recompute::full);
+  CHECK(parse({"--gradient_checkpointing", "false"}).train.recompute == seqpar::Recompute::none);
+  CHECK(parse({"--overwrite_output_dir", "yes"}).overwrite_output_dir);
+  CHECK(!parse({"--overwrite_output_dir", "no"}).overwrite_output_dir);
+  // A switch alone before another option, and before a value that is no boolean.
+  const ner::Options q = parse({"--quiet", "--lr", "0.1"});
+  CHECK(q.quiet);
+  CHECK(q.train.learning_rate == 0.1);
+  CHECK(contains(refusal({"--quiet", "later"}), "'later' is not an option"));
+  CHECK(parse({"--load_best_model_at_end", "True"}).train.load_best_model_at_end);
+  CHECK(parse({"--greater_is_better", "False"}).train.greater_is_better == false);
+  CHECK(!parse({}).train.greater_is_better.has_value());
+}
+
+TEST_CASE("evaluation and saving strategies, the best model, early stopping") {
+  using seqpar::IntervalStrategy;
+  const ner::Options o =
+      parse({"--eval_strategy", "steps", "--eval_steps", "20", "--save_strategy", "no",
+             "--metric_for_best_model", "accuracy", "--early_stopping_patience", "3",
+             "--early_stopping_threshold", "0.01", "--per_device_eval_batch_size", "8"});
+  CHECK(o.train.eval_strategy == IntervalStrategy::steps);
+  CHECK(o.train.eval_steps == 20);
+  CHECK(o.train.save_strategy == IntervalStrategy::no);
+  CHECK(o.train.metric_for_best_model == "accuracy");
+  CHECK(o.train.early_stopping_patience == 3);
+  CHECK(o.train.early_stopping_threshold == 0.01);
+  CHECK(o.train.per_device_eval_batch_size == 8);
+  CHECK(parse({"--evaluation_strategy", "epoch"}).train.eval_strategy == IntervalStrategy::epoch);
+  CHECK(parse({"--no_eval"}).train.eval_strategy == IntervalStrategy::no);
+  CHECK(parse({"--do_eval", "False"}).train.eval_strategy == IntervalStrategy::no);
+  CHECK(parse({"--eval_rows", "4"}).train.per_device_eval_batch_size == 4);
+  CHECK(contains(refusal({"--eval_strategy", "step"}),
+                 "--eval_strategy is 'step'; expected no, steps or epoch"));
+  CHECK(contains(refusal({"--do_train", "False"}), "--do_train False"));
+  CHECK(contains(refusal({"--per_device_eval_batch_size", "0"}),
+                 "--per_device_eval_batch_size must be positive"));
+  CHECK(contains(refusal({"predict", "--text", "x", "--submission", "s.json"}),
+                 "--text sentences have no place in it"));
+  // transformers' name for the weights.
+  CHECK(parse({"--model_name_or_path", "dir"}).weights == "dir");
 }
 
 TEST_CASE("the layout: flags as DeepSpeed and Megatron users write them, or one name") {

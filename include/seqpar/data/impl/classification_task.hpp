@@ -23,9 +23,10 @@ SEQPAR_DECL std::string ClassificationTask::Score::json() const {
                  {"support", c.gold},
                  {"predicted", c.predicted}};
   j["by_label"] = std::move(by);
-  j["baseline"] = {{"label", majority_label},
-                   {"accuracy", baseline.accuracy()},
-                   {"macro_f1", baseline.macro_f1()}};
+  if (!majority_label.empty())
+    j["baseline"] = {{"label", majority_label},
+                     {"accuracy", baseline.accuracy()},
+                     {"macro_f1", baseline.macro_f1()}};
   return j.dump();
 }
 
