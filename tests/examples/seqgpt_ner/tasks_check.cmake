@@ -69,6 +69,41 @@ file(READ "${OUT}/submission.json" sub0)
 if(NOT sub0 MATCHES "^{\"id\":0,\"label\":{")
   message(FATAL_ERROR "submission line '${sub0}', expected {\"id\": 0, \"label\": {...}}")
 endif()
+# Gold the model cannot know is still gold: a dev record whose label (or one of whose
+# mentions' labels) the training set lacks is scored, that gold counted as missed, and the
+# records holding such gold counted beside the score.
+foreach(t classification ner)
+  set(d "${OUT}/unknown_${t}")
+  file(MAKE_DIRECTORY "${d}")
+  configure_file("${OUT}/data_${t}/train.jsonl" "${d}/train.jsonl" COPYONLY)
+endforeach()
+file(WRITE "${OUT}/unknown_classification/dev.jsonl"
+     "{\"text\": \"国足客场战平叙利亚\", \"label\": \"体育\"}\n"
+     "{\"text\": \"新片票房破十亿\", \"label\": \"娱乐\"}\n")
+ner_run(0 out eval --out "${OUT}/classification" --data_dir "${OUT}/unknown_classification"
+        --max_new_tokens 6)
+expect("${out}" " of 2); majority class")  # both records scored, the unknown one wrong
+expect("${out}" "2 records (1 with gold labels the task lacks, counted as missed)")
+file(READ "${OUT}/classification/dev.scores.json" scores)
+expect("${scores}" "\"unknown_gold\":1")
+file(WRITE "${OUT}/unknown_ner/dev.jsonl"
+     "{\"text\": \"张伟拿着长剑。\", \"label\": {\"name\": {\"张伟\": [[0, 1]]}, \"weapon\": {\"长剑\": [[4, 5]]}}}\n")
+ner_run(0 out eval --out "${OUT}/ner" --data_dir "${OUT}/unknown_ner" --max_new_tokens 6)
+expect("${out}" ", gold 2); 1 records (1 with gold labels the task lacks")
+# A label list that leaves a prompt no room for its text is refused, naming the numbers and
+# the --max_length that would fit (1,000 classes, each a token of the built tokenizer).
+set(d "${OUT}/many_classes")
+set(records "")
+foreach(i RANGE 999)
+  string(APPEND records "{\"text\": \"第${i}条消息\", \"label\": \"类${i}\"}\n")
+endforeach()
+file(WRITE "${d}/train.jsonl" "${records}")
+file(WRITE "${d}/dev.jsonl" "{\"text\": \"第1条消息\", \"label\": \"类1\"}\n")
+ner_run(1 out --data_dir "${d}" --out "${OUT}/many" ${common})
+expect("${out}" "1000 prompt(s) (the first: record 0, prompt 0) cannot hold their text and label list in --max_length 512")
+if(EXISTS "${OUT}/many/metrics.jsonl")
+  message(FATAL_ERROR "a run whose prompts cannot hold their text trained:\n${out}")
+endif()
 # A wrong guess is refused with the record that contradicts it.
 ner_run(1 out --data_dir "${OUT}/data_classification" --out "${OUT}/wrong" ${common}
         --task relation)
