@@ -5,7 +5,10 @@
 # --allow_changed_options, having written nothing into the folder; after a resume the
 # metrics hold each step once; a run whose loss turns non-finite stops with an error;
 # metrics that cannot be written end the run; weights for another model are refused from
-# their header.
+# their header; predict keeps each line's number as its id and refuses a short submission;
+# settings, run.json fields and folders that cannot work are refused before any work;
+# export never overwrites a run folder or a folder of files, nor pairs a checkpoint with
+# another tokenizer; weights without their tokenizer never train.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> -P faults_check.cmake
 file(REMOVE_RECURSE "${OUT}")
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")

@@ -2,8 +2,9 @@
 # on the fixtures of tests/data/fixtures (always), and on smp2017_ecdt, tnews and finre of
 # DATA (the shared data; said skipped when absent). Each eval writes its predictions (one
 # line per dev record, with its id) and its scores; the tiny model's few steps garble most
-# answers, which must be counted, never crash. A named task the records contradict is
-# refused with the record's line.
+# answers, which must be counted, never crash. Dev gold the training set lacks is scored as
+# missed and counted; a label list that leaves a prompt no text is refused. A named task the
+# records contradict is refused with the record's line.
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
 file(REMOVE_RECURSE "${OUT}")
 set(common --quiet --seed 5 --plan single --batch 2 --max-steps 2 --max-new-tokens 6)
