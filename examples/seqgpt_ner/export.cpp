@@ -2,6 +2,7 @@
 // checkpoint (or weights file) a run wrote, also of a run that stopped or crashed. The
 // model is the one the file's metadata names (or --model); the tokenizer and decoding are
 // the run's (run.json beside the file), or --tokenizer and the decoding flags.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -40,9 +41,28 @@ const ModelInfo& checkpoint_model(const Options& o) {
                        " heads, which this seqgpt_ner is not built for (tiny, seqgpt560m)");
 }
 
+// Refuses a --to inside the checkpoint's run folder (its final weights and files would be
+// replaced), and a non-empty one unless --overwrite_output_dir.
+void check_export_target(const Options& o) {
+  const fs::path to = fs::weakly_canonical(fs::absolute(o.export_to));
+  const fs::path run = fs::weakly_canonical(fs::absolute(o.checkpoint).parent_path());
+  const auto [r, t] = std::mismatch(run.begin(), run.end(), to.begin(), to.end());
+  SEQPAR_CHECK(r != run.end(), "--to ", o.export_to.string(), " is inside the run folder ",
+               run.string(), " of ", o.checkpoint.string(),
+               ", whose files it would replace; export to a folder outside it");
+  std::error_code ec;
+  SEQPAR_CHECK(
+      o.overwrite_output_dir || !fs::is_directory(o.export_to, ec) || fs::is_empty(o.export_to, ec),
+      "--to ", o.export_to.string(),
+      " is not empty; its files (config.json, model.safetensors, tokenizer.json ...) "
+      "would be replaced: pass --overwrite_output_dir to replace them, or export to a "
+      "new folder");
+}
+
 }  // namespace
 
 int export_command(const Options& o) {
+  check_export_target(o);
   const ModelInfo& model = checkpoint_model(o);
   const auto info = RunInfo::read(o.checkpoint.parent_path());
   const fs::path tokenizer = !o.tokenizer.empty() ? o.tokenizer
@@ -50,6 +70,7 @@ int export_command(const Options& o) {
                                                   : o.checkpoint.parent_path() / "tokenizer.json";
   SEQPAR_CHECK(fs::exists(tokenizer), tokenizer.string(),
                ": no tokenizer for the model directory; pass --tokenizer");
+  check_checkpoint_tokenizer(o.checkpoint, tokenizer);
   const seqpar::Tokenizer tok = load_tokenizer(tokenizer, model.config.vocab_size);
   const std::int64_t max_new = o.max_new_tokens > 0               ? o.max_new_tokens
                                : info && info->max_new_tokens > 0 ? info->max_new_tokens

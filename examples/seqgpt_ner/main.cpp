@@ -35,8 +35,9 @@
 
 namespace {
 
-// The model: --model; --weights' config.json (a Hugging Face directory); a weights file is
-// SeqGPT-560M's; eval and predict without --weights take the trained run's; else tiny.
+// The model: --model; --weights' config.json (a Hugging Face directory, with its tokenizer or
+// --tokenizer); a weights file is SeqGPT-560M's; eval and predict without --weights take the
+// trained run's; else tiny.
 void resolve_model(ner::Options& o) {
   if (!o.weights.empty() && std::filesystem::is_directory(o.weights)) {
     const auto hf = seqpar::HfModelDir::open(o.weights);
@@ -45,8 +46,13 @@ void resolve_model(ner::Options& o) {
         if (hf.differences(m.config).empty()) o.model = m.name;
     if (o.model.empty()) o.model = "seqgpt560m";  // checked below, naming what differs
     hf.check(ner::model_info(o.model).config, o.model);
-    if (o.tokenizer.empty() && !hf.tokenizer.empty()) o.tokenizer = hf.tokenizer;
-    o.model_dir = o.weights;
+    // Its weights know its tokenizer's ids only: never one built from the data.
+    SEQPAR_CHECK(!o.tokenizer.empty() || !hf.tokenizer.empty(),
+                 (o.weights / "tokenizer.json").string(), " is missing: the weights of ",
+                 o.weights.string(),
+                 " were trained with a tokenizer of their own; add it there or pass --tokenizer "
+                 "FILE");
+    if (o.tokenizer.empty()) o.tokenizer = hf.tokenizer;
     o.weights = hf.weights;
   }
   if (o.model.empty() && o.command != "train" && o.weights.empty())

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <tuple>
 
 #include "seqpar/data/char_tokenizer.hpp"
@@ -14,6 +15,7 @@
 #include "seqpar/data/json_records.hpp"
 #include "seqpar/data/prompt.hpp"
 #include "seqpar/data/token_cache.hpp"
+#include "seqpar/io/detail/json_kind.hpp"
 #include "seqpar/io/safetensors.hpp"
 
 namespace ner {
@@ -59,13 +61,19 @@ NerData read_ner_data(const Options& o) {
   std::tie(d.task, d.train) =
       seqpar::StandardTasks::train(name, d.train_file, ro, o.labels, "--task");
   d.labels = d.task.labels();
-  ro.labels = d.labels;
-  d.dev = d.task.read(d.dev_file, ro);
+  d.dev = read_dev(d.task, d.dev_file, o.max_chars);
   print_report(d.train.report());
   print_report(d.dev.report());
   std::printf("%s", d.task.overview().c_str());
   d.train_hash = seqpar::file_hash(d.train_file);
   return d;
+}
+
+seqpar::AnyRecords read_dev(const seqpar::AnyTask& task, const fs::path& file,
+                            std::int64_t max_chars) {
+  seqpar::ReadOptions ro;  // no label set: gold the model cannot know is scored as missed
+  ro.max_chars = max_chars;
+  return task.read(file, ro);
 }
 
 TokenizerChoice choose_tokenizer(const Options& o, const NerData& d, std::int64_t model_vocab) {
@@ -112,6 +120,25 @@ seqpar::Tokenizer load_tokenizer(const TokenizerChoice& t, std::int64_t model_vo
   return t.built.empty() ? load_tokenizer(t.file, model_vocab)
                          : checked_tokenizer(seqpar::Tokenizer::from_json(t.built, t.file.string()),
                                              t.file, model_vocab);
+}
+
+void check_checkpoint_tokenizer(const std::map<std::string, std::string>& meta,
+                                const std::string& checkpoint, const fs::path& tokenizer,
+                                const std::string& tokenizer_id) {
+  const auto it = meta.find(tokenizer_key);
+  SEQPAR_CHECK(it == meta.end() || it->second == tokenizer_id, checkpoint,
+               " was trained with the tokenizer of digest ", it->second, ", but ",
+               tokenizer.string(), " (digest ", tokenizer_id,
+               ") is the one given; its ids mean other text: pass --tokenizer with the run's "
+               "tokenizer.json");
+}
+
+void check_checkpoint_tokenizer(const fs::path& checkpoint, const fs::path& tokenizer) {
+  if (checkpoint.extension() != ".safetensors") return;  // only seqgpt_ner's record one
+  const seqpar::SafetensorsFile f(checkpoint);
+  if (f.metadata().contains(tokenizer_key))
+    check_checkpoint_tokenizer(f.metadata(), checkpoint.string(), tokenizer,
+                               seqpar::file_hash(tokenizer));
 }
 
 seqpar::HfSpecialTokens special_tokens(const seqpar::Tokenizer& tok) {
@@ -191,6 +218,24 @@ void RunInfo::write(const fs::path& path) const {
   seqpar::detail::write_file_atomic(path, text(path.parent_path()));
 }
 
+namespace {
+// Field `key` of run.json `j` as a T (absent: `fallback`); one of another type is refused
+// naming the file and the field.
+template <class T>
+T run_field(const nlohmann::json& j, const char* key, T fallback, const fs::path& path,
+            const char* expected) {
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  try {
+    return it->template get<T>();
+  } catch (const nlohmann::json::exception&) {
+    seqpar::detail::fail(path.string(), ": field '", key, "' is ", seqpar::detail::json_kind(*it),
+                         " (", it->dump(), "); expected ", expected,
+                         " (written by seqgpt_ner train)");
+  }
+}
+}  // namespace
+
 std::optional<RunInfo> RunInfo::read(const fs::path& dir, const char* name) {
   const fs::path path = dir / name;
   if (!fs::exists(path)) return std::nullopt;
@@ -202,21 +247,17 @@ std::optional<RunInfo> RunInfo::read(const fs::path& dir, const char* name) {
     return p.empty() || fs::path(p).is_absolute() ? fs::path(p) : dir / p;
   };
   RunInfo r;
-  try {
-    r.model = j.value("model", "");
-    r.plan = j.value("plan", "");
-    r.task = j.value("task", "ner");
-    r.labels = j.value("labels", std::vector<std::string>{});
-    r.tokenizer = located(j.value("tokenizer", ""));
-    r.data_dir = located(j.value("data_dir", ""));
-    r.max_new_tokens = j.value("max_new_tokens", std::int64_t{0});
-    r.num_beams = j.value("num_beams", std::int64_t{0});
-    r.repetition_penalty = j.value("repetition_penalty", 0.0);
-    r.task_state = j.value("task_state", nlohmann::json());
-    r.best = j.value("best", nlohmann::json());
-  } catch (const nlohmann::json::exception& e) {
-    seqpar::detail::fail(path.string(), ": a field has the wrong type (", e.what(), ")");
-  }
+  r.model = run_field<std::string>(j, "model", "", path, "a string");
+  r.plan = run_field<std::string>(j, "plan", "", path, "a string");
+  r.task = run_field<std::string>(j, "task", "ner", path, "a string");
+  r.labels = run_field<std::vector<std::string>>(j, "labels", {}, path, "a list of strings");
+  r.tokenizer = located(run_field<std::string>(j, "tokenizer", "", path, "a path (a string)"));
+  r.data_dir = located(run_field<std::string>(j, "data_dir", "", path, "a path (a string)"));
+  r.max_new_tokens = run_field<std::int64_t>(j, "max_new_tokens", 0, path, "an integer");
+  r.num_beams = run_field<std::int64_t>(j, "num_beams", 0, path, "an integer");
+  r.repetition_penalty = run_field<double>(j, "repetition_penalty", 0.0, path, "a number");
+  r.task_state = run_field<nlohmann::json>(j, "task_state", nullptr, path, "an object");
+  r.best = run_field<nlohmann::json>(j, "best", nullptr, path, "an object");
   return r;
 }
 
@@ -239,6 +280,7 @@ seqpar::TextDataset read_predict_input(const Options& o) {
   seqpar::ReadOptions ro;
   ro.max_chars = o.max_chars;
   ro.on_bad = o.on_bad_input == "stop" ? seqpar::OnBadRecord::fail : seqpar::OnBadRecord::skip;
+  ro.keep_problems = std::numeric_limits<std::size_t>::max();  // every skipped line is said
   const auto ext = o.input.extension();
   seqpar::TextDataset d = ext == ".json" || ext == ".jsonl" ? seqpar::read_texts(o.input, ro)
                                                             : seqpar::read_text_lines(o.input, ro);
@@ -246,14 +288,6 @@ seqpar::TextDataset read_predict_input(const Options& o) {
     std::fprintf(stderr, "seqgpt_ner: skipped %s\n", problem.c_str());
   if (d.report.skipped > 0) std::fprintf(stderr, "seqgpt_ner: %s\n", d.report.summary().c_str());
   return d;
-}
-
-std::vector<std::string> predict_texts(const Options& o) {
-  std::vector<std::string> texts = o.texts;
-  if (!o.input.empty())
-    for (const auto& r : read_predict_input(o).records) texts.push_back(r.text);
-  SEQPAR_CHECK(!texts.empty(), "predict: no sentences; give --text \"...\" or --input FILE");
-  return texts;
 }
 
 std::vector<std::int32_t> cut_prompt(const Options& o, std::vector<std::int32_t> prompt) {

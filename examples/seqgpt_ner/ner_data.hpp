@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,11 @@ fs::path find_split(const fs::path& dir, const std::string& name);
 /// (--labels, else the training data's), printing what was read and skipped.
 NerData read_ner_data(const Options& o);
 
+/// The dev split `file` of `task`, its records kept whatever labels their gold names (a label
+/// the task lacks is scored as missed, and counted).
+seqpar::AnyRecords read_dev(const seqpar::AnyTask& task, const fs::path& file,
+                            std::int64_t max_chars);
+
 /// The tokenizer of a run: the user's file, or a character-level one built from the
 /// training text, held as its content until the output folder may be written.
 struct TokenizerChoice {
@@ -60,6 +66,18 @@ void place_tokenizer(const TokenizerChoice& t, const fs::path& out_dir);
 seqpar::Tokenizer load_tokenizer(const fs::path& path, std::int64_t model_vocab);
 /// The tokenizer a choice names: the user's file, or the built one from its content.
 seqpar::Tokenizer load_tokenizer(const TokenizerChoice& t, std::int64_t model_vocab);
+
+/// The checkpoint metadata key of the digest (content_hash) of the tokenizer a run trains with.
+inline constexpr const char* tokenizer_key = "ner.tokenizer";
+
+/// Throws unless the tokenizer checkpoint `checkpoint` (its metadata `meta`) records is
+/// `tokenizer` (digest `tokenizer_id`): every load of a checkpoint (resume, eval, predict,
+/// export) asks. A file that records none passes.
+void check_checkpoint_tokenizer(const std::map<std::string, std::string>& meta,
+                                const std::string& checkpoint, const fs::path& tokenizer,
+                                const std::string& tokenizer_id);
+/// The same for the metadata of weights file `checkpoint` (a safetensors file; others pass).
+void check_checkpoint_tokenizer(const fs::path& checkpoint, const fs::path& tokenizer);
 
 /// The special tokens of a tokenizer, for the transformers directory.
 seqpar::HfSpecialTokens special_tokens(const seqpar::Tokenizer& tok);
@@ -117,8 +135,6 @@ seqpar::AnyTask run_task(const std::string& task, const std::vector<std::string>
 /// predict's --input (JSON records keeping their ids, or one sentence a line), its unreadable
 /// lines reported and skipped or stopping the run, as --on_bad_input says.
 seqpar::TextDataset read_predict_input(const Options& o);
-/// The sentences of --text and --input.
-std::vector<std::string> predict_texts(const Options& o);
 
 /// A prompt's tokens within --max_length: cut on the left (--truncation left), as SeqGPT's
 /// inference truncates its prompts.

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "seqpar/data/any_task.hpp"
 #include "seqpar/data/decoding.hpp"
 #include "seqpar/data/record.hpp"
+#include "seqpar/io/atomic_file.hpp"
 #include "seqpar/io/detail/utf8.hpp"
 
 namespace ner {
@@ -331,8 +333,14 @@ std::vector<Flag> flags() {
       train_field<std::int64_t>({"per_device_eval_batch_size", "eval_rows"},
                                 &T::per_device_eval_batch_size, as_int),
       {{"eval_limit"}, Flag::value, field(&O::eval_limit, as_int)},
-      {{"max_new_tokens"}, Flag::value, field(&O::max_new_tokens, as_int)},
       // Given, they must decode (check_decoding); not given (0), the model's default does.
+      {{"max_new_tokens"},
+       Flag::value,
+       [](O& o, const std::string& v, const std::string& f) {
+         seqpar::DecodingDefaults d;
+         d.max_new_tokens = o.max_new_tokens = integer(v, f);
+         checked([&] { seqpar::check_decoding(d, f); });
+       }},
       {{"num_beams"},
        Flag::value,
        [](O& o, const std::string& v, const std::string& f) {
@@ -452,19 +460,25 @@ void check(const Options& o) {
   for (std::size_t i = 0; i < o.texts.size(); ++i)
     if (!seqpar::detail::utf8_valid(o.texts[i]))
       usage_error("--text number " + std::to_string(i + 1) + " is not UTF-8; expected UTF-8 text");
-  // Folders the run writes into: a file there is refused now, not after the work.
-  std::error_code ec;
-  for (const auto& [flag, dir] :
-       {std::pair{"--output_dir", &o.out_dir}, {"--export_hf", &o.export_hf}})
-    if (!dir->empty() && fs::exists(*dir, ec) && !fs::is_directory(*dir, ec))
-      usage_error(std::string(flag) + " " + dir->string() +
-                  " is a file; expected a folder (or a path where one can be made)");
   if (!o.submission.empty() && !o.texts.empty())
     usage_error(
         "--submission writes CLUENER's file of --input's records; --text sentences have "
         "no place in it (give one or the other)");
   if (o.command == "export" && (o.checkpoint.empty() || o.export_to.empty()))
     usage_error("export needs --checkpoint FILE (a checkpoint or weights) and --to DIR");
+  // Folders the command writes into: a file in the way or a read-only folder is refused now,
+  // not after the work (predict only reads --output_dir: a file there is still refused).
+  const bool train = o.command == "train";
+  for (const auto& [flag, dir, writes] :
+       {std::tuple{"--output_dir", &o.out_dir, train || o.command == "eval"},
+        {"--export_hf", &o.export_hf, train},
+        {"--to", &o.export_to, o.command == "export"}}) {
+    std::error_code ec;
+    if (dir->empty() || (!writes && (!fs::exists(*dir, ec) || fs::is_directory(*dir, ec))))
+      continue;
+    if (const std::string problem = seqpar::detail::folder_write_problem(*dir); !problem.empty())
+      usage_error(std::string(flag) + " " + problem);
+  }
 }
 
 }  // namespace
@@ -590,6 +604,7 @@ std::string in_flag_terms(std::string message) {
       {"RunSpec::save_total_limit", "--save_total_limit"},
       {"RunSpec::save_steps", "--save_steps"},
       {"RunSpec::stop_after", "--stop_after"},
+      {"ExampleOptions::max_tokens", "--max_length"},
       {"RunSpec::total_steps", "the run's steps (--max_steps, --num_train_epochs)"},
       {"the arguments give TrainingArguments::", "the command line gives --"},
       {"the arguments give ", "the command line gives "},

@@ -88,6 +88,7 @@ Trained trained(const Options& o) {
   t.task = info ? info->task : !o.task.empty() ? o.task : "ner";
   SEQPAR_CHECK(o.task.empty() || o.task == t.task, "--task ", o.task, ": ", o.out_dir.string(),
                "/run.json says the run was trained for ", t.task);
+  check_checkpoint_tokenizer(t.weights, t.tokenizer);
   return t;
 }
 
@@ -103,11 +104,8 @@ int eval_command(const Options& o) {
   const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
   const fs::path dev_file = find_split(tr.data_dir, "dev");
   const seqpar::AnyTask task = run_task(tr.task, tr.labels, tr.data_dir, o.max_chars);
-  seqpar::ReadOptions ro;
-  ro.labels = tr.labels;
-  ro.max_chars = o.max_chars;
   std::printf("data %s (%s)\n", tr.data_dir.string().c_str(), tr.task.c_str());
-  const seqpar::AnyRecords dev = task.read(dev_file, ro);
+  const seqpar::AnyRecords dev = read_dev(task, dev_file, o.max_chars);
   std::printf("  %s\n", dev.report().summary().c_str());
   fs::create_directories(o.out_dir);
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
@@ -139,33 +137,27 @@ int predict_command(const Options& o) {
           : run_task(tr.task, tr.labels, tr.data_dir, o.max_chars);
   SEQPAR_CHECK(o.submission.empty() || task.has_submission(),
                "--submission writes CLUENER's NER submission; this run was trained for ", tr.task);
-  // The records: a JSON --input's (their ids kept: CLUENER's test.json has them), else the
-  // sentences of --text and the lines of --input, numbered from 1.
+  // The records: --input's (a JSON record keeps its id, a line's id is its line number),
+  // then the sentences of --text, numbered by their place among them.
   std::vector<seqpar::TextRecord> records;
-  const auto ext = o.input.extension();
-  if (!o.input.empty() && (ext == ".json" || ext == ".jsonl")) {
-    records = read_predict_input(o).records;
-    Options texts_only = o;
-    texts_only.input.clear();
-    if (!o.texts.empty())
-      for (auto& t : predict_texts(texts_only)) {
-        seqpar::TextRecord r;
-        r.text = std::move(t);
-        r.labelled = false;
-        records.push_back(std::move(r));
-      }
-  } else {
-    for (auto& t : predict_texts(o)) {
-      seqpar::TextRecord r;
-      r.text = std::move(t);
-      r.labelled = false;
-      records.push_back(std::move(r));
-    }
+  if (!o.input.empty()) {
+    seqpar::TextDataset d = read_predict_input(o);
+    // A submission must hold every record of the test file: one skipped is refused, not
+    // written short.
+    SEQPAR_CHECK(o.submission.empty() || d.report.skipped == 0, "--submission ",
+                 o.submission.string(), ": ", d.report.skipped, " record(s) of ", o.input.string(),
+                 " were skipped (said above); a submission must answer every record; fix the "
+                 "input (nothing was written)");
+    records = std::move(d.records);
+  }
+  for (std::size_t i = 0; i < o.texts.size(); ++i) {
+    seqpar::TextRecord r;
+    r.text = o.texts[i];
+    r.labelled = false;
+    r.id.number = static_cast<std::int64_t>(i) + 1;
+    records.push_back(std::move(r));
   }
   SEQPAR_CHECK(!records.empty(), "predict: no sentences; give --text \"...\" or --input FILE");
-  for (std::size_t i = 0; i < records.size(); ++i)
-    if (records[i].line == 0 && !records[i].id.from_file)
-      records[i].id.number = static_cast<std::int64_t>(i) + 1;
   set_threads(o.threads > 0 ? static_cast<int>(o.threads) : 1);
   const GenerateFn generate = services->load(tr.weights);
   const seqpar::AnyPredictions p = task.predict(

@@ -48,7 +48,7 @@ std::string real_text(double x) {
 std::vector<seqpar::RunKey> input_keys(const Options& o, const NerData& d,
                                        const TokenizerChoice& tok, std::int64_t batch) {
   return {{"ner.data", d.train_hash, true},
-          {"ner.tokenizer", tok.id, true},
+          {tokenizer_key, tok.id, true},
           {"ner.labels", joined(d.labels), true},
           {"ner.batch", std::to_string(batch), true},
           {"ner.max_chars", std::to_string(o.max_chars), true},
@@ -382,6 +382,8 @@ void begin(const Training& t, Run& run, seqpar::AnyTrainer& trainer, seqpar::Bat
   }
   const std::string file = resumed->checkpoint.string();
   const auto& meta = resumed->metadata;
+  // Even with --allow_changed_options: the embeddings' rows are the tokenizer's ids.
+  check_checkpoint_tokenizer(meta, file, t.tokenizer_choice.file, t.tokenizer_choice.id);
   if (resumed->reorder) {
     // The data order of this run is another: a position in the old one means nothing.
     const auto e = meta.find("data.epoch");

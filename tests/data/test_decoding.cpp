@@ -52,6 +52,11 @@ TEST_CASE("check_decoding refuses settings that cannot decode, naming the settin
   d = seqgpt_decoding;
   d.max_new_tokens = 0;
   refused(d, "max_new_tokens is 0");
+  // More than any key/value cache can hold is refused before generation allocates it.
+  d.max_new_tokens = 65537;
+  refused(d, "max_new_tokens is 65537; expected 1 to 65536");
+  d.max_new_tokens = 65536;
+  CHECK_NOTHROW(check_decoding(d));
   d = seqgpt_decoding;
   d.max_prompt_tokens = 0;
   refused(d, "max_prompt_tokens is 0");

@@ -143,12 +143,16 @@ TEST_CASE(
   const ExampleSet skipped = make_ner_examples(d.records, skip, tok, &rep);
   CHECK(rep.skipped_too_long == truncated);
   CHECK(skipped.size() == whole.size() - static_cast<std::size_t>(truncated));
-  // An answer that alone fills max_tokens leaves no room for a prompt: skipped, also when
-  // cutting; a limit that leaves no example at all is refused, naming it and what it needs.
+  // A cut that would leave a prompt none of its text (its label list alone fills the room
+  // its answer leaves) is refused, naming the limits that would fit; an answer that alone
+  // fills max_tokens leaves no room for a prompt: skipped, also when cutting; a limit that
+  // leaves no example at all is refused, naming it and what it needs.
   o.max_tokens = longest_answer;
-  const ExampleSet some = make_ner_examples(d.records, o, tok, &rep);
-  CHECK(rep.skipped_too_long > 0);
-  CHECK(some.size() == whole.size() - static_cast<std::size_t>(rep.skipped_too_long));
+  CHECK_THROWS_WITH(make_ner_examples(d.records, o, tok, &rep),
+                    doctest::Contains(("cannot hold their text and label list in "
+                                       "ExampleOptions::max_tokens " +
+                                       std::to_string(longest_answer))
+                                          .c_str()));
   std::int64_t shortest_answer = longest_answer;
   for (std::size_t i = 0; i < whole.size(); ++i)
     shortest_answer =

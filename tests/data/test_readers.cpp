@@ -272,7 +272,9 @@ TEST_CASE("bytes that are not UTF-8 are named by file, line and byte; skipped or
       doctest::Contains((a.string() + ": line 2, byte 11: 0xc0 is not UTF-8").c_str()), Error);
 }
 
-TEST_CASE("plain text lines: each non-empty line a text; bytes not UTF-8 named, skipped or stop") {
+TEST_CASE(
+    "plain text lines: each non-empty line a text; empty lines and bytes not UTF-8 named, "
+    "skipped or stop") {
   TempDir dir;
   const auto p = dir.write("input.txt", "王芳在北京。\r\n\n李\xE4\xBD 在上海\nok \xFF\nlast\n");
   const TextDataset d = read_text_lines(p);
@@ -284,11 +286,13 @@ TEST_CASE("plain text lines: each non-empty line a text; bytes not UTF-8 named, 
   CHECK(d.records[1].line == 5);
   CHECK(d.report.records == 2);
   CHECK(d.report.skipped_by_reason.at("invalid_utf8") == 2);
-  REQUIRE(d.report.problems.size() == 2);
-  CHECK(d.report.problems[0] == p.string() +
+  CHECK(d.report.skipped_by_reason.at("empty_line") == 1);  // reported, never silent
+  REQUIRE(d.report.problems.size() == 3);
+  CHECK(d.report.problems[0] == p.string() + ":2: empty line");
+  CHECK(d.report.problems[1] == p.string() +
                                     ":3: record 2: line 3, byte 4: 0xe4 0xbd are not UTF-8; "
                                     "expected UTF-8 text");
-  CHECK(d.report.problems[1].starts_with(p.string() + ":4: record 3: line 4, byte 4: 0xff"));
+  CHECK(d.report.problems[2].starts_with(p.string() + ":4: record 3: line 4, byte 4: 0xff"));
   ReadOptions strict;
   strict.on_bad = OnBadRecord::fail;
   CHECK_THROWS_WITH_AS(read_text_lines(p, strict),

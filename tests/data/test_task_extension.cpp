@@ -154,7 +154,7 @@ class SentimentTask {
     detail::check_scored_sizes(gold.size(), predictions.size());
     Score s;
     for (std::size_t i = 0; i < gold.size(); ++i) {
-      detail::count_scored(s, gold[i], predictions[i], i);
+      detail::count_scored(s, gold[i], predictions[i], i, moods_);
       s.correct += predictions[i].mood == gold[i].mood;
     }
     return s;
@@ -345,8 +345,18 @@ TEST_CASE("a task defined outside the library scores and writes predictions as i
   CHECK(s.summary() ==
         "sentiment: accuracy 0.5000; 8 records, 8 prompts, garbled answers 2 (empty 1, "
         "unknown_label 1)");
-  CHECK(s.json() == R"({"task":"sentiment","records":8,"prompts":8,"garbled":2,)"
+  CHECK(s.json() == R"({"task":"sentiment","records":8,"prompts":8,"unknown_gold":0,"garbled":2,)"
                     R"("errors":{"empty":1,"unknown_label":1},"accuracy":0.5,"correct":4})");
+  // Gold the task cannot know (a mood its training set lacks) is still scored, and counted.
+  auto gold = d.records;
+  gold[0].mood = "angry";
+  const auto unknown = task.score(gold, preds);
+  CHECK(unknown.records == 8);
+  CHECK(unknown.unknown_gold == 1);
+  CHECK(unknown.correct == 3);
+  CHECK(
+      unknown.summary().find("8 records (1 with gold labels the task lacks, counted as missed)") !=
+      std::string::npos);
   write_predictions(dir.path / "pred.jsonl", task, preds);
   const auto lines = file_lines(dir.path / "pred.jsonl");
   REQUIRE(lines.size() == 8);

@@ -374,3 +374,20 @@ TEST_CASE("DeepSpeed's schedules through the arguments: the rates of their formu
 }
 
 }  // namespace deepspeed_test
+
+TEST_CASE("a key given twice in one object is refused naming its path, as DeepSpeed refuses it") {
+  using detail::parse_json_unique_keys;
+  CHECK_THROWS_WITH_AS(
+      parse_json_unique_keys(R"({"fp16": {"enabled": true, "enabled": false}})", "ds.json"),
+      "ds.json: key 'fp16.enabled' appears twice in one object; expected each key once", Error);
+  CHECK_THROWS_WITH_AS(
+      parse_json_unique_keys(R"({"train_batch_size": 8, "fp16": {}, "train_batch_size": 16})",
+                             "ds.json"),
+      doctest::Contains("key 'train_batch_size' appears twice"), Error);
+  // The same key in sibling objects, or in the objects of an array, is not a repeat.
+  const auto j = parse_json_unique_keys(
+      R"({"a": {"x": 1}, "b": {"x": 2, "c": [{"y": 1}, {"y": 2}]}})", "ds.json");
+  CHECK(j["b"]["c"][1]["y"] == 2);
+  CHECK_THROWS_WITH_AS(parse_json_unique_keys(R"({"a": })", "ds.json"),
+                       doctest::Contains("ds.json: not valid JSON"), Error);
+}

@@ -130,7 +130,7 @@ class ClassificationTask {
     Score s;
     s.majority_label = majority_;
     for (std::size_t i = 0; i < gold.size(); ++i) {
-      detail::count_scored(s, gold[i], predictions[i], i);
+      detail::count_scored(s, gold[i], predictions[i], i, labels_);
       s.classes.add(predictions[i].label, gold[i].label);
       if (!majority_.empty()) s.baseline.add(majority_, gold[i].label);
     }

@@ -38,17 +38,24 @@ inline constexpr DecodingDefaults decoding_defaults = DecodingDefaults{};
 template <>
 inline constexpr DecodingDefaults decoding_defaults<SeqGPT560M> = seqgpt_decoding;
 
+/// The most tokens an answer may have: generation allocates each row's key/value cache for
+/// all of them before the first step.
+inline constexpr std::int64_t max_answer_tokens = std::int64_t{1} << 16;
+
 /// Throws seqpar::Error naming the setting when `d` cannot decode: fewer than one beam, a
-/// repetition penalty that is not a positive finite number, no new token or no prompt token
-/// allowed. `who` says where the settings came from ("predict's options").
+/// repetition penalty that is not a positive finite number, no new token (or more than
+/// max_answer_tokens) or no prompt token allowed. `who` says where the settings came from
+/// ("predict's options").
 inline void check_decoding(const DecodingDefaults& d, std::string_view who = "decoding") {
   SEQPAR_CHECK(d.num_beams >= 1, who, ": num_beams is ", d.num_beams,
                "; expected at least 1 (1: greedy, more: beam search)");
   SEQPAR_CHECK(d.repetition_penalty > 0 && std::isfinite(d.repetition_penalty), who,
                ": repetition_penalty is ", d.repetition_penalty,
                "; expected a positive finite number (1: no penalty)");
-  SEQPAR_CHECK(d.max_new_tokens >= 1, who, ": max_new_tokens is ", d.max_new_tokens,
-               "; expected at least 1 (an answer of no token scores nothing)");
+  SEQPAR_CHECK(d.max_new_tokens >= 1 && d.max_new_tokens <= max_answer_tokens, who,
+               ": max_new_tokens is ", d.max_new_tokens, "; expected 1 to ", max_answer_tokens,
+               " (an answer of no token scores nothing; each row's key/value cache holds every "
+               "token it may generate)");
   SEQPAR_CHECK(d.max_prompt_tokens >= 1, who, ": max_prompt_tokens is ", d.max_prompt_tokens,
                "; expected at least 1 (a prompt cut to no token leaves nothing to answer)");
 }

@@ -189,11 +189,27 @@ class ExampleSetBuilder {
   std::shared_ptr<Store> store_ = std::make_shared<Store>();
 };
 
+namespace detail {
+/// The prompts a cut on the left would leave without text: how many, the first, and the
+/// max_tokens that would keep a token of each text, or each prompt whole.
+struct LostInputs {
+  std::int64_t count = 0, need = 0, whole = 0;
+  std::size_t record = 0;
+  std::int32_t part = 0;
+  void add(std::size_t r, std::int32_t p, std::int64_t need_tokens, std::int64_t whole_tokens) {
+    if (count++ == 0) record = r, part = p;
+    need = std::max(need, need_tokens);
+    whole = std::max(whole, whole_tokens);
+  }
+};
+}  // namespace detail
+
 /// Examples of records given by their prompts (`prompts[r]`: record r's, with answers): one
 /// per record and prompt, in record order; an example's chunk is its prompt's part. Examples longer
 /// than options.max_tokens are skipped or have their prompt cut on the left (options.too_long;
 /// counted in `report`). Throws for a record without annotation, for max_tokens under 2 (a prompt
-/// token and eos), and when records were given but max_tokens leaves none of their examples.
+/// token and eos), when records were given but max_tokens leaves none of their examples, and
+/// when a cut would leave a prompt no text (its label list alone fills max_tokens).
 template <TextEncoder Enc>
 ExampleSet make_examples(std::span<const std::vector<TaskPrompt>> prompts,
                          const ExampleOptions& options, const Enc& tok,
@@ -206,6 +222,7 @@ ExampleSet make_examples(std::span<const std::vector<TaskPrompt>> prompts,
   ExampleReport rep;
   ExampleSetBuilder b;
   std::int64_t fewest = -1;  // the fewest tokens a skipped example needed
+  detail::LostInputs lost;   // prompts whose cut would leave no text
   for (std::size_t r = 0; r < records.size(); ++r) {
     for (const TaskPrompt& p : prompts[r]) {
       const auto full = tok.encode(p.prompt);
@@ -213,6 +230,15 @@ ExampleSet make_examples(std::span<const std::vector<TaskPrompt>> prompts,
       answer.push_back(eos);
       const auto room = options.max_tokens - static_cast<std::int64_t>(answer.size());
       const bool fits = static_cast<std::int64_t>(full.size()) <= room;
+      if (!fits && options.too_long == TooLong::cut_prompt && room >= 1) {
+        const auto labels =
+            static_cast<std::int64_t>(tok.encode(prompt_labels_part(p.prompt)).size());
+        if (labels + 1 > room) {
+          lost.add(r, p.part, labels + 1 + static_cast<std::int64_t>(answer.size()),
+                   static_cast<std::int64_t>(full.size() + answer.size()));
+          continue;
+        }
+      }
       if (!fits && (options.too_long == TooLong::skip || room < 1)) {
         ++rep.skipped_too_long;
         const auto need = static_cast<std::int64_t>(
@@ -233,6 +259,13 @@ ExampleSet make_examples(std::span<const std::vector<TaskPrompt>> prompts,
     }
   }
   if (report) *report = rep;
+  SEQPAR_CHECK(lost.count == 0, "make_examples: ", lost.count, " prompt(s) (the first: record ",
+               lost.record, ", prompt ", lost.part, ") cannot hold their text and label list in ",
+               "ExampleOptions::max_tokens ", options.max_tokens,
+               ": cut on the left they would lose all their text (and labels); "
+               "ExampleOptions::max_tokens ",
+               lost.need, " keeps each one's label list, answer and a token of its text, ",
+               lost.whole, " every prompt whole; or split the label set across prompts");
   SEQPAR_CHECK(rep.examples > 0 || rep.skipped_too_long == 0, "make_examples: max_tokens ",
                options.max_tokens, " leaves none of the ", rep.skipped_too_long, " examples of ",
                records.size(), " records (the shortest needs ", fewest, " tokens",

@@ -69,7 +69,8 @@ SEQPAR_DECL TextDataset read_texts(const std::filesystem::path& path,
                                    JsonLayout layout = JsonLayout::automatic);
 
 /// The texts of a plain text file, one per non-empty line (a '\r' before the '\n' dropped),
-/// for prediction: each record text only, its line its id. A line that is not UTF-8
+/// for prediction: each record text only, its line its id. An empty line is skipped and
+/// counted ("empty_line", whatever OnBadRecord says). A line that is not UTF-8
 /// ("invalid_utf8", naming file, line and byte) or too long is a bad record: skipped and
 /// counted, or with OnBadRecord::fail thrown. Throws for a file that cannot be read, is
 /// binary or holds no readable line.

@@ -143,15 +143,16 @@ class NerTask {
     return out;
   }
 
-  /// Mentions as (label, text) multisets against the record's mentions of the task's labels.
+  /// Mentions as (label, text) multisets against all the record's mentions (one of a label
+  /// the task lacks is missed).
   Score score(std::span<const NerRecord> gold, std::span<const Prediction> predictions) const {
     detail::check_scored_sizes(gold.size(), predictions.size());
     Score s;
     for (std::size_t i = 0; i < gold.size(); ++i) {
-      detail::count_scored(s, gold[i], predictions[i], i);
+      detail::count_scored(s, gold[i], predictions[i], i, labels_);
       std::vector<NerMention> predicted;
       for (const auto& m : predictions[i].entities) predicted.push_back({m.label, m.text});
-      s.ner.add(predicted, gold_mentions(gold[i], labels_));
+      s.ner.add(predicted, gold_mentions(gold[i]));
     }
     return s;
   }

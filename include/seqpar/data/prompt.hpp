@@ -48,6 +48,16 @@ inline std::string seqgpt_prompt(std::string_view text, Instruction instruction,
   return s;
 }
 
+/// What a SeqGPT prompt holds after its input text: the instruction, its label list and the
+/// output marker (from the newline that ends the text; labels hold no newline). Empty when
+/// `prompt` is not one seqgpt_prompt made.
+inline std::string_view prompt_labels_part(std::string_view prompt) {
+  const std::size_t last = prompt.rfind('\n');
+  if (last == std::string_view::npos || last == 0) return {};
+  const std::size_t text_end = prompt.rfind('\n', last - 1);
+  return text_end == std::string_view::npos ? std::string_view{} : prompt.substr(text_end);
+}
+
 /// `labels` cut into consecutive chunks of at most `max_per_chunk`.
 inline std::vector<std::vector<std::string>> chunk_labels(
     std::span<const std::string> labels, std::size_t max_per_chunk = labels_per_prompt) {

@@ -204,6 +204,10 @@ class BadRecords {
 
   void add(const std::string& reason, const std::string& message) {
     if (options_.on_bad == OnBadRecord::fail) fail(message);
+    skip(reason, message);
+  }
+  /// Counts a record skipped whatever OnBadRecord says (nothing in it to read).
+  void skip(const std::string& reason, const std::string& message) {
     ++report_.skipped;
     ++report_.skipped_by_reason[reason];
     if (report_.problems.size() < options_.keep_problems) report_.problems.push_back(message);

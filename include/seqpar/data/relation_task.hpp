@@ -166,7 +166,7 @@ class RelationTask {
     detail::check_scored_sizes(gold.size(), predictions.size());
     Score s;
     for (std::size_t i = 0; i < gold.size(); ++i) {
-      detail::count_scored(s, gold[i], predictions[i], i);
+      detail::count_scored(s, gold[i], predictions[i], i, labels_);
       std::vector<Triple> predicted, wanted;
       for (const auto& t : predictions[i].relations) predicted.push_back(triple_of(t));
       for (const auto& t : schema_.canonical_relations(gold[i].text, gold[i].relations))

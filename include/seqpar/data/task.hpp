@@ -5,6 +5,7 @@
 // prediction and score types. NerTask, ClassificationTask and RelationTask are the
 // library's; AnyTask erases the choice where a program makes it at run time.
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <filesystem>
@@ -41,15 +42,21 @@ struct PredictionBase {
   AnswerErrors errors;
 };
 
-/// What every task's score counts besides its own measures.
+/// What every task's score counts besides its own measures. A record whose gold names a
+/// label the task lacks is scored all the same (that gold counts as missed) and counted in
+/// `unknown_gold`.
 struct ScoreBase {
-  std::int64_t records = 0, prompts = 0;
+  std::int64_t records = 0, prompts = 0, unknown_gold = 0;
   AnswerErrors errors;
 
-  /// "5 records, 5 prompts, garbled answers ..." (the end of a task's summary).
+  /// "5 records (1 with gold labels the task lacks), 5 prompts, garbled answers ..." (the
+  /// end of a task's summary).
   std::string counts() const {
-    return std::to_string(records) + " records, " + std::to_string(prompts) +
-           " prompts, garbled answers " + errors.summary();
+    return std::to_string(records) + " records" +
+           (unknown_gold > 0 ? " (" + std::to_string(unknown_gold) +
+                                   " with gold labels the task lacks, counted as missed)"
+                             : std::string()) +
+           ", " + std::to_string(prompts) + " prompts, garbled answers " + errors.summary();
   }
 };
 
@@ -122,9 +129,11 @@ inline std::vector<PredictionBase> unanswered(std::span<const TextRecord> record
   return out;
 }
 
-/// Throws unless prediction `i` is of annotated record `g`; counts it into `s`.
-inline void count_scored(ScoreBase& s, const TextRecord& g, const PredictionBase& p,
-                         std::size_t i) {
+/// Throws unless prediction `i` is of annotated record `g`; counts it into `s`, and into
+/// ScoreBase::unknown_gold when its gold names a label not in `labels` (the task's).
+template <std::derived_from<TextRecord> R>
+void count_scored(ScoreBase& s, const R& g, const PredictionBase& p, std::size_t i,
+                  std::span<const std::string> labels) {
   SEQPAR_CHECK(g.id == p.id && g.text == p.text, "score: prediction ", i, " is of record ",
                p.id.text(), ", not of record ", g.id.text());
   SEQPAR_CHECK(g.labelled, "score: record ", g.id.text(), " (line ", g.line,
@@ -132,6 +141,11 @@ inline void count_scored(ScoreBase& s, const TextRecord& g, const PredictionBase
   ++s.records;
   s.prompts += static_cast<std::int64_t>(p.answers.size());
   s.errors += p.errors;
+  for (const auto& l : record_labels(g))
+    if (std::find(labels.begin(), labels.end(), l) == labels.end()) {
+      ++s.unknown_gold;
+      break;
+    }
 }
 
 /// Throws unless there is one prediction a gold record.

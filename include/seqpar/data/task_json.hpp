@@ -67,12 +67,14 @@ inline std::string prediction_line(nlohmann::ordered_json j, const PredictionBas
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-/// The start of a score object: task, records, prompts and the garbled answers by kind.
+/// The start of a score object: task, records, prompts, records whose gold the task lacks
+/// and the garbled answers by kind.
 inline nlohmann::ordered_json score_head(std::string_view task, const ScoreBase& s) {
   nlohmann::ordered_json j;
   j["task"] = std::string(task);
   j["records"] = s.records;
   j["prompts"] = s.prompts;
+  j["unknown_gold"] = s.unknown_gold;
   j["garbled"] = s.errors.total();
   j["errors"] = errors_json(s.errors);
   return j;

@@ -136,6 +136,32 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+/// Why files cannot be written into folder `dir` (made where missing), or an empty string
+/// when they can: a file in the way (`dir` or its nearest existing ancestor), or a folder
+/// where no file can be created (read-only), found by creating and removing a temporary.
+inline std::string folder_write_problem(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path at = dir.empty() ? fs::path(".") : dir;
+  while (!fs::exists(at, ec) && at.has_parent_path() && at.parent_path() != at)
+    at = at.parent_path();
+  if (!fs::exists(at, ec)) at = ".";
+  if (!fs::is_directory(at, ec))
+    return at == dir
+               ? dir.string() + " is a file; expected a folder (or a path where one can be made)"
+               : dir.string() + ": " + at.string() +
+                     " is a file; expected a folder (or a path where one can be made)";
+  std::random_device rd;
+  const fs::path probe = at / temporary_name("write-check", rd);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return dir.string() + ": no file can be created in " + at.string() + " (" + errno_text(errno) +
+           ")";
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return {};
+}
+
 /// Writes `content` to `path` atomically, creating its folder when missing.
 inline void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());

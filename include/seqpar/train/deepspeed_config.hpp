@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "seqpar/core/error.hpp"
+#include "seqpar/io/detail/json_unique.hpp"
 #include "seqpar/plan/registry.hpp"
 #include "seqpar/train/training_arguments.hpp"
 
@@ -590,19 +591,16 @@ inline DeepSpeedReport apply_deepspeed_config(TrainingArguments& a, const nlohma
   return detail::deepspeed::DeepSpeedReader(a, file, world).read(config);
 }
 
-/// Reads the DeepSpeed configuration `path` and applies it (apply_deepspeed_config).
+/// Reads the DeepSpeed configuration `path` and applies it (apply_deepspeed_config); a key
+/// repeated in one object is refused, as DeepSpeed refuses it.
 inline DeepSpeedReport apply_deepspeed_file(TrainingArguments& a, const std::filesystem::path& path,
                                             std::int64_t world) {
   const std::string file = path.string();
   std::ifstream f(path);
   SEQPAR_CHECK(f.good(), file, ": the DeepSpeed configuration cannot be opened");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error& e) {
-    detail::fail(file, ": not valid JSON (", e.what(), ")");
-  }
-  return apply_deepspeed_config(a, j, file, world);
+  std::ostringstream text;
+  text << f.rdbuf();
+  return apply_deepspeed_config(a, detail::parse_json_unique_keys(text.str(), file), file, world);
 }
 
 }  // namespace seqpar::inline v0

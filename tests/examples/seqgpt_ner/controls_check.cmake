@@ -85,18 +85,21 @@ if(NOT e STREQUAL "2;4")
   message(FATAL_ERROR "--eval-steps 2 over 4 steps evaluated at steps '${e}', expected 2;4")
 endif()
 
-# 4. --max-length: prompts cut on the left (the answer kept), or with --truncation skip left out.
-ner_run(0 out train --out "${OUT}/cut" ${common} --plan single --batch 4 --max-steps 1 --max-length 64)
-string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max_length 64: ([0-9]+) prompts cut on the left, ([0-9]+) skipped" m "${out}")
+# 4. --max-length: prompts cut on the left (the answer kept), or with --truncation skip left out;
+# a limit at which a cut would leave a prompt none of its text is refused, naming the limit.
+ner_run(1 out train --out "${OUT}/cut" ${common} --plan single --batch 4 --max-steps 1 --max-length 64)
+expect("${out}" "cannot hold their text and label list in --max_length 64")
+ner_run(0 out train --out "${OUT}/cut" ${common} --plan single --batch 4 --max-steps 1 --max-length 80)
+string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max_length 80: ([0-9]+) prompts cut on the left, ([0-9]+) skipped" m "${out}")
 if(NOT m OR CMAKE_MATCH_1 EQUAL 0)
-  message(FATAL_ERROR "--max-length 64 cut no prompt:\n${out}")
+  message(FATAL_ERROR "--max-length 80 cut no prompt:\n${out}")
 endif()
 set(cut ${CMAKE_MATCH_1})
-ner_run(0 out train --out "${OUT}/skip" ${common} --plan single --batch 4 --max-steps 1 --max-length 64
+ner_run(0 out train --out "${OUT}/skip" ${common} --plan single --batch 4 --max-steps 1 --max-length 80
     --truncation skip)
-string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max_length 64: 0 prompts cut on the left, ([0-9]+) skipped" m "${out}")
+string(REGEX MATCH "train: [0-9]+ examples[^\n]*--max_length 80: 0 prompts cut on the left, ([0-9]+) skipped" m "${out}")
 if(NOT m OR NOT CMAKE_MATCH_1 GREATER_EQUAL cut)
-  message(FATAL_ERROR "--max-length 64 --truncation skip skipped fewer than the ${cut} cut before:\n${out}")
+  message(FATAL_ERROR "--max-length 80 --truncation skip skipped fewer than the ${cut} cut before:\n${out}")
 endif()
 
 # 5. --deepspeed: ZeRO-2 over the in-process ranks, the batch from micro x accumulation,
@@ -134,6 +137,11 @@ ner_run(1 out train --out "${OUT}/lamb" ${common} --deepspeed "${OUT}/lamb.json"
 expect("${out}" "2 key(s) that seqpar does not honour")
 expect("${out}" "optimizer.type=\"Lamb\"")
 expect("${out}" "zero_optimization.mics_shard_size=4")
+# A key given twice in one object is refused, as DeepSpeed refuses it (a JSON reader would
+# keep the last one silently).
+file(WRITE "${OUT}/twice.json" [=[{"bf16": {"enabled": true, "enabled": false}}]=])
+ner_run(1 out train --out "${OUT}/twice" ${common} --deepspeed "${OUT}/twice.json")
+expect("${out}" "${OUT}/twice.json: key 'bf16.enabled' appears twice in one object")
 file(WRITE "${OUT}/bf16.json" [=[{"bf16": {"enabled": true}}]=])
 ner_run(0 out train --out "${OUT}/bf16" ${common} --deepspeed "${OUT}/bf16.json" --max-steps 1)
 expect("${out}" "on cpu in bf16")

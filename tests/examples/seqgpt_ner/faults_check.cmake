@@ -5,7 +5,10 @@
 # --allow_changed_options, having written nothing into the folder; after a resume the
 # metrics hold each step once; a run whose loss turns non-finite stops with an error;
 # metrics that cannot be written end the run; weights for another model are refused from
-# their header.
+# their header; predict keeps each line's number as its id and refuses a short submission;
+# settings, run.json fields and folders that cannot work are refused before any work;
+# export never overwrites a run folder or a folder of files, nor pairs a checkpoint with
+# another tokenizer; weights without their tokenizer never train.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> -P faults_check.cmake
 file(REMOVE_RECURSE "${OUT}")
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
@@ -239,17 +242,88 @@ if(NOT kept STREQUAL "x")
 endif()
 # predict --input: a line that is not UTF-8 is named by file and line and skipped (the
 # other lines answered), or with --on_bad_input stop ends the run there.
+# A line's id is its line number, also after a skipped or an empty line (each one said).
 string(ASCII 255 ff)
-file(WRITE "${OUT}/input.txt" "张伟在杭州工作。\n李${ff}\n王芳在北京。\n")
+file(WRITE "${OUT}/input.txt" "张伟在杭州工作。\n李${ff}\n\n王芳在北京。\n")
 ner_run(0 out predict --out "${rot}" --input "${OUT}/input.txt")
 expect("${out}" "skipped ${OUT}/input.txt:2: record 2: line 2, byte 4:")
 expect("${out}" "not UTF-8")
-expect("${out}" "\"text\":\"张伟在杭州工作。\"")
-expect("${out}" "\"text\":\"王芳在北京。\"")
+expect("${out}" "skipped ${OUT}/input.txt:3: empty line")
+expect("${out}" "{\"id\":1,\"task\":\"ner\",\"text\":\"张伟在杭州工作。\"")
+expect("${out}" "{\"id\":4,\"task\":\"ner\",\"text\":\"王芳在北京。\"")
 ner_run(1 out predict --out "${rot}" --input "${OUT}/input.txt" --on_bad_input stop)
 expect("${out}" "${OUT}/input.txt:2: record 2: line 2, byte 4:")
 string(FIND "${out}" "王芳在北京" answered)
 if(NOT answered EQUAL -1)
   message(FATAL_ERROR "--on_bad_input stop answered the lines after the bad one:\n${out}")
 endif()
+# A submission missing a skipped record is refused, nothing written.
+file(WRITE "${OUT}/test.json" "{\"id\": 0, \"text\": \"张伟在杭州工作。\"}\n{\"id\": 1, \"text\": \"李${ff}\"}\n")
+ner_run(1 out predict --out "${rot}" --input "${OUT}/test.json" --submission "${OUT}/sub.json")
+expect("${out}" "--submission ${OUT}/sub.json: 1 record(s) of ${OUT}/test.json were skipped")
+expect_files("${OUT}" "!sub.json")
+
+# 10. Settings and files that cannot work are refused before any work, naming the option,
+# the file and field, or the path: an answer too long for any memory, a run.json field of
+# the wrong type, a file in the way of a folder, a duplicate key of a DeepSpeed
+# configuration (controls_check), a read-only run folder.
+ner_run(2 out predict --out "${rot}" --text "张伟" --max_new_tokens 1000000000000)
+expect("${out}" "--max_new_tokens: max_new_tokens is 1000000000000; expected 1 to 65536")
+set(badinfo "${OUT}/badinfo")
+file(MAKE_DIRECTORY "${badinfo}")
+file(READ "${rot}/run.json" info)
+string(JSON info SET "${info}" max_new_tokens "\"many\"")
+file(WRITE "${badinfo}/run.json" "${info}")
+ner_run(1 out eval --out "${badinfo}" --weights "${rot}/model.safetensors")
+expect("${out}" "${badinfo}/run.json: field 'max_new_tokens' is a string (\"many\"); expected an integer")
+ner_run(2 out train --out "${OUT}/a_file/run" ${common})
+expect("${out}" "--output_dir ${OUT}/a_file/run: ${OUT}/a_file is a file")
+ner_run(2 out export --checkpoint "${rot}/step-2.safetensors" --to "${OUT}/a_file")
+expect("${out}" "--to ${OUT}/a_file is a file")
+execute_process(COMMAND unshare -m sh -c "mount --bind -o ro \"$0\" \"$0\" && exec \"$@\""
+                        "${rot}" "${EXE}" eval --out "${rot}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(err MATCHES "unshare|mount")
+  message(STATUS "faults check: the read-only run folder is not tested (no private mount: ${err})")
+else()
+  expect("${out}${err}" "--output_dir ${rot}: no file can be created in ${rot} (Read-only file system)")
+  if(NOT rc EQUAL 2 OR out MATCHES "dev F1")
+    message(FATAL_ERROR "eval in a read-only run folder: exit code ${rc}, expected 2 before any work:\n${out}${err}")
+  endif()
+endif()
+
+# 11. export: never into the run folder (nor a folder inside it); a folder holding files
+# only with --overwrite_output_dir; the tokenizer the checkpoint records or none.
+ner_run(1 out export --checkpoint "${rot}/step-2.safetensors" --to "${rot}/hf2")
+expect("${out}" "--to ${rot}/hf2 is inside the run folder ${rot}")
+ner_run(1 out export --checkpoint "${rot}/step-2.safetensors" --to "${rot}")
+expect("${out}" "is inside the run folder")
+set(exp "${OUT}/exported")
+ner_run(0 out export --checkpoint "${rot}/step-2.safetensors" --to "${exp}")
+file(SHA256 "${exp}/model.safetensors" first)
+ner_run(1 out export --checkpoint "${rot}/step-1.safetensors" --to "${exp}")
+expect("${out}" "--to ${exp} is not empty")
+expect("${out}" "--overwrite_output_dir")
+file(SHA256 "${exp}/model.safetensors" kept)
+if(NOT kept STREQUAL first)
+  message(FATAL_ERROR "a refused export changed ${exp}/model.safetensors")
+endif()
+ner_run(0 out export --checkpoint "${rot}/step-1.safetensors" --to "${exp}" --overwrite_output_dir)
+file(READ "${rot}/tokenizer.json" tok)
+file(WRITE "${OUT}/other_tokenizer.json" "${tok}\n")  # the same ids, another digest
+ner_run(1 out export --checkpoint "${rot}/step-2.safetensors" --to "${OUT}/exported2"
+        --tokenizer "${OUT}/other_tokenizer.json")
+expect("${out}" "${rot}/step-2.safetensors was trained with the tokenizer of digest")
+expect("${out}" "but ${OUT}/other_tokenizer.json (digest")
+ner_run(1 out predict --out "${rot}" --weights "${rot}/step-2.safetensors" --text "张伟"
+        --tokenizer "${OUT}/other_tokenizer.json")
+expect("${out}" "was trained with the tokenizer of digest")
+
+# 12. Weights without their tokenizer never train with one built from the data.
+set(notok "${OUT}/no_tokenizer")
+file(COPY "${exp}/config.json" "${exp}/model.safetensors" DESTINATION "${notok}")
+ner_run(1 out train --out "${OUT}/notok_run" ${common} --max-steps 1 --weights "${notok}")
+expect("${out}" "${notok}/tokenizer.json is missing")
+expect("${out}" "--tokenizer")
+expect_files("${OUT}" "!notok_run/metrics.jsonl")
 message(STATUS "faults check: all cases behave")

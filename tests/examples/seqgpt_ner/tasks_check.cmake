@@ -2,8 +2,9 @@
 # on the fixtures of tests/data/fixtures (always), and on smp2017_ecdt, tnews and finre of
 # DATA (the shared data; said skipped when absent). Each eval writes its predictions (one
 # line per dev record, with its id) and its scores; the tiny model's few steps garble most
-# answers, which must be counted, never crash. A named task the records contradict is
-# refused with the record's line.
+# answers, which must be counted, never crash. Dev gold the training set lacks is scored as
+# missed and counted; a label list that leaves a prompt no text is refused. A named task the
+# records contradict is refused with the record's line.
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
 file(REMOVE_RECURSE "${OUT}")
 set(common --quiet --seed 5 --plan single --batch 2 --max-steps 2 --max-new-tokens 6)
@@ -68,6 +69,41 @@ ner_run(0 out predict --out "${OUT}/ner" --input "${fx}/texts_fixture.json"
 file(READ "${OUT}/submission.json" sub0)
 if(NOT sub0 MATCHES "^{\"id\":0,\"label\":{")
   message(FATAL_ERROR "submission line '${sub0}', expected {\"id\": 0, \"label\": {...}}")
+endif()
+# Gold the model cannot know is still gold: a dev record whose label (or one of whose
+# mentions' labels) the training set lacks is scored, that gold counted as missed, and the
+# records holding such gold counted beside the score.
+foreach(t classification ner)
+  set(d "${OUT}/unknown_${t}")
+  file(MAKE_DIRECTORY "${d}")
+  configure_file("${OUT}/data_${t}/train.jsonl" "${d}/train.jsonl" COPYONLY)
+endforeach()
+file(WRITE "${OUT}/unknown_classification/dev.jsonl"
+     "{\"text\": \"国足客场战平叙利亚\", \"label\": \"体育\"}\n"
+     "{\"text\": \"新片票房破十亿\", \"label\": \"娱乐\"}\n")
+ner_run(0 out eval --out "${OUT}/classification" --data_dir "${OUT}/unknown_classification"
+        --max_new_tokens 6)
+expect("${out}" " of 2); majority class")  # both records scored, the unknown one wrong
+expect("${out}" "2 records (1 with gold labels the task lacks, counted as missed)")
+file(READ "${OUT}/classification/dev.scores.json" scores)
+expect("${scores}" "\"unknown_gold\":1")
+file(WRITE "${OUT}/unknown_ner/dev.jsonl"
+     "{\"text\": \"张伟拿着长剑。\", \"label\": {\"name\": {\"张伟\": [[0, 1]]}, \"weapon\": {\"长剑\": [[4, 5]]}}}\n")
+ner_run(0 out eval --out "${OUT}/ner" --data_dir "${OUT}/unknown_ner" --max_new_tokens 6)
+expect("${out}" ", gold 2); 1 records (1 with gold labels the task lacks")
+# A label list that leaves a prompt no room for its text is refused, naming the numbers and
+# the --max_length that would fit (1,000 classes, each a token of the built tokenizer).
+set(d "${OUT}/many_classes")
+set(records "")
+foreach(i RANGE 999)
+  string(APPEND records "{\"text\": \"第${i}条消息\", \"label\": \"类${i}\"}\n")
+endforeach()
+file(WRITE "${d}/train.jsonl" "${records}")
+file(WRITE "${d}/dev.jsonl" "{\"text\": \"第1条消息\", \"label\": \"类1\"}\n")
+ner_run(1 out --data_dir "${d}" --out "${OUT}/many" ${common})
+expect("${out}" "1000 prompt(s) (the first: record 0, prompt 0) cannot hold their text and label list in --max_length 512")
+if(EXISTS "${OUT}/many/metrics.jsonl")
+  message(FATAL_ERROR "a run whose prompts cannot hold their text trained:\n${out}")
 endif()
 # A wrong guess is refused with the record that contradicts it.
 ner_run(1 out --data_dir "${OUT}/data_classification" --out "${OUT}/wrong" ${common}

@@ -155,7 +155,10 @@ SEQPAR_DECL TextDataset read_text_lines(const std::filesystem::path& path,
     b = e + 1;
     ++line;
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    if (text.empty()) continue;
+    if (text.empty()) {  // no sentence to answer, but never passed over in silence
+      bad.skip("empty_line", file + ":" + std::to_string(line) + ": empty line");
+      continue;
+    }
     ++record;
     const std::string where = detail::record_where(file, line, record);
     if (const std::string why = detail::not_utf8(text, line); !why.empty()) {

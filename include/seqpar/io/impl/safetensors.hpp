@@ -24,6 +24,7 @@
 #include "seqpar/core/crc32c.hpp"
 #include "seqpar/io/atomic_file.hpp"
 #include "seqpar/io/detail/json_kind.hpp"
+#include "seqpar/io/detail/json_unique.hpp"
 #include "seqpar/io/safetensors.hpp"
 
 namespace seqpar::inline v0 {
@@ -261,32 +262,23 @@ SEQPAR_DECL SafetensorsIndex parse(std::span<const std::byte> bytes, const std::
                "; expected UTF-8 JSON text");
 
   // Duplicate keys: the DOM keeps only the last one, so they are caught while parsing.
-  // The keys of an object opened at depth d arrive at depth d + 1.
-  std::vector<std::set<std::string>> keys(2);
-  std::string top_key;
+  UniqueKeys keys;
   const nlohmann::json::parser_callback_t on_event =
       [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
         using E = nlohmann::json::parse_event_t;
-        if (event == E::object_start || event == E::array_start) {
+        if (event == E::object_start || event == E::array_start)
           SEQPAR_CHECK(depth < max_depth, file, ": header nests deeper than ", max_depth,
                        " levels; expected a flat safetensors header");
-          if (event == E::object_start) {
-            if (keys.size() < static_cast<std::size_t>(depth) + 2) keys.resize(depth + 2);
-            keys[depth + 1].clear();
-          }
-        } else if (event == E::key) {
-          const auto& k = parsed.get_ref<const std::string&>();
-          if (depth == 1) top_key = k;
-          if (!keys[depth].insert(k).second) {
-            if (depth == 1 && k == "__metadata__")
-              fail(file, ": header has '__metadata__' twice; expected it at most once");
-            if (depth == 1)
-              fail(file, ": tensor '", k, "' appears twice in the header; expected unique names");
-            if (top_key == "__metadata__")
-              fail(file, ": __metadata__ has key '", k, "' twice; expected unique keys");
-            fail(file, ": tensor '", top_key, "': key '", k,
-                 "' appears twice; expected each field once");
-          }
+        if (const auto* path = keys.see(depth, event, parsed)) {
+          const std::string& top = path->front();
+          const std::string& k = path->back();
+          if (path->size() == 1 && k == "__metadata__")
+            fail(file, ": header has '__metadata__' twice; expected it at most once");
+          if (path->size() == 1)
+            fail(file, ": tensor '", k, "' appears twice in the header; expected unique names");
+          if (top == "__metadata__")
+            fail(file, ": __metadata__ has key '", k, "' twice; expected unique keys");
+          fail(file, ": tensor '", top, "': key '", k, "' appears twice; expected each field once");
         }
         return true;
       };
