@@ -83,6 +83,34 @@ auto checked(F read) {
   }
 }
 
+// --report_to's words, comma-separated (the flag may be repeated): none, all, jsonl
+// (metrics.jsonl, which every run writes) or a reporter's name.
+void add_reporters(Options& o, const std::string& v, const std::string& flag) {
+  std::string accepted = "none, all, jsonl";
+  for (const auto r : seqpar::reporters) (accepted += ", ") += seqpar::reporter_name(r);
+  const auto add = [&o](seqpar::Reporter r) {
+    if (std::find(o.report_to.begin(), o.report_to.end(), r) == o.report_to.end())
+      o.report_to.push_back(r);
+  };
+  for (std::size_t at = 0; at <= v.size();) {
+    const std::size_t comma = std::min(v.find(',', at), v.size());
+    const std::string word = v.substr(at, comma - at);
+    at = comma + 1;
+    const auto named =
+        std::find_if(seqpar::reporters.begin(), seqpar::reporters.end(),
+                     [&](seqpar::Reporter r) { return seqpar::reporter_name(r) == word; });
+    if (named != seqpar::reporters.end())
+      add(*named);
+    else if (word == "all")
+      std::for_each(seqpar::reporters.begin(), seqpar::reporters.end(), add);
+    else if (word == "none")
+      o.report_none = true;
+    else if (word != "jsonl")
+      usage_error(flag + " is '" + v + "'; expected " + accepted +
+                  " (several comma-separated, or the flag repeated)");
+  }
+}
+
 // A TrainingArguments field, marked as given (a DeepSpeed configuration must agree with it).
 template <class T>
 Flag train_field(std::vector<std::string_view> names, T TrainingArguments::*field,
@@ -253,6 +281,7 @@ std::vector<Flag> flags() {
       {{"allow_changed_options"}, Flag::boolean, on(&O::allow_changed_options)},
       {{"overwrite_output_dir"}, Flag::boolean, on(&O::overwrite_output_dir)},
       {{"stop_after"}, Flag::value, field(&O::stop_after, as_int)},
+      {{"report_to"}, Flag::value, add_reporters},
       // fp16's loss scaling (DeepSpeed's fp16 block)
       {{"loss_scale"},
        Flag::value,
@@ -455,6 +484,8 @@ void check(const Options& o) {
   if (o.max_length < 2)
     usage_error("--max_length is " + std::to_string(o.max_length) +
                 "; expected at least 2 (a prompt token and the end-of-sequence token)");
+  if (o.report_none && !o.report_to.empty())
+    usage_error("--report_to none cannot be combined with " + seqpar::reporter_names(o.report_to));
   if (o.on_bad_input != "skip" && o.on_bad_input != "stop")
     usage_error("--on_bad_input is '" + o.on_bad_input + "'; expected skip or stop");
   for (std::size_t i = 0; i < o.texts.size(); ++i)
@@ -605,6 +636,7 @@ std::string in_flag_terms(std::string message) {
       {"RunSpec::save_steps", "--save_steps"},
       {"RunSpec::stop_after", "--stop_after"},
       {"ExampleOptions::max_tokens", "--max_length"},
+      {"RunSpec::report_to", "--report_to"},
       {"RunSpec::total_steps", "the run's steps (--max_steps, --num_train_epochs)"},
       {"the arguments give TrainingArguments::", "the command line gives --"},
       {"the arguments give ", "the command line gives "},
@@ -639,7 +671,8 @@ Data and model
   --data_dir DIR       train.jsonl|train.json|train.bio and dev.* (train: the bundled corpus by
                        default; eval and predict: the run's, from OUT/run.json)
   --output_dir DIR     (--out) outputs: tokenizer.json, step-N.safetensors, model.safetensors,
-                       hf/ (for transformers), metrics.jsonl, run.json, cache/ (default
+                       hf/ (for transformers), metrics.jsonl, runs/ (--report_to
+                       tensorboard), run.json, cache/ (default
                        seqgpt_ner_out); one run at a time (the lock names its pid and host)
   --export_hf DIR      write the trained model directory there instead of OUT/hf
   --model NAME         tiny | seqgpt560m (default: --weights' config.json; the run's for eval
@@ -695,6 +728,10 @@ Training
   --stop_after N       save a checkpoint and stop after N steps (to try a resume)
   --max_nonfinite_steps N (10)  non-finite steps in a row that stop the run
   --logging_steps N (10)  (--log-every)  --quiet
+  --report_to WHAT     where the metrics go besides OUT/metrics.jsonl, which is always
+                       written: tensorboard (event files in OUT/runs/: tensorboard --logdir
+                       OUT/runs), all, or none (default; jsonl says the same); several
+                       comma-separated or the flag repeated
 Evaluation, the best model and generation (docs/ner.md#the-example-seqgpt_ner)
   --eval_strategy no|steps|epoch (epoch)  --eval_steps N (alone: steps)  --no_eval
   --save_strategy no|steps|epoch (epoch; --save_steps N alone: steps)

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "seqpar/train/metrics_log.hpp"  // Reporter
 #include "seqpar/train/training_arguments.hpp"
 
 #ifndef SEQPAR_NER_DATA_DIR
@@ -57,6 +58,8 @@ struct Options {
   fs::path submission;              // predict: CLUENER's submission file of --input's records
   std::string device = "cpu";       // cpu | cuda
   bool quiet = false;
+  std::vector<seqpar::Reporter> report_to;  // besides metrics.jsonl (always written)
+  bool report_none = false;                 // --report_to none: nothing besides
 
   // predict's input lines that cannot be read (not UTF-8, too long): skip | stop
   std::string on_bad_input = "skip";

@@ -237,6 +237,7 @@ void fill_spec(Training& t) {
   s.resume_from = o.resume_from;
   s.overwrite_output_dir = o.overwrite_output_dir;
   s.allow_changed = o.allow_changed_options;
+  s.report_to = o.report_to;
   s.lock_name = "seqgpt_ner.lock";
   s.own_files = {"tokenizer.json", "cache/*.tokens.safetensors"};
   const fs::path hf_dir = o.export_hf.empty() ? o.out_dir / "hf" : o.export_hf;

@@ -44,6 +44,7 @@
 #include "seqpar/io/hf_config.hpp"         // read_bloom_config: a Hugging Face config.json
 #include "seqpar/io/safetensors.hpp"       // SafetensorsFile, write_safetensors
 #include "seqpar/io/tensor_file.hpp"       // TensorFile: either kind, told apart by content
+#include "seqpar/io/tensorboard.hpp"       // EventFileWriter: TensorBoard's event files
 #include "seqpar/io/torch_checkpoint.hpp"  // TorchCheckpoint: pytorch_model.bin without libtorch
 #include "seqpar/nn/beam_search.hpp"       // beam_search: transformers' beam search with a KV cache
 #include "seqpar/nn/decoder.hpp"   // Decoder: a stack's prefill and decoding step with a KV cache
@@ -69,7 +70,7 @@
 #include "seqpar/train/generation_model.hpp"  // GenerationModel: a whole model to decode with
 #include "seqpar/train/hf_model_dir.hpp"   // write_hf_model_dir, HfModelDir: transformers' folders
 #include "seqpar/train/launch.hpp"         // RankLaunch, run_world: threads or mpirun/srun
-#include "seqpar/train/metrics_log.hpp"    // MetricsLog: metrics.jsonl, one row a step
+#include "seqpar/train/metrics_log.hpp"    // MetricsLog: metrics.jsonl and its reporters
 #include "seqpar/train/plan_trainers.hpp"  // make_family_trainer: a family's trainers compiled
 #include "seqpar/train/rank_report.hpp"    // RankReport: each rank's memory and bytes
 #include "seqpar/train/run.hpp"            // TrainingRun over any RunnableTrainer

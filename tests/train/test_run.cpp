@@ -8,12 +8,14 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "../support/files.hpp"
 #include "../support/plans.hpp"
+#include "../support/tfevents.hpp"
 #include "seqpar/config/units.hpp"
 #include "seqpar/io/safetensors.hpp"
 #include "seqpar/train/any_trainer.hpp"
@@ -186,6 +188,84 @@ TEST_CASE("metrics after a resume hold each step once; the history of attempts s
         }).find("folder.jsonl: cannot be opened for appending metrics") != std::string::npos);
 }
 
+// The scalars of one event: tag -> value.
+std::map<std::string, float> scalars_of(const test::ReadEvent& e) {
+  return {e.values.begin(), e.values.end()};
+}
+
+TEST_CASE("metrics rows fan out to TensorBoard: the numbers of train and eval rows") {
+  test::TempDir dir;
+  const std::vector<Reporter> tensorboard{Reporter::tensorboard};
+  MetricsLog(dir / "plain.jsonl", {}, dir / "runs").append({{"event", "train"}, {"step", 1}});
+  CHECK(!fs::exists(dir / "runs"));  // no reporter asked for, no folder
+  {
+    const MetricsLog log(dir / "metrics.jsonl", tensorboard, dir / "runs");
+    log.append({{"event", "start"}, {"world", 2}});
+    log.append({{"event", "train"},
+                {"step", 1},
+                {"loss", 2.5},
+                {"lr", 1e-3},
+                {"skipped", false},
+                {"note", "text"},
+                {"list", {1, 2}},
+                {"bytes_sent", {{"data", 4096}, {"tensor", 0}}}});
+    log.append({{"event", "eval"},
+                {"step", 1},
+                {"split", "dev"},
+                {"accuracy", 0.75},
+                {"by_label", {{"地点", {{"f1", 0.5}}}}}});
+    log.append({{"event", "train"}, {"step", 2}, {"loss", 2.0}, {"loss_scale", 1e300}});
+    log.append({{"event", "end"}, {"step", 2}, {"seconds", 9.5}});
+  }
+  const auto first = test::tfevents_files(dir / "runs");
+  REQUIRE(first.size() == 1);
+  const auto r = test::read_tfevents(first[0]);
+  REQUIRE(r.error.empty());
+  REQUIRE(r.events.size() == 5);  // the version, the session start, three rows
+  CHECK(r.events[0].file_version == std::optional<std::string>("brain.Event:2"));
+  CHECK(r.events[1].session_status == std::optional<std::uint64_t>(1));
+  CHECK(r.events[1].step == 1);
+  using Scalars = std::map<std::string, float>;
+  CHECK(scalars_of(r.events[2]) == Scalars{{"train/loss", 2.5f},
+                                           {"train/lr", 1e-3f},
+                                           {"train/bytes_sent/data", 4096.0f},
+                                           {"train/bytes_sent/tensor", 0.0f}});
+  CHECK(scalars_of(r.events[3]) ==
+        Scalars{{"eval/accuracy", 0.75f}, {"eval/by_label/地点/f1", 0.5f}});
+  // A number beyond float's range is an infinity.
+  CHECK(
+      scalars_of(r.events[4]) ==
+      Scalars{{"train/loss", 2.0f}, {"train/loss_scale", std::numeric_limits<float>::infinity()}});
+  // Each at its row's step and time, as metrics.jsonl has them.
+  const auto trains = events(dir / "metrics.jsonl", "train");
+  const auto evals = events(dir / "metrics.jsonl", "eval");
+  REQUIRE(trains.size() == 2);
+  REQUIRE(evals.size() == 1);
+  for (const auto& [e, row] :
+       {std::pair{&r.events[2], &trains[0]}, std::pair{&r.events[3], &evals[0]},
+        std::pair{&r.events[4], &trains[1]}}) {
+    CHECK(e->step == (*row)["step"].get<std::int64_t>());
+    CHECK(e->wall_time == (*row)["time"].get<double>());
+  }
+  // A resumed attempt: a new file after the first, its session starting at its first step,
+  // so that TensorBoard drops the first attempt's step 2.
+  {
+    const MetricsLog again(dir / "metrics.jsonl", tensorboard, dir / "runs");
+    again.resume(1);
+    again.append({{"event", "train"}, {"step", 2}, {"loss", 1.5}});
+  }
+  const auto both = test::tfevents_files(dir / "runs");
+  REQUIRE(both.size() == 2);
+  CHECK(both[0] == first[0]);
+  const auto second = test::read_tfevents(both[1]);
+  REQUIRE(second.error.empty());
+  REQUIRE(second.events.size() == 3);
+  CHECK(second.events[1].session_status == std::optional<std::uint64_t>(1));
+  CHECK(second.events[1].step == 2);
+  CHECK(second.events[2].step == 2);
+  CHECK(scalars_of(second.events[2]) == Scalars{{"train/loss", 1.5f}});
+}
+
 // Replicated over two thread ranks, typed (Trainer<Small, Replicated<2>>) or erased
 // (AnyTrainer); `stop_at` (> 0) asks rank 1 alone to stop there. Returns rank 0's losses and
 // the run's result.
@@ -239,8 +319,12 @@ TEST_CASE("a run: rotated checkpoints, a resume that continues it, a stop, the w
   CHECK(fs::exists(dir / "straight" / "model.safetensors"));
   // Stopped after step 3 (stop_after) by the typed trainer, resumed by the erased one: the
   // losses of the uninterrupted run.
-  const Trained first =
-      train({.output_dir = out, .total_steps = 6, .save_steps = 2, .stop_after = 3}, true);
+  const Trained first = train({.output_dir = out,
+                               .total_steps = 6,
+                               .save_steps = 2,
+                               .stop_after = 3,
+                               .report_to = {Reporter::tensorboard}},
+                              true);
   CHECK(first.losses.size() == 3);
   CHECK(!first.result.completed);
   CHECK(!fs::exists(out / "model.safetensors"));
@@ -250,7 +334,8 @@ TEST_CASE("a run: rotated checkpoints, a resume that continues it, a stop, the w
                                 .total_steps = 6,
                                 .save_steps = 2,
                                 .save_total_limit = 2,
-                                .resume = true});
+                                .resume = true,
+                                .report_to = {Reporter::tensorboard}});
   REQUIRE(second.losses.size() == 3);
   for (std::size_t i = 0; i < 3; ++i) {
     CHECK(first.losses[i] == straight.losses[i]);
@@ -265,6 +350,22 @@ TEST_CASE("a run: rotated checkpoints, a resume that continues it, a stop, the w
   std::vector<std::int64_t> steps;
   for (const auto& e : events(out / "metrics.jsonl", "train")) steps.push_back(e["step"]);
   CHECK(steps == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  // TensorBoard: an event file an attempt in out/runs, each attempt's losses at its steps.
+  const auto attempts = test::tfevents_files(out / "runs");
+  REQUIRE(attempts.size() == 2);
+  for (std::size_t a = 0; a < 2; ++a) {
+    const auto r = test::read_tfevents(attempts[a]);
+    REQUIRE(r.error.empty());
+    REQUIRE(r.events.size() == 5);  // the version, the session start, three steps
+    CHECK(r.events[1].session_status == std::optional<std::uint64_t>(1));
+    CHECK(r.events[1].step == static_cast<std::int64_t>(3 * a + 1));
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK(r.events[2 + i].step == static_cast<std::int64_t>(3 * a + i + 1));
+      CHECK(scalars_of(r.events[2 + i]).at("train/loss") ==
+            static_cast<float>((a == 0 ? first : second).losses[i]));
+    }
+  }
+  CHECK(test::tfevents_files(dir / "straight" / "runs").empty());  // report_to empty
   // A stop asked for by rank 1 alone: both ranks stop after step 2, with its checkpoint.
   const Trained stopped =
       train({.output_dir = dir / "stop", .total_steps = 6, .save_steps = 5}, true, 2);

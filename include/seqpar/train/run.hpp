@@ -113,7 +113,8 @@ class TrainingRun {
   /// the reason); every rank stops at the next step boundary.
   void request_stop(int sig = SIGTERM) { stop_.request(sig); }
 
-  /// Appends a row to metrics.jsonl (the writer; a no-op elsewhere).
+  /// Appends a row to metrics.jsonl and hands it to the reporters (RunSpec::report_to): the
+  /// writer; a no-op elsewhere.
   void log(nlohmann::json row) const {
     if (log_) log_->append(std::move(row));
   }
@@ -290,6 +291,7 @@ class TrainingRun {
                        {"RunSpec::stop_after", std::to_string(s.stop_after)},
                        {"RunSpec::allow_changed", s.allow_changed ? "true" : "false"},
                        {"RunSpec::best", best_text(s.best)},
+                       {"RunSpec::report_to", reporter_names(s.report_to)},
                        {"checkpoint resumed", checkpoint.empty() ? "(none)" : checkpoint}});
     for (const auto& k : s.keys) v.emplace_back(k.key, k.value);
     v.insert(v.end(), s.agreed.begin(), s.agreed.end());
@@ -309,7 +311,8 @@ class TrainingRun {
     decide_on_writer(world_, [&] {
       notes_ = folder_->take();
       if (fresh) std::filesystem::remove(spec_.output_dir / Evaluations::file_name);
-      log_.emplace(spec_.output_dir / "metrics.jsonl");
+      log_.emplace(spec_.output_dir / "metrics.jsonl", spec_.report_to,
+                   spec_.output_dir / spec_.logging_dir);
       const TrainerFacts f = trainer_.facts();
       nlohmann::json start = {{"event", "start"},
                               {"plan", plan_name(f.plan)},

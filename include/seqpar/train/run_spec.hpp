@@ -14,6 +14,7 @@
 #include "seqpar/comm/agreement.hpp"
 #include "seqpar/train/best_model.hpp"
 #include "seqpar/train/hf_model_dir.hpp"
+#include "seqpar/train/metrics_log.hpp"  // Reporter
 #include "seqpar/train/resume_keys.hpp"
 
 namespace seqpar::inline v0 {
@@ -84,6 +85,13 @@ struct RunSpec {
   std::string device_label{};
   /// SIGTERM and SIGINT stop the run at the next step boundary with a checkpoint.
   bool catch_signals = true;
+  /// Where the rows of metrics.jsonl (always written: the run's own record) are reported
+  /// besides; empty: nowhere else. Reporter::tensorboard: event files in logging_dir, a new
+  /// one each attempt.
+  std::vector<Reporter> report_to{};
+  /// TensorBoard's folder; a relative one is under output_dir (transformers' logging_dir,
+  /// without its per-start subfolder: every attempt of the run is one TensorBoard run).
+  std::filesystem::path logging_dir = "runs";
   /// Fields added to the "start" row of metrics.jsonl.
   nlohmann::json start_details = nlohmann::json::object();
   RunHooks hooks{};

@@ -39,4 +39,5 @@ fi
   --metric_for_best_model loss \
   --bf16 False \
   --gradient_checkpointing true \
-  --seed 42
+  --seed 42 \
+  --report_to none

@@ -18,6 +18,30 @@ function(lines file var)
   set(${var} ${n} PARENT_SCOPE)
 endfunction()
 
+# plot_check(<run folder> <score fields...>): tools/plot_metrics.py (PLOT) finds the run's
+# steps and dev scores, and draws them where Python has matplotlib.
+function(plot_check dir)
+  if(NOT PYTHON OR NOT PLOT)
+    return()
+  endif()
+  execute_process(COMMAND "${PYTHON}" "${PLOT}" "${dir}/metrics.jsonl" --describe
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "plot_metrics.py --describe ${dir}: exit code ${rc}:\n${out}\n${err}")
+  endif()
+  expect("${out}" "loss (token mean): loss (2)")
+  list(JOIN ARGN " (1), " scores)
+  expect("${out}" "dev scores: ${scores} (1)\n")
+  expect("${out}" "dev counts: correct (1), garbled (1), ")
+  execute_process(COMMAND "${PYTHON}" "${PLOT}" "${dir}/metrics.jsonl" -o "${dir}/metrics.png"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 3)
+    expect("${err}" "matplotlib is not installed")
+  elseif(NOT rc EQUAL 0 OR NOT EXISTS "${dir}/metrics.png")
+    message(FATAL_ERROR "plot_metrics.py ${dir}: exit code ${rc}, no metrics.png:\n${out}\n${err}")
+  endif()
+endfunction()
+
 # task_run(<name> <data dir> <task> <dev records> <what the scores hold>): train, eval and
 # predict; eval's files checked.
 function(task_run name dir task records score_field)
@@ -28,8 +52,14 @@ function(task_run name dir task records score_field)
   if(NOT no_eval EQUAL -1)
   elseif(task STREQUAL "ner")
     expect("${out}" "dev F1 ")  # NER's report, as before
+    plot_check("${o}" f1 precision recall)
   else()
     expect("${out}" "dev ${task}: ")
+    if(task STREQUAL "classification")
+      plot_check("${o}" accuracy macro_f1)
+    else()
+      plot_check("${o}" f1 precision recall)
+    endif()
   endif()
   ner_run(0 out eval --out "${o}" --max_new_tokens 6 --eval_limit ${records})
   expect("${out}" "garbled answers")

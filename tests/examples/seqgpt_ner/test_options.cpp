@@ -238,6 +238,24 @@ TEST_CASE("published weights bring fine-tuning defaults; what the command line s
   CHECK(given.train.num_train_epochs == 3);
 }
 
+TEST_CASE("--report_to: none, jsonl, tensorboard and all, comma-separated or repeated") {
+  using seqpar::Reporter;
+  const std::vector<Reporter> tensorboard{Reporter::tensorboard};
+  CHECK(parse({}).report_to.empty());  // metrics.jsonl alone
+  CHECK(parse({"--report_to", "none"}).report_to.empty());
+  CHECK(parse({"--report_to", "jsonl"}).report_to.empty());
+  CHECK(parse({"--report_to", "tensorboard"}).report_to == tensorboard);
+  CHECK(parse({"--report_to", "jsonl,tensorboard"}).report_to == tensorboard);
+  CHECK(parse({"--report_to", "jsonl", "--report-to", "tensorboard"}).report_to == tensorboard);
+  CHECK(parse({"--report_to=tensorboard,tensorboard"}).report_to == tensorboard);
+  CHECK(parse({"--report_to", "all"}).report_to == tensorboard);
+  const std::string unknown = refusal({"--report_to", "jsonl,wandb"});
+  CHECK(contains(unknown, "--report_to is 'jsonl,wandb'; expected none, all, jsonl, tensorboard"));
+  CHECK(contains(refusal({"--report_to", "tensorboard,"}), "--report_to is 'tensorboard,'"));
+  CHECK(contains(refusal({"--report_to", "none", "--report_to", "tensorboard"}),
+                 "--report_to none cannot be combined with tensorboard"));
+}
+
 TEST_CASE("numbers: plain finite decimals in range, or refused naming the option and value") {
   for (const auto& [flag, value] :
        std::vector<std::pair<std::string, std::string>>{{"--learning_rate", "nan"},
