@@ -2,9 +2,10 @@
 // ranks), what each holds per rank by category, what offload needs on the host, the largest
 // micro-batch that fits, and a step time from stated assumptions. The figures are the planner's
 // (include/seqpar/plan/): exact for the arena's categories on a synchronous communicator,
-// see docs/memory.md. Plans are named as seqgpt_ner takes them (plan/registry.hpp: tp2dp4,
-// or --zero-stage 0 --tensor-parallel 2), and only those it can launch are offered
-// (seqpar::StandardPlans) unless --all asks for every plan the planner models.
+// see docs/memory.md. --shapes: every published BLOOM shape on each GPU it knows. Plans are named
+// as seqgpt_ner takes them (plan/registry.hpp: tp2dp4, or --zero-stage 0 --tensor-parallel 2), and
+// only those it can launch are offered (seqpar::StandardPlans) unless --all asks for every plan the
+// planner models.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -32,12 +33,17 @@ using namespace seqpar;
 constexpr const char* kUsage = R"(usage: seqpar-plan [options]
 
 Every parallel plan of --gpus GPUs (or --device cpu: --ranks CPU ranks) that seqgpt_ner can
-launch for a BLOOM model (SeqGPT-560M unless --config), named as it takes them (--plan
-tp2dp4, or the flags --zero-stage, --tensor-parallel, --pipeline-parallel), with its
+launch for a BLOOM model (SeqGPT-560M unless --model or --config), named as it takes them
+(--plan tp2dp4, or the flags --zero-stage, --tensor-parallel, --pipeline-parallel), with its
 predicted memory per rank by category, the host memory offload needs, the largest
-micro-batch that fits and a predicted step time.
+micro-batch that fits and a predicted step time. --shapes: for every published BLOOM shape
+on each GPU below, the fastest plan that fits and its memory and step time.
 
+  --model NAME           a published shape: bloom-560m (SeqGPT-560M's), bloom-1b1,
+                         bloom-1b7, bloom-3b, bloom-7b1 (bloomz-* are the same shapes)
   --config PATH          a Hugging Face BLOOM config.json (default: SeqGPT-560M)
+  --shapes               every published shape on --gpus GPUs of each preset of --gpu
+                         (on --ranks CPU ranks with --device cpu), one line a shape
   --device D             gpu | cpu (default gpu). cpu: a rank's device memory is the host's,
                          so its device and host bytes share --memory-gb; the CPU's logits
                          budget (32 MiB); no reserve; rates of the cpu preset (docs/cpu.md)
@@ -109,8 +115,16 @@ struct Options {
   Offload offload = Offload::none;
   std::string offload_name = "none";
   std::int64_t logits_mib = 0;  // 0: the device's default
-  bool sync = false, json = false, all = false;
+  bool sync = false, json = false, all = false, shapes = false;
 };
+
+// A published shape by name; bloomz-<size> is bloom-<size>'s shape.
+const PublishedBloom* published_by_name(std::string name) {
+  if (name.rfind("bloomz-", 0) == 0) name.erase(5, 1);
+  for (const PublishedBloom& b : published_blooms)
+    if (b.name == name) return &b;
+  return nullptr;
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -130,6 +144,16 @@ Options parse(int argc, char** argv) {
       o.sync = true;
     } else if (a == "--all") {
       o.all = true;
+    } else if (a == "--shapes") {
+      o.shapes = true;
+    } else if (a == "--model") {
+      const std::string& name = value();
+      const PublishedBloom* b = published_by_name(name);
+      if (!b)
+        usage_error("--model '" + name +
+                    "' is not bloom-560m, bloom-1b1, bloom-1b7, bloom-3b or bloom-7b1");
+      o.model = b->config;
+      o.model_name = name;
     } else if (a == "--config") {
       const std::string& path = value();
       o.model = read_bloom_config(path);
@@ -430,10 +454,113 @@ void print_table_notes(const Options& o) {
           : "; no overlap");
 }
 
+// --shapes: a shape on one hardware, the fastest plan that fits or, where none does, the plan
+// needing the least memory.
+struct ShapeOn {
+  Hardware hw;
+  Row row;
+  bool any = false;
+};
+
+ShapeOn shape_on(Options o, const BloomConfig& shape, const Hardware& hw) {
+  o.model = shape;
+  o.hw = hw;
+  ShapeOn best{hw, {}, false};
+  const auto total = [&](const Row& r) {
+    return o.cpu ? r.pred.worst_joint_peak() : r.pred.worst_device_peak();
+  };
+  for (Row& r : plan_rows(o, budget_bytes(o))) {
+    const bool better = !best.any || (r.fits && !best.row.fits) ||
+                        (r.fits == best.row.fits &&
+                         (r.fits ? r.seconds < best.row.seconds : total(r) < total(best.row)));
+    if (better) best = {hw, std::move(r), true};
+  }
+  return best;
+}
+
+// --shapes: every published shape on each hardware preset (the CPU alone with --device cpu).
+void print_shapes(const Options& o) {
+  const std::vector<Hardware> hws = o.cpu ? std::vector<Hardware>{o.hw} : hardware_presets();
+  const auto total = [&](const Row& r) {
+    return o.cpu ? r.pred.worst_joint_peak() : r.pred.worst_device_peak();
+  };
+  nlohmann::json shapes = nlohmann::json::array();
+  if (!o.json) {
+    std::printf(
+        "Every published BLOOM shape on %d x each %s, %s, %lld tokens a row, micro-batch %lld, "
+        "recompute %s, offload %s: the fastest plan that fits, its GiB per %s (the worst "
+        "rank's joint peak) and step seconds; where none fits, the least any plan needs\n\n| "
+        "shape | parameters |",
+        o.gpus, o.cpu ? "CPU rank" : "GPU preset", o.precision_name.c_str(),
+        static_cast<long long>(o.seq), static_cast<long long>(o.micro_batch),
+        o.recompute_name.c_str(), o.offload_name.c_str(), o.cpu ? "rank" : "GPU");
+    for (const Hardware& h : hws) std::printf(" %s (%.0f GiB) |", h.name.c_str(), h.memory_gib);
+    std::printf("\n| --- | ---: |");
+    for (std::size_t i = 0; i < hws.size(); ++i) std::printf(" --- |");
+    std::printf("\n");
+  }
+  for (const PublishedBloom& b : published_blooms) {
+    nlohmann::json on = nlohmann::json::array();
+    if (!o.json)
+      std::printf("| %s | %.2f B |", std::string(b.name).c_str(),
+                  static_cast<double>(b.parameter_count) * 1e-9);
+    for (const Hardware& h : hws) {
+      const ShapeOn s = shape_on(o, b.config, h);
+      if (o.json) {
+        on.push_back({{"gpu", h.name},
+                      {"fits", s.any && s.row.fits},
+                      {"plan", s.any ? s.row.plan.name() : ""},
+                      {"name", s.any ? plan_name(s.row.plan) : ""},
+                      {"device_bytes", s.any ? total(s.row) : 0},
+                      {"parameter_bytes", s.any ? s.row.pred.worst(Memory::parameters) : 0},
+                      {"max_micro_batch", s.any ? s.row.max_micro_batch : 0},
+                      {"step_seconds", s.any ? s.row.seconds : 0.0}});
+      } else if (!s.any) {
+        std::printf(" no plan for %d |", o.gpus);
+      } else if (s.row.fits) {
+        std::printf(" `%s` %.1f GiB, %.3f s |", plan_name(s.row.plan).c_str(), gib(total(s.row)),
+                    s.row.seconds);
+      } else {
+        std::printf(" none fits: %.1f GiB (`%s`) |", gib(total(s.row)),
+                    plan_name(s.row.plan).c_str());
+      }
+    }
+    if (o.json)
+      shapes.push_back({{"name", b.name},
+                        {"parameters", b.parameter_count},
+                        {"vocab_size", b.config.vocab_size},
+                        {"hidden", b.config.hidden},
+                        {"layers", b.config.layers},
+                        {"heads", b.config.heads},
+                        {"on", on}});
+    else
+      std::printf("\n");
+  }
+  if (o.json)
+    std::cout << nlohmann::json{{"gpus", o.gpus},
+                                {"device", o.cpu ? "cpu" : "gpu"},
+                                {"precision", o.precision_name},
+                                {"seq", o.seq},
+                                {"micro_batch", o.micro_batch},
+                                {"shapes", shapes}}
+                     .dump(2)
+              << "\n";
+  else
+    std::printf(
+        "\nplan: seqgpt_ner --plan NAME. step s: as each preset's table prices it (seqpar-plan "
+        "--gpu NAME --model SHAPE prints every plan of one), at efficiency %.2f; %d GPUs a "
+        "node.\n",
+        o.hw.efficiency, o.hw.gpus_per_node);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
+  if (o.shapes) {
+    print_shapes(o);
+    return 0;
+  }
   const std::int64_t budget = budget_bytes(o);
   const std::vector<Row> rows = plan_rows(o, budget);
   if (o.json) {

@@ -32,13 +32,7 @@ const ModelInfo& checkpoint_model(const Options& o) {
   };
   const seqpar::BloomConfig c{number("seqpar.vocab_size"), number("seqpar.hidden"),
                               number("seqpar.layers"), number("seqpar.heads")};
-  for (const auto& m : models)
-    if (m.config.vocab_size == c.vocab_size && m.config.hidden == c.hidden &&
-        m.config.layers == c.layers && m.config.heads == c.heads)
-      return m;
-  seqpar::detail::fail(o.checkpoint.string(), ": a model of vocab ", c.vocab_size, ", hidden ",
-                       c.hidden, ", ", c.layers, " layers, ", c.heads,
-                       " heads, which this seqgpt_ner is not built for (tiny, seqgpt560m)");
+  return model_of_shape(c, o.checkpoint.string() + "'s metadata");
 }
 
 // Refuses a --to inside the checkpoint's run folder (its final weights and files would be

@@ -23,6 +23,7 @@
 #include "devices.hpp"
 #include "models.hpp"
 #include "options.hpp"
+#include "seqpar/comm/local_rank.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/train/deepspeed_config.hpp"
 #include "seqpar/train/launch.hpp"
@@ -35,16 +36,13 @@
 
 namespace {
 
-// The model: --model; --weights' config.json (a Hugging Face directory, with its tokenizer or
-// --tokenizer); a weights file is SeqGPT-560M's; eval and predict without --weights take the
-// trained run's; else tiny.
+// The model: --model; the compiled model whose shape --weights' config.json describes (a
+// Hugging Face directory, with its tokenizer or --tokenizer); a weights file is
+// SeqGPT-560M's; eval and predict without --weights take the trained run's; else tiny.
 void resolve_model(ner::Options& o) {
   if (!o.weights.empty() && std::filesystem::is_directory(o.weights)) {
     const auto hf = seqpar::HfModelDir::open(o.weights);
-    if (o.model.empty())
-      for (const auto& m : ner::models)
-        if (hf.differences(m.config).empty()) o.model = m.name;
-    if (o.model.empty()) o.model = "seqgpt560m";  // checked below, naming what differs
+    if (o.model.empty()) o.model = ner::model_of_shape(hf.config, hf.config_file.string()).name;
     hf.check(ner::model_info(o.model).config, o.model);
     // Its weights know its tokenizer's ids only: never one built from the data.
     SEQPAR_CHECK(!o.tokenizer.empty() || !hf.tokenizer.empty(),
@@ -53,12 +51,14 @@ void resolve_model(ner::Options& o) {
                  " were trained with a tokenizer of their own; add it there or pass --tokenizer "
                  "FILE");
     if (o.tokenizer.empty()) o.tokenizer = hf.tokenizer;
+    o.model_dir = o.weights;
     o.weights = hf.weights;
   }
   if (o.model.empty() && o.command != "train" && o.weights.empty())
     if (const auto info = ner::RunInfo::read(o.out_dir); info && !info->model.empty())
       o.model = info->model;
   if (o.model.empty()) o.model = o.weights.empty() ? "tiny" : "seqgpt560m";
+  ner::check_compiled(o.model);
 }
 
 // The ranks without a launcher: --ranks, else the plan name's, else tensor x pipeline (at
@@ -126,6 +126,14 @@ int run_command(ner::Options o, const seqpar::RankLaunch& launch) {
   return ner::finish_training(*t);
 }
 
+// --local_rank N (torch.distributed.launch passes it) against this process's node-local rank
+// `local` as `source` says it; empty when they agree.
+std::string local_rank_disagreement(const ner::Options& o, int local, const std::string& source) {
+  if (o.local_rank < 0 || o.local_rank == local) return "";
+  return "--local_rank " + std::to_string(o.local_rank) + ", but " + source +
+         " makes this process number " + std::to_string(local) + " on its node";
+}
+
 #if defined(SEQPAR_HAS_MPI_COMM)
 // One rank of a job of processes: MPI's world is the run's. Only rank 0 prints (the others'
 // stdout goes to /dev/null; their errors still reach stderr). A rank that fails otherwise
@@ -142,6 +150,11 @@ int run_processes(int argc, char** argv, const ner::Options& o, const std::strin
       throw seqpar::Refusal("--ranks " + std::to_string(o.ranks) + ", but " + launcher +
                             " started " + std::to_string(mpi.size()) +
                             " processes; under a launcher its processes are the ranks");
+    if (o.local_rank >= 0)
+      if (const std::string why = local_rank_disagreement(
+              o, seqpar::node_local_rank(mpi), launcher + " (rank " + std::to_string(rank) + ")");
+          !why.empty())
+        seqpar::detail::fail(why);
     seqpar::RankLaunch launch;
     launch.launcher = launcher;
     launch.node_processes = seqpar::node_local_size(mpi);
@@ -202,6 +215,11 @@ int main(int argc, char** argv) {
 #endif
   }
   try {
+    if (const auto l = o.local_rank >= 0 ? seqpar::launcher_local_rank() : std::nullopt)
+      if (const std::string why = local_rank_disagreement(o, l->rank, l->variable); !why.empty()) {
+        say(true, why.c_str());
+        return 2;
+      }
     seqpar::RankLaunch launch;
     launch.threads = thread_ranks(o);
     return run_command(o, launch);

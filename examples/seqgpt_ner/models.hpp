@@ -1,7 +1,7 @@
-// The models seqgpt_ner is built for, and what its commands ask of a model on a device
-// (ModelServices): a trainer for a layout chosen at launch, generation from weights, the
-// weights checked and the transformers directory written. Each model's code is compiled in
-// units of its own, per device, family of plans and precision (CMakeLists.txt,
+// The models seqgpt_ner is built for (model_list.hpp: those it knows), and what its commands ask of
+// a model on a device (ModelServices): a trainer for a layout chosen at launch, generation from
+// weights, the weights checked and the transformers directory written. Each model's code is
+// compiled in units of its own, per device, family of plans and precision (CMakeLists.txt,
 // model_unit.cpp.in, model_services.hpp); the commands see only this interface.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model_list.hpp"
 #include "seqpar/comm/any_comm.hpp"
 #include "seqpar/config/bloom.hpp"
 #include "seqpar/nn/generate.hpp"
@@ -21,23 +22,6 @@
 #include "seqpar/train/hf_model_dir.hpp"
 
 namespace ner {
-
-/// The default: a tiny BLOOM trained from scratch (vocabulary for a character-level tokenizer).
-using TinyNer =
-    seqpar::Bloom<seqpar::BloomConfig{.vocab_size = 4608, .hidden = 128, .layers = 2, .heads = 4}>;
-
-/// A model this program is built for: the name --model takes and its shape.
-struct ModelInfo {
-  std::string_view name;
-  seqpar::BloomConfig config;
-  std::int64_t parameter_count = 0;
-  bool seqgpt = false;  // SeqGPT-560M: its authors' decoding is the default
-};
-
-/// Every model of the program, in the order --model lists them.
-inline constexpr ModelInfo models[] = {
-    {"tiny", TinyNer::config, TinyNer::parameter_count, false},
-    {"seqgpt560m", seqpar::SeqGPT560M::config, seqpar::SeqGPT560M::parameter_count, true}};
 
 /// Generation with a whole model on one rank: what evaluation and prediction call.
 using seqpar::GenerateFn;
@@ -76,6 +60,15 @@ std::unique_ptr<ModelServices> model_services(std::string_view model, std::strin
 
 /// The ModelInfo of `name`; refuses an unknown one.
 const ModelInfo& model_info(std::string_view name);
+
+/// Refuses model `name` where this build did not compile it, naming the SEQPAR_NER_MODELS
+/// that does.
+void check_compiled(std::string_view name);
+
+/// The model of shape `shape` (read from `source`, e.g. a config.json); refuses, naming
+/// `source`, a shape no model has (naming its fields) and a model this build did not
+/// compile (naming the SEQPAR_NER_MODELS that compiles it).
+const ModelInfo& model_of_shape(const seqpar::BloomConfig& shape, const std::string& source);
 
 /// The precisions compiled for `device`, as make_trainer names them (models.cpp).
 std::vector<std::string_view> compiled_precisions(std::string_view device);

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "model_list.hpp"
 #include "seqpar/core/parse.hpp"
 #include "seqpar/data/any_task.hpp"
 #include "seqpar/data/decoding.hpp"
@@ -216,6 +217,13 @@ std::vector<Flag> flags() {
          const auto n = integer(v, f);
          if (n < 1 || n > 4096) usage_error(f + " is " + v + "; expected 1 to 4096 thread ranks");
          o.ranks = static_cast<int>(n);
+       }},
+      {{"local_rank"},
+       Flag::value,
+       [](O& o, const std::string& v, const std::string& f) {
+         const auto n = integer(v, f);
+         if (n < 0 || n > 4096) usage_error(f + " is " + v + "; expected a rank from 0 to 4096");
+         o.local_rank = static_cast<int>(n);
        }},
       {{"threads"},
        Flag::value,
@@ -479,8 +487,8 @@ void check(const Options& o) {
     usage_error("--device is '" + o.device + "'; expected cpu or cuda");
   if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "fp16")
     usage_error("--precision is '" + t.precision + "'; expected fp32, bf16 or fp16");
-  if (!o.model.empty() && o.model != "tiny" && o.model != "seqgpt560m")
-    usage_error("--model is '" + o.model + "'; expected tiny or seqgpt560m");
+  if (!o.model.empty() && !find_model(o.model))
+    usage_error("--model is '" + o.model + "'; expected one of " + model_names());
   if (o.max_length < 2)
     usage_error("--max_length is " + std::to_string(o.max_length) +
                 "; expected at least 2 (a prompt token and the end-of-sequence token)");
@@ -675,8 +683,9 @@ Data and model
                        tensorboard), run.json, cache/ (default
                        seqgpt_ner_out); one run at a time (the lock names its pid and host)
   --export_hf DIR      write the trained model directory there instead of OUT/hf
-  --model NAME         tiny | seqgpt560m (default: --weights' config.json; the run's for eval
-                       and predict; else tiny)
+  --model NAME         tiny | seqgpt560m | bloom1b1 | bloom1b7 | bloom3b | bloom7b1, those the
+                       build compiled (SEQPAR_NER_MODELS; default: the shape --weights'
+                       config.json describes; the run's for eval and predict; else tiny)
   --weights PATH       start from published weights: a Hugging Face model directory
                        (config.json checked against the model, the weights, tokenizer.json), or
                        a weights file (safetensors or pytorch_model.bin); fine-tuning defaults
@@ -697,6 +706,8 @@ Layout (the data-parallel degree is what the launch leaves: ranks / (tensor x pi
   --ranks N            ranks as threads of this process (default: the plan name's, else
                        tensor x pipeline, at least 2); under mpirun/srun the processes are the
                        ranks
+  --local_rank N       this process's rank on its node, as torch.distributed.launch passes it:
+                       refused unless the launcher's node-local rank is the same
   --threads N          OpenMP threads per rank (default: the node's cores / its ranks; 1 for
                        eval and predict)
   --offload WHAT       none | optimizer | optimizer+params (ZeRO-3): state in host memory

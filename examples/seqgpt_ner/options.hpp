@@ -30,10 +30,11 @@ struct UsageError : std::invalid_argument {
 struct Options {
   std::string command = "train";  // train | eval | predict | export
   seqpar::TrainingArguments train;
-  std::string plan;   // --plan NAME as given (the layout is train.plan)
-  int ranks = 0;      // --ranks N: thread ranks without a launcher; 0: the layout's or 2
-  std::string model;  // tiny | seqgpt560m; empty: resolve_model() decides
-  fs::path data_dir;  // empty: the bundled corpus (train), the run's (eval, predict)
+  std::string plan;     // --plan NAME as given (the layout is train.plan)
+  int ranks = 0;        // --ranks N: thread ranks without a launcher; 0: the layout's or 2
+  int local_rank = -1;  // --local_rank N (torch.distributed.launch's): must be the launcher's
+  std::string model;    // tiny | seqgpt560m; empty: resolve_model() decides
+  fs::path data_dir;    // empty: the bundled corpus (train), the run's (eval, predict)
   fs::path out_dir = "seqgpt_ner_out";
   fs::path weights, tokenizer, input, deepspeed;
   fs::path model_dir;              // --weights' model directory, where it names one (resolve_model)

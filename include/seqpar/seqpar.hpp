@@ -6,7 +6,7 @@
 // alone builds with the core.
 
 #include "seqpar/backend/device.hpp"  // Cpu, Cuda, the Device concept, Ops<Device>
-#include "seqpar/config/bloom.hpp"    // BloomConfig, Bloom<...>, SeqGPT560M
+#include "seqpar/config/bloom.hpp"    // BloomConfig, Bloom<...>, SeqGPT560M, the published shapes
 #include "seqpar/core/arena.hpp"      // Arena, Buffer, Memory categories and their counts
 #include "seqpar/core/crc32c.hpp"     // crc32c: the checksum of saved tensors
 #include "seqpar/core/dtype.hpp"      // DType, exact f16/bf16 conversions
@@ -19,6 +19,7 @@
 #include "seqpar/comm/agreement.hpp"     // require_agreement: what every rank must share
 #include "seqpar/comm/communicator.hpp"  // the Communicator concept, CommStats, ring byte counts
 #include "seqpar/comm/fingerprint.hpp"   // CommCall, CommHistory, comm_checks
+#include "seqpar/comm/local_rank.hpp"    // launcher_local_rank: the GPU a process takes
 #include "seqpar/comm/thread_comm.hpp"   // ThreadComm, run_ranks
 #include "seqpar/comm/timeout.hpp"       // comm_timeout (SEQPAR_COMM_TIMEOUT_S), CommSeconds
 #include "seqpar/data/any_task.hpp"  // AnyTask, TaskMenu, StandardTasks: a task chosen at run time

@@ -1,7 +1,8 @@
 # seqpar-plan, run as a user would: its JSON parsed (CMake's string(JSON)) and held to the
 # planner's figures for SeqGPT-560M (559,214,592 parameters), the plans named as seqgpt_ner
 # takes them and only those it can launch offered (every plan with --all), its table printed,
-# a config.json read, and every bad flag refused with a message naming it.
+# a config.json read, every published BLOOM shape (--model, --shapes), and every bad flag
+# refused with a message naming it.
 #   cmake -DTOOL=<seqpar-plan> -DWORK=<scratch folder> -P cli_check.cmake
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -198,7 +199,60 @@ plan_entry(e "${json}" "TensorSplit<2>")
 string(JSON hidden GET "${json}" model hidden)
 expect("hidden from config.json" "${hidden}" 32)
 
+# A published shape by name: bloom-1b7 (bloomz-1b7's too) on one GPU in fp32 holds 4 bytes of
+# weights for each of its 1,722,408,960 parameters (its model card's count).
+foreach(name bloom-1b7 bloomz-1b7)
+  run(json --model ${name} --gpus 1 --precision fp32 --json)
+  string(JSON hidden GET "${json}" model hidden)
+  expect("${name}'s hidden size" "${hidden}" 2048)
+  string(JSON params GET "${json}" plans 0 device_bytes parameters)
+  expect("${name}'s fp32 weight bytes on one GPU" "${params}" 6889635840)
+endforeach()
+
+# --shapes: every published shape, as its model card counts its parameters, on each GPU
+# preset; on one GPU in fp32 the one plan (Replicated<1>) holds 4 bytes of weights a
+# parameter. bloom-560m fits every preset; bloom-7b1 (16 bytes a parameter, 105 GiB) fits
+# neither 24 GiB card nor an 80 GiB one.
+run(json --shapes --gpus 1 --precision fp32 --json)
+string(JSON n LENGTH "${json}" shapes)
+expect("published shapes" "${n}" 5)
+set(published bloom-560m 559214592 bloom-1b1 1065314304 bloom-1b7 1722408960
+              bloom-3b 3002557440 bloom-7b1 7069016064)
+set(presets h200 h100 a100-40 a100-80 rtx4090 rtx3090)
+set(i 0)
+while(published)
+  list(POP_FRONT published name count)
+  string(JSON got GET "${json}" shapes ${i} name)
+  expect("shape ${i}" "${got}" "${name}")
+  string(JSON got GET "${json}" shapes ${i} parameters)
+  expect("${name}'s parameters" "${got}" "${count}")
+  math(EXPR bytes "4 * ${count}")
+  set(j 0)
+  foreach(gpu IN LISTS presets)
+    string(JSON got GET "${json}" shapes ${i} on ${j} gpu)
+    expect("${name}'s GPU ${j}" "${got}" "${gpu}")
+    string(JSON plan GET "${json}" shapes ${i} on ${j} plan)
+    expect("${name} on one ${gpu}" "${plan}" "Replicated<1>")
+    string(JSON got GET "${json}" shapes ${i} on ${j} parameter_bytes)
+    expect("${name}'s fp32 weight bytes on one ${gpu}" "${got}" "${bytes}")
+    string(JSON fits GET "${json}" shapes ${i} on ${j} fits)
+    if(name STREQUAL "bloom-560m" AND NOT fits)
+      message(FATAL_ERROR "bloom-560m in fp32 does not fit one ${gpu}")
+    endif()
+    if(name STREQUAL "bloom-7b1" AND fits AND NOT gpu STREQUAL "h200")
+      message(FATAL_ERROR "bloom-7b1 in fp32 (16 bytes a parameter) fits one ${gpu}")
+    endif()
+    math(EXPR j "${j} + 1")
+  endforeach()
+  math(EXPR i "${i} + 1")
+endwhile()
+run(table --shapes --gpus 8)
+if(NOT table MATCHES "\\| bloom-7b1 \\| 7\\.07 B \\|")
+  message(FATAL_ERROR "the --shapes table has no bloom-7b1 line:\n${table}")
+endif()
+
 # Refusals.
+refused("--model 'bloom-2b' is not bloom-560m, bloom-1b1, bloom-1b7, bloom-3b or bloom-7b1" --model bloom-2b)
 refused("--gpus takes a whole number of at least 1, not '0'" --gpus 0)
 refused("--precision 'fp8' is not fp32, bf16 or fp16" --precision fp8)
 refused("--recompute 'all' is not none, selective or full" --recompute all)
@@ -212,4 +266,4 @@ refused("--seq needs a value" --seq)
 refused("nothing.json: cannot open the model config" --config "${WORK}/nothing.json")
 file(WRITE "${WORK}/no_heads.json" [[{"vocab_size": 200, "hidden_size": 32, "n_layer": 4}]])
 refused("no_heads.json: no field 'n_head' \\(or 'num_attention_heads'\\)" --config "${WORK}/no_heads.json")
-message(STATUS "seqpar-plan: JSON, table, config.json and refusals as expected")
+message(STATUS "seqpar-plan: JSON, table, config.json, published shapes and refusals as expected")

@@ -31,6 +31,7 @@
 
 #include "seqpar/comm/communicator.hpp"
 #include "seqpar/comm/fingerprint.hpp"
+#include "seqpar/comm/local_rank.hpp"
 #include "seqpar/comm/timeout.hpp"
 #include "seqpar/core/error.hpp"
 
@@ -493,8 +494,7 @@ class MpiComm {
 
 static_assert(Communicator<MpiComm>);
 
-/// The ranks of `comm` on this process's node (shared memory), in `comm`'s order: a
-/// process's rank there is the GPU it takes.
+/// The ranks of `comm` on this process's node (shared memory), in `comm`'s order.
 inline MpiComm node_comm(const MpiComm& comm) {
   MPI_Comm local = MPI_COMM_NULL;
   detail::mpi_check(
@@ -502,7 +502,11 @@ inline MpiComm node_comm(const MpiComm& comm) {
       "MPI_Comm_split_type", comm.rank());
   return MpiComm(local, true);
 }
-inline int node_local_rank(const MpiComm& comm) { return node_comm(comm).rank(); }
+/// This process's rank on its node, the GPU it takes: its rank in node_comm, checked against
+/// the launcher's node-local rank where the launcher sets one (comm/local_rank.hpp).
+inline int node_local_rank(const MpiComm& comm) {
+  return checked_local_rank(node_comm(comm).rank(), launcher_local_rank(), comm.rank());
+}
 inline int node_local_size(const MpiComm& comm) { return node_comm(comm).size(); }
 
 /// MPI_Init_thread on construction, MPI_Finalize on destruction; does neither if MPI was

@@ -1,8 +1,11 @@
 #pragma once
-// BloomConfig and Bloom<Config>: a BLOOM-shaped model as a type, every size constexpr.
+// BloomConfig and Bloom<Config>: a BLOOM-shaped model as a type, every size constexpr; the
+// published BLOOM shapes, as types and as a list to look a config.json up in.
 
 #include <concepts>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace seqpar::inline v0 {
 
@@ -13,6 +16,8 @@ struct BloomConfig {
   std::int64_t layers = 24;          // n_layer
   std::int64_t heads = 16;           // n_head
   double layer_norm_eps = 1e-5;      // layer_norm_epsilon
+
+  friend constexpr bool operator==(const BloomConfig&, const BloomConfig&) = default;
 };
 
 /// A BLOOM model type. Sizes are compile-time constants so that plans can be checked
@@ -55,5 +60,47 @@ using SeqGPT560M = Bloom<BloomConfig{
 
 static_assert(SeqGPT560M::parameter_count == 559'214'592);
 static_assert(SeqGPT560M::params_per_layer == 12'596'224);
+
+/// The published BLOOM shapes (bigscience/bloom-<size>; bloomz-<size> and SeqGPT fine-tunes
+/// of it share its config.json): vocab_size 250880, layer_norm_epsilon 1e-5.
+using Bloom560M = SeqGPT560M;
+using Bloom1B1 = Bloom<BloomConfig{.hidden = 1536, .layers = 24, .heads = 16}>;
+using Bloom1B7 = Bloom<BloomConfig{.hidden = 2048, .layers = 24, .heads = 16}>;  // SeqGPT-1B7's
+using Bloom3B = Bloom<BloomConfig{.hidden = 2560, .layers = 30, .heads = 32}>;
+using Bloom7B1 = Bloom<BloomConfig{.hidden = 4096, .layers = 30, .heads = 32}>;  // SeqGPT-7B1's
+
+// The parameter counts their model cards publish.
+static_assert(Bloom1B1::parameter_count == 1'065'314'304);
+static_assert(Bloom1B7::parameter_count == 1'722'408'960);
+static_assert(Bloom3B::parameter_count == 3'002'557'440);
+static_assert(Bloom7B1::parameter_count == 7'069'016'064);
+
+/// A published BLOOM shape by its Hugging Face name.
+struct PublishedBloom {
+  std::string_view name;  // "bloom-1b7"
+  BloomConfig config;
+  std::int64_t parameter_count = 0;
+};
+
+/// Every published BLOOM shape, smallest first.
+inline constexpr PublishedBloom published_blooms[] = {
+    {"bloom-560m", Bloom560M::config, Bloom560M::parameter_count},
+    {"bloom-1b1", Bloom1B1::config, Bloom1B1::parameter_count},
+    {"bloom-1b7", Bloom1B7::config, Bloom1B7::parameter_count},
+    {"bloom-3b", Bloom3B::config, Bloom3B::parameter_count},
+    {"bloom-7b1", Bloom7B1::config, Bloom7B1::parameter_count}};
+
+/// The published shape `c` is, or nullptr when it is none.
+constexpr const PublishedBloom* find_published_bloom(const BloomConfig& c) {
+  for (const PublishedBloom& b : published_blooms)
+    if (b.config == c) return &b;
+  return nullptr;
+}
+
+/// A shape in words: "hidden 2048, 24 layers, 16 heads".
+inline std::string shape_words(const BloomConfig& c) {
+  return "hidden " + std::to_string(c.hidden) + ", " + std::to_string(c.layers) + " layers, " +
+         std::to_string(c.heads) + " heads";
+}
 
 }  // namespace seqpar::inline v0

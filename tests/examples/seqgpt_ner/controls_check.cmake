@@ -4,7 +4,7 @@
 # (prompts cut on the left, or skipped), a DeepSpeed configuration mapped onto the layout
 # and schedule, refused by key, or refused for its precision on the CPU; Hugging Face's
 # names and an unknown option answered with the nearest; export of a stopped run's
-# checkpoint; eval on the data the run was trained on.
+# checkpoint; eval on the data the run was trained on; --local_rank against the launcher's.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> [-DDS_GUIDE=<zero3_offload.json>] -P controls_check.cmake
 file(REMOVE_RECURSE "${OUT}")
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
@@ -205,4 +205,12 @@ expect("${out}" "data ${OUT}/small")
 file(COPY "${OUT}/evaldata/model.safetensors" DESTINATION "${OUT}/norun")
 ner_run(1 out eval --out "${OUT}/norun" --labels name --tokenizer "${OUT}/evaldata/tokenizer.json")
 expect("${out}" "no run.json names the data this run was trained on; pass --data_dir")
-message(STATUS "controls check: accumulation, save/eval steps, max length, deepspeed, names, export, eval data: all as expected")
+# 9. --local_rank, as torch.distributed.launch passes it: taken where the launcher's node-local
+# rank (here torchrun's LOCAL_RANK) is the same, refused naming both where it differs.
+set(ENV{LOCAL_RANK} 1)
+ner_run(2 out train --out "${OUT}/local" ${common} --plan single --max-steps 1 --local_rank 0)
+expect("${out}" "--local_rank 0, but LOCAL_RANK makes this process number 1 on its node")
+ner_run(0 out train --out "${OUT}/local" ${common} --plan single --batch 4 --max-steps 1
+        --local-rank=1)
+unset(ENV{LOCAL_RANK})
+message(STATUS "controls check: accumulation, save/eval steps, max length, deepspeed, names, export, eval data, local rank: all as expected")

@@ -14,7 +14,8 @@
 #   CHECK=refusals  a job whose size the layout cannot take is refused, said once, before any
 #                   data is read, as is --device cuda without the CUDA units or without GPUs
 #                   (WITH_CUDA: 1 when built with them) and a folder another run holds; a
-#                   failure on rank 0 while the others wait ends the whole job with its message
+#                   failure on rank 0 while the others wait ends the whole job with its message,
+#                   as a --local_rank that is not the launcher's does
 #   cmake -DEXE=<seqgpt_ner> -DMPIEXEC="mpirun;--oversubscribe" -DNP_FLAG=-n -DCHECK=plans
 #         -DCOMPARE=<seqgpt_ner_compare_weights> -DOUT=<scratch dir> [-DLAUNCHER=srun]
 #         -P mpirun_check.cmake
@@ -277,6 +278,10 @@ elseif(CHECK STREQUAL "refusals")
       message(FATAL_ERROR "a disagreement said ${said} times (expected once), or ${OUT}/mpmd made:\n${out}")
     endif()
   endif()
+  # --local_rank (torch.distributed.launch's) must be the launcher's node-local rank: rank 1,
+  # the node's second process, given 0 ends the job naming both.
+  run(2 fail out train --out "${OUT}/local" ${common} --plan dp2 --max-steps 2 --local_rank 0)
+  expect("${out}" "--local_rank 0, but ${LAUNCHER} (rank 1) makes this process number 1 on its node")
   # --device cuda: without the CUDA units refused before MPI starts; with them (on a machine
   # without GPUs) after every rank saw its node's GPUs. Either is said once.
   run(2 fail out train --out "${OUT}/gpu" ${common} --plan dp2 --max-steps 2 --device cuda)

@@ -219,6 +219,15 @@ TEST_CASE("the layout: flags as DeepSpeed and Megatron users write them, or one 
   CHECK(contains(refusal({"--tensor-parallel", "0"}), "--tensor_parallel must be at least 1"));
   CHECK(contains(refusal({"--ranks", "0"}), "--ranks is 0; expected 1 to 4096"));
   CHECK(parse({"--ranks", "6"}).ranks == 6);
+  // torch.distributed.launch's --local_rank (torch 2's --local-rank=N): a rank on the node.
+  CHECK(parse({}).local_rank == -1);
+  CHECK(parse({"--local_rank", "3"}).local_rank == 3);
+  CHECK(parse({"--local-rank=0"}).local_rank == 0);
+  CHECK(contains(refusal({"--local_rank", "-1"}), "--local_rank"));
+  CHECK(contains(refusal({"--model", "bloom2b"}),
+                 "--model is 'bloom2b'; expected one of tiny, seqgpt560m, bloom1b1, bloom1b7, "
+                 "bloom3b, bloom7b1"));
+  CHECK(parse({"--model", "bloom1b7"}).model == "bloom1b7");
 }
 
 TEST_CASE("published weights bring fine-tuning defaults; what the command line says stays") {
