@@ -15,7 +15,7 @@
 namespace seqpar::test {
 
 // `v` changed: numbers up by one, flags flipped, texts, paths and lists longer; a type
-// without a rule here gives `unchanged` (the check then names its field).
+// without a rule here returns false (the check then names its field).
 template <class V>
 bool change(V& v) {
   if constexpr (std::is_same_v<V, bool>) {
@@ -28,8 +28,13 @@ bool change(V& v) {
     v += "x";
   } else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
     v.push_back("x");
-  } else if constexpr (std::is_same_v<V, std::optional<bool>>) {
-    v = !v.value_or(false);
+  } else if constexpr (requires {
+                         typename V::value_type;
+                         v.has_value();
+                       }) {  // an optional
+    auto x = v.value_or(typename V::value_type{});
+    if (v && !change(x)) return false;
+    v = x;                                       // unset becomes set; set becomes another value
   } else if constexpr (requires { v.asked; }) {  // a PlanRequest
     v.asked += "x";
   } else if constexpr (requires { v.hysteresis; }) {  // a LossScaleOptions
