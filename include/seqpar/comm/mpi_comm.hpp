@@ -116,7 +116,7 @@ class MpiProgress {
   static constexpr int comms = 8;
   static constexpr int words = 1 + comms * 5;  // count, then (communicator id, call) each
 
-  explicit MpiProgress(MPI_Comm world) {
+  explicit MpiProgress(MPI_Comm world) : world_(world) {
     mpi_check(MPI_Win_allocate(words * sizeof(std::int64_t), sizeof(std::int64_t), MPI_INFO_NULL,
                                world, &base_, &win_),
               "MPI_Win_allocate", -1);
@@ -126,6 +126,13 @@ class MpiProgress {
   MpiProgress(const MpiProgress&) = delete;
   MpiProgress& operator=(const MpiProgress&) = delete;
   ~MpiProgress() {  // collective: MpiSession's, before MPI_Finalize
+    // A rank done long before the others (eval's) waits for them in a polled barrier that
+    // sleeps, not in MPI_Win_free's, which may spin.
+    MPI_Request req = MPI_REQUEST_NULL;
+    PollBackoff backoff;
+    if (MPI_Ibarrier(world_, &req) == MPI_SUCCESS)
+      for (int done = 0; MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done;)
+        backoff.pause();
     MPI_Win_unlock_all(win_);
     MPI_Win_free(&win_);
   }
@@ -183,6 +190,7 @@ class MpiProgress {
   }
 
  private:
+  MPI_Comm world_;
   std::int64_t* base_ = nullptr;
   MPI_Win win_ = MPI_WIN_NULL;
 };
