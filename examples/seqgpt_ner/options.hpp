@@ -8,8 +8,13 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "seqpar/comm/agreement.hpp"
+#include "seqpar/core/fields.hpp"
 #include "seqpar/train/metrics_log.hpp"  // Reporter
 #include "seqpar/train/training_arguments.hpp"
 
@@ -65,6 +70,66 @@ struct Options {
   // predict's input lines that cannot be read (not UTF-8, too long): skip | stop
   std::string on_bad_input = "skip";
 };
+
+/// Every field of Options by its flag, and how a job's processes use it: the one list their
+/// start-up agreement reads (train.cpp). A field added to Options is added here, with its use
+/// (FieldUse::agreed when it can change which collectives run: saves, evaluations, logging,
+/// stops, decoding); TrainingArguments' fields are seqpar::training_arguments_fields.
+inline constexpr std::tuple option_fields{
+    seqpar::field<seqpar::FieldUse::agreed>("command", &Options::command),
+    seqpar::field<seqpar::FieldUse::entries>("train", &Options::train),
+    seqpar::field<seqpar::FieldUse::agreed>("plan", &Options::plan),
+    seqpar::field<seqpar::FieldUse::agreed>("ranks", &Options::ranks),
+    seqpar::field<seqpar::FieldUse::own>("local_rank", &Options::local_rank),  // each its own
+    seqpar::field<seqpar::FieldUse::agreed>("model", &Options::model),
+    seqpar::field<seqpar::FieldUse::agreed>("data_dir", &Options::data_dir),
+    seqpar::field<seqpar::FieldUse::agreed>("output_dir", &Options::out_dir),
+    seqpar::field<seqpar::FieldUse::agreed>("weights", &Options::weights),
+    seqpar::field<seqpar::FieldUse::agreed>("tokenizer", &Options::tokenizer),
+    seqpar::field<seqpar::FieldUse::agreed>("weights directory", &Options::model_dir),
+    seqpar::field<seqpar::FieldUse::agreed>("input", &Options::input),
+    seqpar::field<seqpar::FieldUse::agreed>("deepspeed", &Options::deepspeed),
+    seqpar::field<seqpar::FieldUse::agreed>("checkpoint", &Options::checkpoint),
+    seqpar::field<seqpar::FieldUse::agreed>("to", &Options::export_to),
+    seqpar::field<seqpar::FieldUse::agreed>("labels", &Options::labels),
+    seqpar::field<seqpar::FieldUse::agreed>("text", &Options::texts),
+    seqpar::field<seqpar::FieldUse::agreed>("stop_after", &Options::stop_after),
+    seqpar::field<seqpar::FieldUse::agreed>("resume_from_checkpoint", &Options::resume),
+    seqpar::field<seqpar::FieldUse::agreed>("resume_from_checkpoint PATH", &Options::resume_from),
+    seqpar::field<seqpar::FieldUse::agreed>("allow_changed_options",
+                                            &Options::allow_changed_options),
+    seqpar::field<seqpar::FieldUse::agreed>("overwrite_output_dir", &Options::overwrite_output_dir),
+    seqpar::field<seqpar::FieldUse::agreed>("eval_limit", &Options::eval_limit),
+    seqpar::field<seqpar::FieldUse::agreed>("max_new_tokens", &Options::max_new_tokens),
+    seqpar::field<seqpar::FieldUse::agreed>("num_beams", &Options::num_beams),
+    seqpar::field<seqpar::FieldUse::agreed>("repetition_penalty", &Options::repetition_penalty),
+    seqpar::field<seqpar::FieldUse::agreed>("max_chars", &Options::max_chars),
+    seqpar::field<seqpar::FieldUse::agreed>("max_length", &Options::max_length),
+    seqpar::field<seqpar::FieldUse::agreed>("truncation", &Options::truncation),
+    seqpar::field<seqpar::FieldUse::own>("threads", &Options::threads),  // a node's cores
+    seqpar::field<seqpar::FieldUse::agreed>("export_hf", &Options::export_hf),
+    seqpar::field<seqpar::FieldUse::agreed>("task", &Options::task),
+    seqpar::field<seqpar::FieldUse::agreed>("submission", &Options::submission),
+    seqpar::field<seqpar::FieldUse::agreed>("device", &Options::device),
+    seqpar::field<seqpar::FieldUse::agreed>("quiet", &Options::quiet),
+    seqpar::field<seqpar::FieldUse::agreed>("report_to", &Options::report_to),
+    seqpar::field<seqpar::FieldUse::agreed>("report_to none", &Options::report_none),
+    seqpar::field<seqpar::FieldUse::agreed>("on_bad_input", &Options::on_bad_input),
+};
+static_assert(seqpar::lists_every_field<Options>(option_fields),
+              "option_fields must list every field of Options, with how the processes use it");
+
+/// What every process of a job must have been given alike: each agreed field of Options and
+/// of its TrainingArguments, by flag (option_fields, seqpar::training_arguments_fields).
+inline seqpar::AgreedValues agreed_options(const Options& o) {
+  seqpar::AgreedValues v;
+  const auto add = [&](std::string_view name, std::string text) {
+    v.emplace_back(std::string(name), std::move(text));
+  };
+  seqpar::for_agreed_fields(o, option_fields, add);
+  seqpar::for_agreed_fields(o.train, seqpar::training_arguments_fields, add);
+  return v;
+}
 
 /// The usage text (--help).
 const char* usage();

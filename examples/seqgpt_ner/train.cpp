@@ -3,7 +3,6 @@
 #include "train.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <thread>
 
@@ -36,13 +35,6 @@ std::string duration_text(double s) {
   return buf;
 }
 
-// The shortest text that reads back as x (0.005, not 0.0050000000000000001).
-std::string real_text(double x) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  return std::string(buf, r.ptr);
-}
-
 // The entries a resume compares with the checkpoint besides the trainer's model and options
 // (the run's own): the inputs that make the examples and their order.
 std::vector<seqpar::RunKey> input_keys(const Options& o, const NerData& d,
@@ -57,22 +49,11 @@ std::vector<seqpar::RunKey> input_keys(const Options& o, const NerData& d,
 }
 
 // What every process of a job must have been given alike (each parses its own command line:
-// mpirun -np 4 A : -np 4 B) before any trainer is made: the layout, model, device and
-// precision, the run's length, seed and output, the checkpoint asked for, and every input key.
-seqpar::AgreedValues launch_values(const Options& o, const Launched& run,
-                                   const std::vector<seqpar::RunKey>& keys) {
-  seqpar::AgreedValues v{
-      {"plan", seqpar::plan_name(run.layout)},
-      {"model", o.model},
-      {"device", o.device},
-      {"precision", o.train.precision},
-      {"max_steps", std::to_string(o.train.max_steps)},
-      {"num_train_epochs", real_text(o.train.num_train_epochs)},
-      {"seed", std::to_string(o.train.seed)},
-      {"output_dir", o.out_dir.string()},
-      {"resume_from_checkpoint",
-       o.resume ? (o.resume_from.empty() ? "newest" : o.resume_from.string()) : "(none)"},
-      {"weights", o.weights.string()}};
+// mpirun -np 4 A : -np 4 B) before any trainer is made: every option that decides what the
+// ranks do together (agreed_options: the saves, evaluations, logging, stops and decoding
+// among them) and every input key.
+seqpar::AgreedValues launch_values(const Options& o, const std::vector<seqpar::RunKey>& keys) {
+  seqpar::AgreedValues v = agreed_options(o);
   for (const auto& k : keys) v.emplace_back(k.key, k.value);
   return v;
 }
@@ -170,7 +151,7 @@ void read_inputs(Training& t) {
   seqpar::AnyComm processes = t.launch.processes;
   if (t.launch.under_launcher() && processes.size() > 1) {
     try {
-      seqpar::require_agreement(processes, launch_values(o, t.run, t.spec.keys));
+      seqpar::require_agreement(processes, launch_values(o, t.spec.keys));
     } catch (const seqpar::Error& e) {
       throw seqpar::Refusal(e.what());  // every process alike: rank 0 says it
     }
@@ -263,6 +244,16 @@ void fill_spec(Training& t) {
   };
 }
 
+// Every refusal of the run before any trainer is built or anything written: the spec, the
+// folder and the checkpoint's keys, the model's among them (known from its shape alone).
+void refuse_early(Training& t) {
+  const Options& o = t.o;
+  const seqpar::TrainerFacts model{
+      t.run.model->config, t.run.model->parameter_count, t.run.layout,
+      o.device == "cuda" ? seqpar::DeviceKind::cuda : seqpar::DeviceKind::cpu, o.train.precision};
+  seqpar::refuse_run(t.launch.processes, t.spec, seqpar::run_keys(model, t.options, t.spec));
+}
+
 void print_plan(const Training& t) {
   const Options& o = t.o;
   const Launched& run = t.run;
@@ -299,12 +290,16 @@ std::unique_ptr<Training> prepare_training(const Options& o, const seqpar::RankL
   t->o = o;
   t->launch = launch;
   t->run = run;
-  t->services = model_services(o.model, o.device);
   // The weights must fit the model before anything is allocated for it: the header suffices.
-  if (!o.resume && !o.weights.empty()) t->services->check_weights(o.weights);
+  if (!o.resume && !o.weights.empty()) {
+    t->services = model_services(o.model, o.device);
+    t->services->check_weights(o.weights);
+  }
   read_inputs(*t);
   plan_steps(*t);
   fill_spec(*t);
+  refuse_early(*t);
+  if (!t->services) t->services = model_services(o.model, o.device);
   if (launch.writer()) print_plan(*t);
   return t;
 }

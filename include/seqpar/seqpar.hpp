@@ -11,6 +11,7 @@
 #include "seqpar/core/crc32c.hpp"     // crc32c: the checksum of saved tensors
 #include "seqpar/core/dtype.hpp"      // DType, exact f16/bf16 conversions
 #include "seqpar/core/error.hpp"      // Error, SEQPAR_CHECK
+#include "seqpar/core/fields.hpp"     // FieldOf, aggregate_fields: an aggregate's one field list
 #include "seqpar/core/rng.hpp"        // CounterRng: plan-independent random numbers
 #include "seqpar/core/separate_compilation.hpp"  // SEQPAR_DECL, SEQPAR_CUDA_BACKEND
 #if defined(SEQPAR_WITH_EIGEN) || __has_include(<Eigen/Core>)

@@ -7,12 +7,14 @@
 // every rank, the GPU binding of a launch, and the Hugging Face model directory both ways.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "../support/fields.hpp"
 #include "../support/files.hpp"
 #include "../support/plans.hpp"
 #include "../support/tfevents.hpp"
@@ -264,6 +266,34 @@ TEST_CASE("metrics rows fan out to TensorBoard: the numbers of train and eval ro
   CHECK(second.events[1].step == 2);
   CHECK(second.events[2].step == 2);
   CHECK(scalars_of(second.events[2]) == Scalars{{"train/loss", 1.5f}});
+}
+
+TEST_CASE("a torn last metrics row is cut back to the last whole row, and the cut counted") {
+  test::TempDir dir;
+  const MetricsLog log(dir / "metrics.jsonl");
+  CHECK(log.cut_torn_row() == 0);  // no file
+  const std::string whole = "{\"event\":\"start\"}\n{\"event\":\"train\",\"step\":1}\n";
+  // torn rows shorter and longer than the block the cut reads backwards
+  for (const std::size_t pad : {std::size_t{3}, std::size_t{9000}}) {
+    const std::string row = "{\"event\":\"train\",\"loss\":\"" + std::string(pad, 'x');
+    const std::size_t torn = row.size();
+    CAPTURE(torn);
+    {
+      std::ofstream f(log.path(), std::ios::trunc | std::ios::binary);
+      f << whole << row;
+    }
+    CHECK(fs::file_size(log.path()) == whole.size() + torn);
+    CHECK(log.cut_torn_row() == torn);
+    CHECK(read_text(log.path()) == whole);
+    CHECK(log.cut_torn_row() == 0);  // whole rows are left alone
+  }
+  const std::string alone = "{\"event\":";  // a file of one torn row
+  {
+    std::ofstream f(log.path(), std::ios::trunc | std::ios::binary);
+    f << alone;
+  }
+  CHECK(log.cut_torn_row() == alone.size());
+  CHECK(fs::file_size(log.path()) == 0);
 }
 
 // Replicated over two thread ranks, typed (Trainer<Small, Replicated<2>>) or erased
@@ -605,6 +635,18 @@ TEST_CASE("a resume whose model or options differ is refused before a byte is wr
   });
   CHECK(contains(model, "model: checkpoint '"));
   CHECK(listing(out) == before);
+  // ... and before it is built, from its shape alone (what a program checks first).
+  const RunSpec resume{.output_dir = out, .total_steps = 4, .resume = true};
+  const TrainerFacts other{
+      Other::config, Other::parameter_count, {1, 1, 1, 0, false}, DeviceKind::cpu, "fp32"};
+  ThreadComm one;
+  CHECK(error_of([&] { refuse_run(one, resume, run_keys(other, test::plan_options(), resume)); }) ==
+        model);
+  const TrainerFacts same{
+      Small::config, Small::parameter_count, {1, 1, 1, 0, false}, DeviceKind::cpu, "fp32"};
+  CHECK(refuse_run(one, resume, run_keys(same, test::plan_options(), resume)) ==
+        (out / "step-2.safetensors").string());
+  CHECK(listing(out) == before);
   // Allowed: the run goes on, the change reported to the program and in the metrics.
   run_ranks(2, [&](ThreadComm& comm) {
     TrainOptions o = test::plan_options();
@@ -621,6 +663,20 @@ TEST_CASE("a resume whose model or options differ is refused before a byte is wr
   const auto resumes = events(out / "metrics.jsonl", "resume");
   REQUIRE(resumes.size() == 1);
   CHECK(resumes[0]["changed"].size() == 1);
+}
+
+TEST_CASE("every agreed RunSpec field reaches the ranks' agreement, by its name") {
+  // Each changed alone changes its own value and no other (a field left out of
+  // run_spec_fields stops the build); the program's keys and values are agreed one by one.
+  const RunSpec s{.output_dir = "out",
+                  .total_steps = 4,
+                  .keys = {{"data.sha256", "ab12"}},
+                  .agreed = {{"labels", "name"}}};
+  CHECK(test::agreed_fields_missing(s, run_spec_fields, spec_values, "RunSpec::").empty());
+  const auto v = spec_values(s);
+  CHECK(std::count(v.begin(), v.end(),
+                   std::pair<std::string, std::string>{"data.sha256", "ab12"}) == 1);
+  CHECK(std::count(v.begin(), v.end(), std::pair<std::string, std::string>{"labels", "name"}) == 1);
 }
 
 TEST_CASE("every TrainOptions field is agreed on, and those that change results are keys") {

@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -105,6 +107,95 @@ inline bool byte_ranges_overlap(const void* a, std::size_t a_bytes, const void* 
   return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
+// Where each process of the job stands, readable by the others without its help (one slot a
+// world rank in an MPI window, read with MPI_Rget): the last collective it began on each
+// communicator (up to `comms` of them). A rank that times out reads it to name the ranks
+// that did not come, as a flight recorder does. MpiSession makes it (collective) and hangs it
+// on MPI_COMM_WORLD; MpiState finds it there.
+class MpiProgress {
+ public:
+  static constexpr int comms = 8;
+  static constexpr int words = 1 + comms * 5;  // count, then (communicator id, call) each
+
+  explicit MpiProgress(MPI_Comm world) : world_(world) {
+    mpi_check(MPI_Win_allocate(words * sizeof(std::int64_t), sizeof(std::int64_t), MPI_INFO_NULL,
+                               world, &base_, &win_),
+              "MPI_Win_allocate", -1);
+    std::fill(base_, base_ + words, 0);
+    mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_), "MPI_Win_lock_all", -1);
+  }
+  MpiProgress(const MpiProgress&) = delete;
+  MpiProgress& operator=(const MpiProgress&) = delete;
+  ~MpiProgress() {  // collective: MpiSession's, before MPI_Finalize
+    // A rank done long before the others (eval's) waits for them in a polled barrier that
+    // sleeps, not in MPI_Win_free's, which may spin.
+    MPI_Request req = MPI_REQUEST_NULL;
+    PollBackoff backoff;
+    if (MPI_Ibarrier(world_, &req) == MPI_SUCCESS)
+      for (int done = 0; MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done;)
+        backoff.pause();
+    MPI_Win_unlock_all(win_);
+    MPI_Win_free(&win_);
+  }
+
+  // The attribute of MPI_COMM_WORLD holding the session's MpiProgress.
+  static int keyval() {
+    static const int key = [] {
+      int k = MPI_KEYVAL_INVALID;
+      MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &k, nullptr);
+      return k;
+    }();
+    return key;
+  }
+  static MpiProgress* of_world() {
+    void* p = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, keyval(), &p, &found);
+    return found ? static_cast<MpiProgress*>(p) : nullptr;
+  }
+
+  // This process began `call` on the communicator `id`.
+  void began(std::int64_t id, const CommCall& call) {
+    std::int64_t* e = base_ + 1;
+    int i = 0;
+    while (i < base_[0] && e[5 * i] != id) ++i;
+    if (i == comms) return;  // more communicators than slots: the rest go unrecorded
+    if (i == base_[0]) base_[0] = i + 1;
+    const auto c = call.encode();
+    e[5 * i] = id;
+    std::copy(c.begin(), c.end(), e + 5 * i + 1);
+    MPI_Win_sync(win_);
+  }
+
+  // World rank `r`'s last call on communicator `id`: none when it made none there; unknown
+  // (nullopt) when its slot could not be read within a second.
+  struct Seen {
+    bool read = false;
+    std::optional<CommCall> call;
+  };
+  Seen last_call(int r, std::int64_t id) {
+    std::int64_t slot[words];
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Rget(slot, words, MPI_INT64_T, r, 0, words, MPI_INT64_T, win_, &req) != MPI_SUCCESS)
+      return {};
+    const auto deadline = comm_deadline(CommSeconds(1));
+    PollBackoff backoff;
+    for (int done = 0; !done; backoff.pause()) {
+      if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return {};
+      if (!done && std::chrono::steady_clock::now() > deadline) return {};
+    }
+    Seen seen{true, std::nullopt};
+    for (int i = 0; i < std::min<std::int64_t>(slot[0], comms); ++i)
+      if (slot[1 + 5 * i] == id) seen.call = CommCall::decode(slot + 2 + 5 * i);
+    return seen;
+  }
+
+ private:
+  MPI_Comm world_;
+  std::int64_t* base_ = nullptr;
+  MPI_Win win_ = MPI_WIN_NULL;
+};
+
 // An MPI communicator, the counters of this process's rank in it, its collectives' count
 // and the history this process's communicators share.
 struct MpiState {
@@ -119,6 +210,8 @@ struct MpiState {
   CommHistory::Label label;
   std::vector<int> world_ranks;  // of the members, in rank order
   std::shared_ptr<CommHistory> history;
+  MpiProgress* progress = MpiProgress::of_world();  // none without an MpiSession
+  std::int64_t id = 0;                              // the label's hash, for `progress`
 
   MpiState(MPI_Comm c, bool own, std::shared_ptr<CommHistory> h, bool check)
       : comm(c), owned(own), checks(check), history(std::move(h)) {
@@ -130,6 +223,7 @@ struct MpiState {
     mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "MPI_Comm_size", rank);
     world_ranks = mpi_world_ranks(comm, size);
     label = comm_label(world_ranks, world_size);
+    id = static_cast<std::int64_t>(std::hash<std::string>{}(*label) >> 1);
   }
 
   // "rank 2", or "rank 1 (world rank 3)" in a communicator other than the world.
@@ -395,6 +489,7 @@ class MpiComm {
   CommCall begin(CommCall call, const char* mpi_call, const char* what) {
     call.seq = ++state_->seq;
     note(call);
+    if (state_->progress) state_->progress->began(state_->id, call);
     if (!state_->checks || size() == 1) return call;
     const auto mine = call.encode();
     // The max of (v, -v) over the ranks is (v, -v) only where every rank has v.
@@ -442,11 +537,38 @@ class MpiComm {
                    "; it is stopped, hung or making other calls (SEQPAR_COMM_TIMEOUT_S sets the "
                    "limit)\n",
                    history());
-    detail::fail("MpiComm: rank ", rank(), " waited more than ", limit, " s in ", what, " of a ",
-                 size(), "-rank communicator (", *state_->label, ", its collective #", call.seq,
-                 "): a rank did not come (stopped, hung or making other calls; "
-                 "SEQPAR_COMM_TIMEOUT_S sets the limit)\n",
+    detail::fail("MpiComm: ", absent(call), " rank ", rank(), " waited more than ", limit, " s in ",
+                 what, " of a ", size(), "-rank communicator (", *state_->label,
+                 ", its collective #", call.seq,
+                 ") (stopped, hung or making other calls; SEQPAR_COMM_TIMEOUT_S sets the limit)\n",
                  history());
+  }
+
+  // "rank 3 did not come to all_reduce (its last call here: #1 all_reduce<F32>(n=4, sum));":
+  // the members whose progress shows they did not begin `call`, read from their slots.
+  std::string absent(const CommCall& call) const {
+    const std::string op(comm_op_name(call.op));
+    if (!state_->progress) return "a rank did not come to " + op + ":";
+    std::string named;
+    int unread = 0;
+    for (int m = 0; m < size(); ++m) {
+      if (m == rank()) continue;
+      const auto seen = state_->progress->last_call(state_->world_ranks[m], state_->id);
+      if (!seen.read) {
+        ++unread;
+        continue;
+      }
+      if (seen.call && seen.call->seq >= call.seq) continue;
+      named += (named.empty() ? "" : "; ") + state_->who(m) + " (its last call here: " +
+               (seen.call ? "#" + std::to_string(seen.call->seq) + " " + seen.call->describe()
+                          : std::string("none")) +
+               ")";
+    }
+    if (named.empty())
+      return unread ? "a rank did not come to " + op + " (" + std::to_string(unread) +
+                          " rank(s) could not be asked where they are):"
+                    : "every rank began " + op + " but it did not complete:";
+    return named + " did not come to " + op + ":";
   }
 
   // A reduction's buffer as MPI sees it. MPI has no 16-bit float type: a bf16 or f16 buffer
@@ -520,15 +642,21 @@ class MpiSession {
     int provided = MPI_THREAD_SINGLE;
     detail::mpi_check(MPI_Init_thread(&argc, &argv, required, &provided), "MPI_Init_thread", -1);
     owns_ = true;
+    progress_ = std::make_unique<detail::MpiProgress>(MPI_COMM_WORLD);
+    MPI_Comm_set_attr(MPI_COMM_WORLD, detail::MpiProgress::keyval(), progress_.get());
   }
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
   ~MpiSession() {
-    if (owns_ && !detail::mpi_finalized()) MPI_Finalize();
+    if (!owns_ || detail::mpi_finalized()) return;
+    MPI_Comm_delete_attr(MPI_COMM_WORLD, detail::MpiProgress::keyval());
+    progress_.reset();
+    MPI_Finalize();
   }
 
  private:
   bool owns_ = false;
+  std::unique_ptr<detail::MpiProgress> progress_;  // the ranks' progress, for timeouts
 };
 
 /// Runs fn(MpiComm& world) under an MpiSession and returns its result (0 if it returns void),

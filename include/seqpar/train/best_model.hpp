@@ -85,12 +85,11 @@ struct BestModel {
   }
 };
 
-/// A BestModel in words, for an agreement between ranks ("none" when unset).
-inline std::string best_text(const std::optional<BestModel>& b) {
-  if (!b) return "none";
-  return b->key() + (b->greater() ? " greater" : " smaller") +
-         (b->load_at_end ? ", loaded at the end" : "") + ", patience " +
-         std::to_string(b->patience) + ", threshold " + std::to_string(b->threshold);
+/// A BestModel in words, for the agreement between ranks (core/fields.hpp).
+inline std::string field_text(const BestModel& b) {
+  return b.key() + (b.greater() ? " greater" : " smaller") +
+         (b.load_at_end ? ", loaded at the end" : "") + ", patience " + std::to_string(b.patience) +
+         ", threshold " + std::to_string(b.threshold);
 }
 
 /// One evaluation of a run: its step, its metrics and the checkpoint it scored (a name in

@@ -4,10 +4,12 @@
 // out to the reporters a run chose (RunSpec::report_to: TensorBoard's event files). A line
 // that cannot be written ends the run with an Error naming the file: metrics are never lost
 // silently. A resumed run supersedes what it redoes: the rows of steps after its checkpoint,
-// logged before it stopped, are dropped, so the file holds each step at most once.
+// logged before it stopped, are dropped, so the file holds each step at most once. A row a full
+// disk or a kill left torn (no newline) is cut off before the file is written again.
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -49,6 +51,9 @@ inline std::string reporter_names(std::span<const Reporter> rs) {
   for (const Reporter r : rs) (out += out.empty() ? "" : ",") += reporter_name(r);
   return out.empty() ? "none" : out;
 }
+
+/// The reporters as the agreement between ranks shows them (core/fields.hpp).
+inline std::string field_text(const std::vector<Reporter>& rs) { return reporter_names(rs); }
 
 namespace detail {
 // A row's number as a summary's float: beyond float's range, an infinity (a conversion out
@@ -123,6 +128,38 @@ class MetricsLog {
       if (r == Reporter::tensorboard && !tensorboard_) tensorboard_.emplace(logging_dir);
   }
   const std::filesystem::path& path() const { return path_; }
+
+  /// Cuts a torn last row (one without its newline: a write that a full disk or a kill
+  /// ended) off the file, so that the next row starts a line of its own; returns the bytes
+  /// cut (0 when the file ends with a whole row or does not exist).
+  std::uintmax_t cut_torn_row() const {
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(path_, ec);
+    if (ec || size == 0) return 0;
+    std::ifstream f(path_, std::ios::binary);
+    SEQPAR_CHECK(f.is_open(), path_.string(), ": cannot be opened to read the metrics");
+    // From the end backwards, a block at a time, to the last newline.
+    std::uintmax_t end = size;
+    std::string block;
+    while (end > 0) {
+      const std::uintmax_t n = std::min<std::uintmax_t>(end, 4096);
+      block.resize(static_cast<std::size_t>(n));
+      f.seekg(static_cast<std::streamoff>(end - n));
+      f.read(block.data(), static_cast<std::streamsize>(n));
+      SEQPAR_CHECK(f.good(), path_.string(), ": cannot read the metrics");
+      const auto at = block.rfind('\n');
+      if (at != std::string::npos) {
+        end = end - n + at + 1;
+        break;
+      }
+      end -= n;
+    }
+    if (end == size) return 0;
+    f.close();
+    std::filesystem::resize_file(path_, end, ec);
+    SEQPAR_CHECK(!ec, path_.string(), ": cannot cut its torn last row: ", ec.message());
+    return size - end;
+  }
 
   /// Adds "time" (seconds since the epoch) to `event`, appends it as one line and hands it
   /// to each reporter.

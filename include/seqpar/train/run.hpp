@@ -72,6 +72,57 @@ struct StepOutcome {
   bool stopped = false;  // the run stops here (stop_after or a stop request)
 };
 
+/// Refuses, naming the field, a spec that cannot work (what every rank checks on its own).
+inline void check_run_spec(const RunSpec& s) {
+  SEQPAR_CHECK(s.total_steps > 0, "RunSpec::total_steps is ", s.total_steps,
+               "; expected at least one step");
+  SEQPAR_CHECK(s.save_total_limit > 0, "RunSpec::save_total_limit is ", s.save_total_limit,
+               "; expected at least one checkpoint kept");
+  SEQPAR_CHECK(s.save_steps >= 0 && s.stop_after >= 0, "RunSpec::save_steps is ", s.save_steps,
+               " and RunSpec::stop_after ", s.stop_after,
+               "; expected 0 (none) or a number of steps");
+  SEQPAR_CHECK(!s.weights_file.empty() && s.weights_file.find('/') == std::string::npos,
+               "RunSpec::weights_file is '", s.weights_file, "'; expected a file name");
+  SEQPAR_CHECK(s.resume || s.resume_from.empty(), "RunSpec::resume_from is ",
+               s.resume_from.string(), " but RunSpec::resume is false; set it to resume");
+  if (s.best)
+    SEQPAR_CHECK(!s.best->key().empty() && s.best->patience >= 0 &&
+                     std::isfinite(s.best->threshold) && s.best->threshold >= 0,
+                 "RunSpec::best has metric '", s.best->metric, "', patience ", s.best->patience,
+                 " and threshold ", s.best->threshold,
+                 "; expected a metric's name, a patience of 0 (none) or more evaluations and a "
+                 "threshold of 0 or more");
+}
+
+/// The keys every checkpoint of a run records and a resume compares: the trainer's model and
+/// options (trainer_keys), then the program's (RunSpec::keys). Known before any trainer is
+/// built: `f` needs only the model and its parameter count.
+inline std::vector<RunKey> run_keys(const TrainerFacts& f, const TrainOptions& o,
+                                    const RunSpec& spec) {
+  auto k = trainer_keys(f, o);
+  k.insert(k.end(), spec.keys.begin(), spec.keys.end());
+  return k;
+}
+
+/// Collective over `world`, before anything is built or written: every rank's spec, then the
+/// writer's look at the folder (RunFolder) and at the checkpoint's `keys` (run_keys). Every
+/// rank throws the same Refusal, or returns the checkpoint to resume ("" for a fresh run).
+/// `folder`, where given, keeps the writer's look for taking the folder. A program calls it
+/// before it builds its trainers; TrainingRun calls it again as it opens.
+template <class C>
+std::string refuse_run(C& world, const RunSpec& spec, const std::vector<RunKey>& keys,
+                       std::optional<RunFolder>* folder = nullptr) {
+  refuse_together(world, [&] { check_run_spec(spec); });
+  return decide_on_writer(world, [&]() -> std::string {
+    std::optional<RunFolder> mine;
+    std::optional<RunFolder>& f = folder ? *folder : mine;
+    f.emplace(spec);
+    if (!f->resume_from()) return {};
+    check_resume_keys(*f->resume_from(), f->resume_metadata(), keys, spec.allow_changed);
+    return f->resume_from()->string();
+  });
+}
+
 /// The run of `trainer` on this rank of `world` (see the top of this file). World rank 0,
 /// the writer, holds the output folder (its lock, the rotation) and metrics.jsonl.
 template <RunnableTrainer T>
@@ -106,7 +157,8 @@ class TrainingRun {
   const std::filesystem::path& last_checkpoint() const { return last_checkpoint_; }
   bool writer() const { return world_.rank() == 0; }
   /// What taking the folder did (the writer), a line each: a stale lock taken over, a
-  /// killed save's leftovers removed, an earlier run's checkpoints deleted.
+  /// killed save's leftovers removed, an earlier run's checkpoints deleted, a torn metrics
+  /// row cut.
   const std::vector<std::string>& folder_notes() const { return notes_; }
 
   /// Asks the run to stop after this step, as a caught SIGTERM or SIGINT does (`sig` names
@@ -237,64 +289,19 @@ class TrainingRun {
   using Clock = std::chrono::steady_clock;
 
   // The keys every checkpoint records and a resume compares: the trainer's and the program's.
-  std::vector<RunKey> keys() const {
-    auto k = trainer_keys(trainer_.facts(), trainer_.options());
-    k.insert(k.end(), spec_.keys.begin(), spec_.keys.end());
-    return k;
-  }
+  std::vector<RunKey> keys() const { return run_keys(trainer_.facts(), trainer_.options(), spec_); }
 
-  // 1. What can refuse the run, before anything is written: every rank's spec, then the
-  // writer's look at the folder and the checkpoint's keys. Returns the checkpoint to resume
-  // ("" for a fresh run), the same on every rank.
-  std::string refuse() {
-    refuse_together(world_, [&] { check_spec(); });
-    return decide_on_writer(world_, [&]() -> std::string {
-      folder_.emplace(spec_);
-      if (!folder_->resume_from()) return {};
-      check_resume_keys(*folder_->resume_from(), folder_->resume_metadata(), keys(),
-                        spec_.allow_changed);
-      return folder_->resume_from()->string();
-    });
-  }
-
-  void check_spec() const {
-    const RunSpec& s = spec_;
-    SEQPAR_CHECK(s.total_steps > 0, "RunSpec::total_steps is ", s.total_steps,
-                 "; expected at least one step");
-    SEQPAR_CHECK(s.save_total_limit > 0, "RunSpec::save_total_limit is ", s.save_total_limit,
-                 "; expected at least one checkpoint kept");
-    SEQPAR_CHECK(s.save_steps >= 0 && s.stop_after >= 0, "RunSpec::save_steps is ", s.save_steps,
-                 " and RunSpec::stop_after ", s.stop_after,
-                 "; expected 0 (none) or a number of steps");
-    SEQPAR_CHECK(!s.weights_file.empty() && s.weights_file.find('/') == std::string::npos,
-                 "RunSpec::weights_file is '", s.weights_file, "'; expected a file name");
-    SEQPAR_CHECK(s.resume || s.resume_from.empty(), "RunSpec::resume_from is ",
-                 s.resume_from.string(), " but RunSpec::resume is false; set it to resume");
-    if (s.best)
-      SEQPAR_CHECK(!s.best->key().empty() && s.best->patience >= 0 &&
-                       std::isfinite(s.best->threshold) && s.best->threshold >= 0,
-                   "RunSpec::best has metric '", s.best->metric, "', patience ", s.best->patience,
-                   " and threshold ", s.best->threshold,
-                   "; expected a metric's name, a patience of 0 (none) or more evaluations and "
-                   "a threshold of 0 or more");
-  }
+  // 1. What can refuse the run, before anything is written (refuse_run). Returns the
+  // checkpoint to resume ("" for a fresh run), the same on every rank.
+  std::string refuse() { return refuse_run(world_, spec_, keys(), &folder_); }
 
   // 2. Every rank runs what the others run: the trainer, its options, the spec, the
   // program's keys and values, the checkpoint.
   void agree(const std::string& checkpoint) {
     AgreedValues v = agreed_values(trainer_.facts(), trainer_.options());
-    const RunSpec& s = spec_;
-    v.insert(v.end(), {{"RunSpec::output_dir", s.output_dir.string()},
-                       {"RunSpec::total_steps", std::to_string(s.total_steps)},
-                       {"RunSpec::save_steps", std::to_string(s.save_steps)},
-                       {"RunSpec::save_total_limit", std::to_string(s.save_total_limit)},
-                       {"RunSpec::stop_after", std::to_string(s.stop_after)},
-                       {"RunSpec::allow_changed", s.allow_changed ? "true" : "false"},
-                       {"RunSpec::best", best_text(s.best)},
-                       {"RunSpec::report_to", reporter_names(s.report_to)},
-                       {"checkpoint resumed", checkpoint.empty() ? "(none)" : checkpoint}});
-    for (const auto& k : s.keys) v.emplace_back(k.key, k.value);
-    v.insert(v.end(), s.agreed.begin(), s.agreed.end());
+    const AgreedValues s = spec_values(spec_);
+    v.insert(v.end(), s.begin(), s.end());
+    v.emplace_back("checkpoint resumed", checkpoint.empty() ? "(none)" : checkpoint);
     try {
       require_agreement(world_, v);
     } catch (const Refusal&) {
@@ -313,6 +320,9 @@ class TrainingRun {
       if (fresh) std::filesystem::remove(spec_.output_dir / Evaluations::file_name);
       log_.emplace(spec_.output_dir / "metrics.jsonl", spec_.report_to,
                    spec_.output_dir / spec_.logging_dir);
+      if (const auto cut = log_->cut_torn_row())
+        notes_.push_back("cut a torn last row (" + std::to_string(cut) + " bytes) off " +
+                         log_->path().string());
       const TrainerFacts f = trainer_.facts();
       nlohmann::json start = {{"event", "start"},
                               {"plan", plan_name(f.plan)},

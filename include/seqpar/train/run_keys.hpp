@@ -3,7 +3,6 @@
 // name/value texts: its model, plan, device and precision and every TrainOptions field (one
 // list: visit_options).
 
-#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -21,22 +20,6 @@
 
 namespace seqpar::inline v0 {
 
-/// A field's value as text: numbers the shortest way that reads back, enums by number.
-template <class V>
-std::string option_text(const V& v) {
-  if constexpr (std::is_same_v<V, bool>) {
-    return v ? "true" : "false";
-  } else if constexpr (std::is_enum_v<V>) {
-    return std::to_string(static_cast<long long>(v));
-  } else if constexpr (std::is_arithmetic_v<V>) {
-    char buf[32];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);
-    return std::string(buf, r.ptr);
-  } else {  // std::optional<bool>
-    return v ? option_text(*v) : "default";
-  }
-}
-
 /// The model as the agreement and the checkpoints name it.
 inline std::string model_text(const TrainerFacts& f) {
   const BloomConfig& m = f.model;
@@ -51,7 +34,7 @@ inline std::vector<RunKey> trainer_keys(const TrainerFacts& f, const TrainOption
   std::vector<RunKey> keys{{"model", model_text(f), true}};
   visit_options(o, [&](std::string_view name, const auto& v, OptionRole role) {
     if (role != OptionRole::layout)
-      keys.push_back({"options." + std::string(name), option_text(v), role == OptionRole::order});
+      keys.push_back({"options." + std::string(name), field_text(v), role == OptionRole::order});
   });
   return keys;
 }
@@ -64,7 +47,7 @@ inline AgreedValues agreed_values(const TrainerFacts& f, const TrainOptions& o) 
                  {"device", device_name(f.device)},
                  {"precision", std::string(f.precision)}};
   visit_options(o, [&](std::string_view name, const auto& x, OptionRole) {
-    v.emplace_back("options." + std::string(name), option_text(x));
+    v.emplace_back("options." + std::string(name), field_text(x));
   });
   return v;
 }

@@ -9,9 +9,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "seqpar/comm/agreement.hpp"
+#include "seqpar/core/fields.hpp"
 #include "seqpar/train/best_model.hpp"
 #include "seqpar/train/hf_model_dir.hpp"
 #include "seqpar/train/metrics_log.hpp"  // Reporter
@@ -96,5 +100,46 @@ struct RunSpec {
   nlohmann::json start_details = nlohmann::json::object();
   RunHooks hooks{};
 };
+
+/// Every field of RunSpec and how the ranks use it: the one list the start-up agreement
+/// reads (spec_values). A field added to RunSpec is added here, with its use.
+inline constexpr std::tuple run_spec_fields{
+    field<FieldUse::agreed>("output_dir", &RunSpec::output_dir),
+    field<FieldUse::agreed>("total_steps", &RunSpec::total_steps),
+    field<FieldUse::agreed>("save_steps", &RunSpec::save_steps),
+    field<FieldUse::agreed>("save_total_limit", &RunSpec::save_total_limit),
+    field<FieldUse::agreed>("best", &RunSpec::best),
+    field<FieldUse::agreed>("stop_after", &RunSpec::stop_after),
+    field<FieldUse::agreed>("resume", &RunSpec::resume),
+    field<FieldUse::agreed>("resume_from", &RunSpec::resume_from),
+    field<FieldUse::agreed>("overwrite_output_dir", &RunSpec::overwrite_output_dir),
+    field<FieldUse::agreed>("allow_changed", &RunSpec::allow_changed),
+    field<FieldUse::entries>("keys", &RunSpec::keys),
+    field<FieldUse::entries>("agreed", &RunSpec::agreed),
+    field<FieldUse::agreed>("own_files", &RunSpec::own_files),
+    field<FieldUse::agreed>("lock_name", &RunSpec::lock_name),
+    field<FieldUse::agreed>("weights_file", &RunSpec::weights_file),
+    field<FieldUse::own>("hf_export", &RunSpec::hf_export),  // the writer's
+    field<FieldUse::own>("device_label", &RunSpec::device_label),
+    field<FieldUse::agreed>("catch_signals", &RunSpec::catch_signals),
+    field<FieldUse::agreed>("report_to", &RunSpec::report_to),
+    field<FieldUse::agreed>("logging_dir", &RunSpec::logging_dir),
+    field<FieldUse::own>("start_details", &RunSpec::start_details),  // the writer's
+    field<FieldUse::own>("hooks", &RunSpec::hooks),
+};
+static_assert(lists_every_field<RunSpec>(run_spec_fields),
+              "run_spec_fields must list every field of RunSpec, with how the ranks use it");
+
+/// What every rank of a run must have alike of `s`: each agreed field ("RunSpec::save_steps"),
+/// then the entries of RunSpec::keys and RunSpec::agreed.
+inline AgreedValues spec_values(const RunSpec& s) {
+  AgreedValues v;
+  for_agreed_fields(s, run_spec_fields, [&](std::string_view name, std::string text) {
+    v.emplace_back("RunSpec::" + std::string(name), std::move(text));
+  });
+  for (const auto& k : s.keys) v.emplace_back(k.key, k.value);
+  v.insert(v.end(), s.agreed.begin(), s.agreed.end());
+  return v;
+}
 
 }  // namespace seqpar::inline v0

@@ -11,6 +11,7 @@
 
 #include "seqpar/config/memory_modes.hpp"
 #include "seqpar/core/arena.hpp"
+#include "seqpar/core/fields.hpp"
 #include "seqpar/nn/block.hpp"
 #include "seqpar/optim/schedule.hpp"
 #include "seqpar/train/precision.hpp"
@@ -106,29 +107,6 @@ constexpr void visit_options(O& o, F&& f) {
 }
 
 namespace detail {
-// Converts to any field type but an optional's (whose converting constructor would make the
-// conversion ambiguous): aggregate_fields counts an aggregate's members with it.
-struct AnyField {
-  template <class T>
-  operator T() const;
-};
-struct AnyOptional {
-  template <class T>
-  operator std::optional<T>() const;
-};
-
-// The members of aggregate T: the most initialisers T{...} takes (each one AnyField, or
-// AnyOptional where a member is an optional).
-template <class T, class... A>
-constexpr std::size_t aggregate_fields() {
-  if constexpr (requires { T{A{}..., AnyField{}}; })
-    return aggregate_fields<T, A..., AnyField>();
-  else if constexpr (requires { T{A{}..., AnyOptional{}}; })
-    return aggregate_fields<T, A..., AnyOptional>();
-  else
-    return sizeof...(A);
-}
-
 constexpr std::size_t visited_options() {
   std::size_t n = 0;
   const TrainOptions o{};
@@ -139,9 +117,9 @@ constexpr std::size_t visited_options() {
 
 // A field added to TrainOptions, LrSchedule or LossScaleOptions must be added to
 // visit_options too (the agreement and the resume keys read it).
-static_assert(detail::visited_options() == detail::aggregate_fields<TrainOptions>() - 2 +
-                                               detail::aggregate_fields<LrSchedule>() +
-                                               detail::aggregate_fields<LossScaleOptions>(),
+static_assert(detail::visited_options() == aggregate_fields<TrainOptions>() - 2 +
+                                               aggregate_fields<LrSchedule>() +
+                                               aggregate_fields<LossScaleOptions>(),
               "visit_options must list every field of TrainOptions, LrSchedule and "
               "LossScaleOptions");
 

@@ -11,9 +11,12 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <tuple>
 
 #include "seqpar/config/memory_modes.hpp"
 #include "seqpar/core/error.hpp"
+#include "seqpar/core/fields.hpp"
 #include "seqpar/optim/schedule.hpp"
 #include "seqpar/plan/registry.hpp"
 #include "seqpar/train/best_model.hpp"
@@ -73,6 +76,72 @@ struct TrainingArguments {
 
   bool was_given(const std::string& field) const { return given.contains(field); }
 };
+
+/// Every field of TrainingArguments and how a run's ranks use it: the one list a program's
+/// start-up agreement reads (a field added to TrainingArguments is added here).
+inline constexpr std::tuple training_arguments_fields{
+    field<FieldUse::agreed>("learning_rate", &TrainingArguments::learning_rate),
+    field<FieldUse::agreed>("weight_decay", &TrainingArguments::weight_decay),
+    field<FieldUse::agreed>("adam_beta1", &TrainingArguments::adam_beta1),
+    field<FieldUse::agreed>("adam_beta2", &TrainingArguments::adam_beta2),
+    field<FieldUse::agreed>("adam_epsilon", &TrainingArguments::adam_epsilon),
+    field<FieldUse::agreed>("max_grad_norm", &TrainingArguments::max_grad_norm),
+    field<FieldUse::agreed>("lr_scheduler_type", &TrainingArguments::lr_scheduler_type),
+    field<FieldUse::agreed>("warmup_ratio", &TrainingArguments::warmup_ratio),
+    field<FieldUse::agreed>("warmup_steps", &TrainingArguments::warmup_steps),
+    field<FieldUse::agreed>("warmup_type", &TrainingArguments::warmup_type),
+    field<FieldUse::agreed>("warmup_min_lr", &TrainingArguments::warmup_min_lr),
+    field<FieldUse::agreed>("lr_decay_steps", &TrainingArguments::lr_decay_steps),
+    field<FieldUse::agreed>("num_train_epochs", &TrainingArguments::num_train_epochs),
+    field<FieldUse::agreed>("max_steps", &TrainingArguments::max_steps),
+    field<FieldUse::agreed>("train_batch_size", &TrainingArguments::train_batch_size),
+    field<FieldUse::agreed>("per_device_train_batch_size",
+                            &TrainingArguments::per_device_train_batch_size),
+    field<FieldUse::agreed>("gradient_accumulation_steps",
+                            &TrainingArguments::gradient_accumulation_steps),
+    field<FieldUse::agreed>("seed", &TrainingArguments::seed),
+    field<FieldUse::agreed>("save_strategy", &TrainingArguments::save_strategy),
+    field<FieldUse::agreed>("save_steps", &TrainingArguments::save_steps),
+    field<FieldUse::agreed>("save_total_limit", &TrainingArguments::save_total_limit),
+    field<FieldUse::agreed>("logging_steps", &TrainingArguments::logging_steps),
+    field<FieldUse::agreed>("eval_strategy", &TrainingArguments::eval_strategy),
+    field<FieldUse::agreed>("eval_steps", &TrainingArguments::eval_steps),
+    field<FieldUse::agreed>("per_device_eval_batch_size",
+                            &TrainingArguments::per_device_eval_batch_size),
+    field<FieldUse::agreed>("metric_for_best_model", &TrainingArguments::metric_for_best_model),
+    field<FieldUse::agreed>("greater_is_better", &TrainingArguments::greater_is_better),
+    field<FieldUse::agreed>("load_best_model_at_end", &TrainingArguments::load_best_model_at_end),
+    field<FieldUse::agreed>("early_stopping_patience", &TrainingArguments::early_stopping_patience),
+    field<FieldUse::agreed>("early_stopping_threshold",
+                            &TrainingArguments::early_stopping_threshold),
+    field<FieldUse::agreed>("precision", &TrainingArguments::precision),
+    field<FieldUse::agreed>("loss_scale", &TrainingArguments::loss_scale),
+    field<FieldUse::agreed>("offload", &TrainingArguments::offload),
+    field<FieldUse::agreed>("recompute", &TrainingArguments::recompute),
+    field<FieldUse::agreed>("recompute_every", &TrainingArguments::recompute_every),
+    field<FieldUse::agreed>("max_nonfinite_steps", &TrainingArguments::max_nonfinite_steps),
+    field<FieldUse::agreed>("layout", &TrainingArguments::plan),
+    field<FieldUse::own>("given", &TrainingArguments::given),  // how, not what
+};
+static_assert(lists_every_field<TrainingArguments>(training_arguments_fields),
+              "training_arguments_fields must list every field of TrainingArguments");
+
+/// The layout asked for as the agreement shows it: its name and the name given.
+inline std::string field_text(const PlanRequest& r) {
+  return plan_name(r.layout) + (r.asked.empty() ? "" : " (asked as " + r.asked + ")");
+}
+
+/// A loss scale's fields as the agreement shows them, from visit_options' list.
+inline std::string field_text(const LossScaleOptions& l) {
+  TrainOptions o;
+  o.loss_scale = l;
+  std::string s;
+  visit_options(o, [&](std::string_view name, const auto& v, OptionRole) {
+    if (name.starts_with("loss_scale."))
+      s += (s.empty() ? "" : ", ") + std::string(name.substr(11)) + " " + field_text(v);
+  });
+  return s;
+}
 
 /// The rows of one optimizer step: `rows` in the global batch, `micro_rows` in each data
 /// rank's micro-batch, `accumulation` micro-batches per step (the last one may be smaller

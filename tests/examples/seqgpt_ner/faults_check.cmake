@@ -2,13 +2,14 @@
 # decimals; checkpoints rotate (the newest --save_total_limit kept), leftovers of a killed
 # save are removed, one run at a time owns an output folder (a stale lock is taken over, a
 # live one or another host's never); a resume says what changed and refuses without
-# --allow_changed_options, having written nothing into the folder; after a resume the
-# metrics hold each step once; a run whose loss turns non-finite stops with an error;
-# metrics that cannot be written end the run; weights for another model are refused from
-# their header; predict keeps each line's number as its id and refuses a short submission;
-# settings, run.json fields and folders that cannot work are refused before any work;
-# export never overwrites a run folder or a folder of files, nor pairs a checkpoint with
-# another tokenizer; weights without their tokenizer never train.
+# --allow_changed_options, having written nothing into the folder (another --data_dir or
+# --model alike); after a resume the metrics hold each step once, a torn last row cut off;
+# a run whose loss turns non-finite stops with an error; metrics that cannot be written end
+# the run; weights for another model are refused from their header; predict keeps each
+# line's number as its id and refuses a short submission; settings, run.json fields and
+# folders that cannot work are refused before any work; export never overwrites a run folder
+# or a folder of files, nor pairs a checkpoint with another tokenizer; weights without their
+# tokenizer never train.
 #   cmake -DEXE=<seqgpt_ner> -DOUT=<scratch dir> -P faults_check.cmake
 file(REMOVE_RECURSE "${OUT}")
 include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
@@ -65,7 +66,13 @@ expect("${out}" "--allow_changed_options")
 expect_files("${rot}" .notes.txt.tmp.1 run.json.tmp.keep .step-8.safetensors.tmp.1a2b3c
              .model.safetensors.tmp.ff seqgpt_ner.lock step-99.safetensors
              "!step-99.safetensors.incomplete")
+# A row that a full disk tore (no newline) is cut off when the resume opens the metrics,
+# and said: the resume's rows start lines of their own (every line below parses as JSON).
+set(torn "{\"event\":\"train\",\"step\":7,\"lo")
+string(LENGTH "${torn}" torn_bytes)
+file(APPEND "${rot}/metrics.jsonl" "${torn}")
 ner_run(0 out train --out "${rot}" ${common} --max-steps 8 --save-every 2 --resume --allow_changed_options)
+expect("${out}" "cut a torn last row (${torn_bytes} bytes) off ${rot}/metrics.jsonl")
 expect("${out}" "taking over the stale lock")
 expect("${out}" "passing over an incomplete checkpoint: ${rot}/step-99.safetensors")
 expect("${out}" "removed ${rot}/.step-8.safetensors.tmp.1a2b3c")
@@ -127,7 +134,9 @@ expect_files("${rot}" seqgpt_ner.lock)
 file(REMOVE "${rot}/seqgpt_ner.lock")
 
 # 4b. A resume that is refused writes nothing into the folder: another --data_dir (its own
-# tokenizer, caches and run.json would replace the run's) leaves every file as it was.
+# tokenizer, caches and run.json would replace the run's) or another --model (refused from
+# the model's shape, before SeqGPT-560M is allocated; in a build without it too) leaves
+# every file as it was.
 set(other "${OUT}/other_data")
 set(corpus "${CMAKE_CURRENT_LIST_DIR}/../../../examples/data")
 file(COPY "${corpus}/train.jsonl" "${corpus}/dev.jsonl" DESTINATION "${other}")
@@ -139,18 +148,24 @@ foreach(f IN LISTS watched)
   file(SHA256 "${rot}/${f}" before_${f})
 endforeach()
 file(GLOB listing_before RELATIVE "${rot}" "${rot}/*" "${rot}/cache/*")
-ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --resume --data_dir "${other}")
-expect("${out}" "ner.data: checkpoint")
-foreach(f IN LISTS watched)
-  file(SHA256 "${rot}/${f}" after)
-  if(NOT after STREQUAL before_${f})
-    message(FATAL_ERROR "a refused resume changed ${rot}/${f}")
+foreach(refused IN ITEMS "--data_dir;${other};ner.data: checkpoint"
+                         "--model;seqgpt560m;model: checkpoint '")
+  list(GET refused 0 flag)
+  list(GET refused 1 value)
+  list(GET refused 2 why)
+  ner_run(1 out train --out "${rot}" ${common} --max-steps 8 --resume ${flag} "${value}")
+  expect("${out}" "${why}")
+  foreach(f IN LISTS watched)
+    file(SHA256 "${rot}/${f}" after)
+    if(NOT after STREQUAL before_${f})
+      message(FATAL_ERROR "a resume refused for another ${flag} changed ${rot}/${f}")
+    endif()
+  endforeach()
+  file(GLOB listing_after RELATIVE "${rot}" "${rot}/*" "${rot}/cache/*")
+  if(NOT listing_before STREQUAL listing_after)
+    message(FATAL_ERROR "a resume refused for another ${flag} changed the folder:\n  ${listing_before}\n  ${listing_after}")
   endif()
 endforeach()
-file(GLOB listing_after RELATIVE "${rot}" "${rot}/*" "${rot}/cache/*")
-if(NOT listing_before STREQUAL listing_after)
-  message(FATAL_ERROR "a refused resume changed the folder:\n  ${listing_before}\n  ${listing_after}")
-endif()
 
 # 5. A learning rate that blows the weights up: the non-finite steps are skipped, logged,
 # and the second in a row ends the run with an error naming the step.

@@ -12,10 +12,11 @@
 #   CHECK=resume    a checkpoint written by thread ranks resumes under mpirun and one written
 #                   under mpirun resumes on thread ranks: the losses are an uninterrupted run's
 #   CHECK=refusals  a job whose size the layout cannot take is refused, said once, before any
-#                   data is read, as is --device cuda without the CUDA units or without GPUs
-#                   (WITH_CUDA: 1 when built with them) and a folder another run holds; a
-#                   failure on rank 0 while the others wait ends the whole job with its message,
-#                   as a --local_rank that is not the launcher's does
+#                   data is read, as are processes given other options or schedules (MPMD),
+#                   --device cuda without the CUDA units or without GPUs (WITH_CUDA: 1 when
+#                   built with them) and a folder another run holds; a failure on rank 0 while
+#                   the others wait ends the whole job with its message, as a --local_rank that
+#                   is not the launcher's does
 #   cmake -DEXE=<seqgpt_ner> -DMPIEXEC="mpirun;--oversubscribe" -DNP_FLAG=-n -DCHECK=plans
 #         -DCOMPARE=<seqgpt_ner_compare_weights> -DOUT=<scratch dir> [-DLAUNCHER=srun]
 #         -P mpirun_check.cmake
@@ -276,6 +277,25 @@ elseif(CHECK STREQUAL "refusals")
     count("${out}" "ranks disagree" said)
     if(NOT said EQUAL 1 OR EXISTS "${OUT}/mpmd")
       message(FATAL_ERROR "a disagreement said ${said} times (expected once), or ${OUT}/mpmd made:\n${out}")
+    endif()
+    # Alike but for the schedules that decide which collectives run (saves, evaluations,
+    # stops): refused at start-up, within seconds, not after the communicator's timeout.
+    set(mpmd ${MPIEXEC} ${NP_FLAG} 1 "${EXE}" train --out "${OUT}/sched" ${common} --plan dp2
+             --batch 8 --max-steps 4 --save_steps 1 --eval_steps 2 : ${NP_FLAG} 1 "${EXE}" train
+             --out "${OUT}/sched" ${common} --plan dp2 --batch 8 --max-steps 4 --save_steps 2
+             --eval_steps 3)
+    string(TIMESTAMP t0 "%s")
+    execute_process(COMMAND ${mpmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                    TIMEOUT 300)
+    string(TIMESTAMP t1 "%s")
+    math(EXPR waited "${t1} - ${t0}")
+    set(out "${out}${err}")
+    foreach(what IN ITEMS "save_steps: rank 0 '1'; rank 1 '2'" "eval_steps: rank 0 '2'; rank 1 '3'")
+      expect("${out}" "${what}")
+    endforeach()
+    if(rc EQUAL 0 OR waited GREATER 60 OR EXISTS "${OUT}/sched")
+      message(FATAL_ERROR "ranks with other schedules: exit code ${rc} after ${waited} s, or "
+                          "${OUT}/sched made:\n${out}")
     endif()
   endif()
   # --local_rank (torch.distributed.launch's) must be the launcher's node-local rank: rank 1,

@@ -5,11 +5,13 @@
 // numbers that are not plain finite decimals refused by name.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "../../support/fields.hpp"
 #include "options.hpp"
 
 namespace {
@@ -320,4 +322,28 @@ TEST_CASE("settings that cannot work are refused on the command line, naming the
   CHECK(contains(refusal({"--output_dir", file}), "--output_dir " + file + " is a file"));
   CHECK(contains(refusal({"--export_hf", file}), "--export_hf " + file + " is a file"));
   std::remove(file.c_str());
+}
+
+TEST_CASE("every option a job's processes must share reaches their start-up agreement") {
+  // Each agreed field of option_fields and training_arguments_fields, changed alone, changes
+  // the agreement's value of its own flag and no other (a field left out of either list
+  // stops the build: their static_asserts).
+  const ner::Options o = parse({"--save_steps", "4", "--eval_steps", "2"});
+  CHECK(seqpar::test::agreed_fields_missing(o, ner::option_fields, ner::agreed_options).empty());
+  const auto train = [&o](const seqpar::TrainingArguments& a) {
+    ner::Options with = o;
+    with.train = a;
+    return ner::agreed_options(with);
+  };
+  CHECK(seqpar::test::agreed_fields_missing(o.train, seqpar::training_arguments_fields, train)
+            .empty());
+  const auto values = ner::agreed_options(o);
+  for (const char* name :
+       {"save_steps", "save_strategy", "eval_steps", "eval_strategy", "logging_steps", "stop_after",
+        "eval_limit", "num_beams", "max_new_tokens", "metric_for_best_model",
+        "early_stopping_patience", "per_device_eval_batch_size", "report_to"}) {
+    CAPTURE(name);
+    CHECK(std::count_if(values.begin(), values.end(),
+                        [&](const auto& v) { return v.first == name; }) == 1);
+  }
 }
