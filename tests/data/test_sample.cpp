@@ -94,6 +94,7 @@ TEST_CASE("AnyRecords::sample takes the records its indices name") {
   }
   // Every class of the fixture is in a sample of as many records as classes.
   std::set<std::string> classes;
-  for (const auto& r : records.sample(3, 1).first.as<ClassRecord>()) classes.insert(r.label);
+  const auto three = records.sample(3, 1).first;
+  for (const auto& r : three.as<ClassRecord>()) classes.insert(r.label);
   CHECK(classes.size() == 3);
 }
