@@ -13,117 +13,28 @@
 //   -> ner::TrainRank::operator()  train.cpp: the loop of one rank
 //   -> seqpar::AnyTrainer::step    the plan, model, device and precision chosen at launch
 //   -> seqpar::Trainer<Model, Plan, Device, Precision>::step
-// Before it, ner::check_launch (the layout over the launch's ranks) and
-// ner::prepare_training (the data, the output folder); after it, ner::finish_training.
-#include <algorithm>
+// Before it, ner::run_command (command.cpp: the model resolved), ner::check_launch (the
+// layout over the launch's ranks) and ner::prepare_training (the data, the output folder);
+// after it, ner::finish_training.
 #include <cstdio>
 #include <exception>
 #include <optional>
 
+#include "command.hpp"
 #include "devices.hpp"
-#include "models.hpp"
 #include "options.hpp"
 #include "seqpar/comm/local_rank.hpp"
 #include "seqpar/core/error.hpp"
-#include "seqpar/train/deepspeed_config.hpp"
 #include "seqpar/train/launch.hpp"
-#include "seqpar/train/stop.hpp"
-#include "task_eval.hpp"
-#include "train.hpp"
 #if defined(SEQPAR_WITH_MPI)
 #include "seqpar/comm/mpi_comm.hpp"
 #endif
 
 namespace {
 
-// The model: --model; the compiled model whose shape --weights' config.json describes (a
-// Hugging Face directory, with its tokenizer or --tokenizer); a weights file is
-// SeqGPT-560M's; eval and predict without --weights take the trained run's; else tiny.
-void resolve_model(ner::Options& o) {
-  if (!o.weights.empty() && std::filesystem::is_directory(o.weights)) {
-    const auto hf = seqpar::HfModelDir::open(o.weights);
-    if (o.model.empty()) o.model = ner::model_of_shape(hf.config, hf.config_file.string()).name;
-    hf.check(ner::model_info(o.model).config, o.model);
-    // Its weights know its tokenizer's ids only: never one built from the data.
-    SEQPAR_CHECK(!o.tokenizer.empty() || !hf.tokenizer.empty(),
-                 (o.weights / "tokenizer.json").string(), " is missing: the weights of ",
-                 o.weights.string(),
-                 " were trained with a tokenizer of their own; add it there or pass --tokenizer "
-                 "FILE");
-    if (o.tokenizer.empty()) o.tokenizer = hf.tokenizer;
-    o.model_dir = o.weights;
-    o.weights = hf.weights;
-  }
-  if (o.model.empty() && o.command != "train" && o.weights.empty())
-    if (const auto info = ner::RunInfo::read(o.out_dir); info && !info->model.empty())
-      o.model = info->model;
-  if (o.model.empty()) o.model = o.weights.empty() ? "tiny" : "seqgpt560m";
-  ner::check_compiled(o.model);
-}
-
-// The ranks without a launcher: --ranks, else the plan name's, else tensor x pipeline (at
-// least 2: the default run is data parallel over 2 ranks).
-int thread_ranks(const ner::Options& o) {
-  const seqpar::PlanDesc& l = o.train.plan.layout;
-  if (o.ranks > 0) return o.ranks;
-  if (l.data > 0) return l.world_size();
-  return std::max(2, l.tensor * l.pipeline);
-}
-
 // A message of the library in this program's terms (its flags for the fields they set).
 void say(bool speaks, const char* what) {
   if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", ner::in_flag_terms(what).c_str());
-}
-
-// A command on the ranks of `launch`: eval, predict and export on the writer alone; train on
-// every rank. Refusals every rank reaches alike are said once (exit 2 for the launch, 1 for
-// the files); other failures propagate.
-int run_command(ner::Options o, const seqpar::RankLaunch& launch) {
-  const bool writer = launch.writer();
-  try {
-    if (!o.deepspeed.empty()) {
-      SEQPAR_CHECK(o.command == "train", "--deepspeed configures training; ", o.command,
-                   " takes no DeepSpeed configuration");
-      const auto report = seqpar::apply_deepspeed_file(o.train, o.deepspeed, launch.world_size());
-      for (const auto& line : report.lines())
-        if (writer) std::printf("%s\n", ner::in_flag_terms(line).c_str());
-    }
-    resolve_model(o);
-    if (o.command == "train") ner::apply_fine_tuning_defaults(o);
-  } catch (const seqpar::Error& e) {  // a file's content, not the command line: exit 1
-    say(writer, e.what());
-    return 1;
-  }
-  if (o.command != "train") {
-    if (!writer) return 0;
-    if (o.command == "export") return ner::export_command(o);
-    return o.command == "eval" ? ner::eval_command(o) : ner::predict_command(o);
-  }
-  ner::Launched run;
-  try {
-    run = ner::check_launch(o, launch);  // before any data is read
-  } catch (const seqpar::Error& e) {
-    say(writer, e.what());
-    return 2;
-  }
-  std::unique_ptr<ner::Training> t;
-  try {
-    t = ner::prepare_training(o, launch, run);
-  } catch (const seqpar::Refusal& e) {
-    say(writer, e.what());
-    return 1;
-  }
-  // The run refuses (every rank alike) before it writes; SIGTERM (what Slurm and mpirun send
-  // first) and SIGINT stop every rank at the next step boundary with a checkpoint.
-  try {
-    seqpar::run_world(launch,
-                      o.device == "cuda" ? seqpar::DeviceKind::cuda : seqpar::DeviceKind::cpu,
-                      ner::TrainRank{*t});
-  } catch (const seqpar::Refusal& e) {
-    say(writer, e.what());
-    return 1;
-  }
-  return ner::finish_training(*t);
 }
 
 // --local_rank N (torch.distributed.launch passes it) against this process's node-local rank
@@ -160,7 +71,7 @@ int run_processes(int argc, char** argv, const ner::Options& o, const std::strin
     launch.node_processes = seqpar::node_local_size(mpi);
     launch.processes =
         o.command == "train" ? ner::process_world(mpi, o.device, launcher) : seqpar::AnyComm(mpi);
-    return run_command(o, launch);
+    return ner::run_command(o, launch);
   } catch (const seqpar::Refusal& e) {
     say(rank == 0, e.what());
     return 2;
@@ -221,8 +132,8 @@ int main(int argc, char** argv) {
         return 2;
       }
     seqpar::RankLaunch launch;
-    launch.threads = thread_ranks(o);
-    return run_command(o, launch);
+    launch.threads = ner::thread_ranks(o);
+    return ner::run_command(o, launch);
   } catch (const std::exception& e) {
     say(true, e.what());
     return 1;

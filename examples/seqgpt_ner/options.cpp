@@ -522,6 +522,17 @@ void check(const Options& o) {
 
 }  // namespace
 
+std::vector<OptionName> option_names() {
+  std::vector<OptionName> out;
+  for (const Flag& f : flags())
+    for (const auto n : f.names) {
+      std::string name(n);
+      std::replace(name.begin(), name.end(), '-', '_');
+      out.push_back({name, std::string(f.names.front()), f.kind == Flag::boolean});
+    }
+  return out;
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
   // The tiny model trained from scratch; published weights change three of these

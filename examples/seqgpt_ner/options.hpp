@@ -134,6 +134,16 @@ inline seqpar::AgreedValues agreed_options(const Options& o) {
 /// The usage text (--help).
 const char* usage();
 
+/// A name the command line takes (`-` written `_`: learning_rate, zero_stage), the option's
+/// first name, and whether it is a switch.
+struct OptionName {
+  std::string name, option;
+  bool switch_ = false;
+};
+
+/// Every name of every option, in --help's order: what the Python package's keywords are.
+std::vector<OptionName> option_names();
+
 /// Parses argv. Throws UsageError naming a bad option (an unknown one with the nearest
 /// known one), or with an empty message for --help.
 Options parse_options(int argc, char** argv);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include "devices.hpp"
 #include "seqpar/data/json_records.hpp"
@@ -69,8 +70,9 @@ Trained trained(const Options& o) {
     t.weights = seqpar::HfModelDir::open(o.weights).weights;
   if (o.weights.empty() && !fs::exists(t.weights))
     if (const auto newest = seqpar::CheckpointDir{o.out_dir}.newest_complete()) t.weights = *newest;
-  SEQPAR_CHECK(fs::exists(t.weights), t.weights.string(),
-               ": no weights; train into --output_dir first, or pass --weights");
+  if (!fs::exists(t.weights))
+    seqpar::detail::fail_missing(t.weights.string(),
+                                 ": no weights; train into --output_dir first, or pass --weights");
   t.tokenizer = !o.tokenizer.empty() ? o.tokenizer
                 : info               ? info->tokenizer
                                      : o.out_dir / "tokenizer.json";
@@ -92,9 +94,17 @@ Trained trained(const Options& o) {
   return t;
 }
 
+// The run's task: its recorded state where there is one (no training data needed), else
+// made again from the training data.
+seqpar::AnyTask trained_task(const Trained& tr, const Options& o) {
+  return !tr.task_state.is_null()
+             ? seqpar::StandardTasks::restore(tr.task_state, "the run's " + tr.task + " task")
+             : run_task(tr.task, tr.labels, tr.data_dir, o.max_chars);
+}
+
 }  // namespace
 
-int eval_command(const Options& o) {
+nlohmann::json eval_command(const Options& o) {
   const Trained tr = trained(o);
   // Never the bundled corpus silently: the data named, or the data the run was trained on.
   SEQPAR_CHECK(!tr.data_dir.empty(), o.out_dir.string(),
@@ -103,7 +113,7 @@ int eval_command(const Options& o) {
   auto services = model_services(tr.model, o.device);
   const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
   const fs::path dev_file = find_split(tr.data_dir, "dev");
-  const seqpar::AnyTask task = run_task(tr.task, tr.labels, tr.data_dir, o.max_chars);
+  const seqpar::AnyTask task = trained_task(tr, o);
   std::printf("data %s (%s)\n", tr.data_dir.string().c_str(), tr.task.c_str());
   const seqpar::AnyRecords dev = read_dev(task, dev_file, o.max_chars);
   std::printf("  %s\n", dev.report().summary().c_str());
@@ -122,19 +132,16 @@ int eval_command(const Options& o) {
   seqpar::detail::write_file_atomic(o.out_dir / "dev.scores.json", r.task.json + "\n");
   std::printf("predictions %s, scores %s\n", (o.out_dir / "dev.predictions.jsonl").string().c_str(),
               (o.out_dir / "dev.scores.json").string().c_str());
-  return 0;
+  return {{"metrics", eval_metrics(r.task, std::numeric_limits<double>::quiet_NaN())},
+          {"scores", nlohmann::json::parse(r.task.json)}};
 }
 
-int predict_command(const Options& o) {
+std::vector<std::string> predict_command(const Options& o, bool print) {
   const Trained tr = trained(o);
   const ModelInfo& info = model_info(tr.model);
   auto services = model_services(tr.model, o.device);
   const seqpar::Tokenizer tok = load_tokenizer(tr.tokenizer, info.config.vocab_size);
-  // Prediction needs the task, not its training data: the recorded state where there is one.
-  const seqpar::AnyTask task =
-      !tr.task_state.is_null()
-          ? seqpar::StandardTasks::restore(tr.task_state, "the run's " + tr.task + " task")
-          : run_task(tr.task, tr.labels, tr.data_dir, o.max_chars);
+  const seqpar::AnyTask task = trained_task(tr, o);
   SEQPAR_CHECK(o.submission.empty() || task.has_submission(),
                "--submission writes CLUENER's NER submission; this run was trained for ", tr.task);
   // The records: --input's (a JSON record keeps its id, a line's id is its line number),
@@ -163,13 +170,14 @@ int predict_command(const Options& o) {
   const seqpar::AnyPredictions p = task.predict(
       records,
       answers(generate, tok, o, decoding(tr.decoding, tok, tr.max_new_tokens, info.seqgpt)));
-  for (const auto& line : p.lines) std::printf("%s\n", line.c_str());
+  if (print)
+    for (const auto& line : p.lines) std::printf("%s\n", line.c_str());
   if (!o.submission.empty()) {
     task.write_submission(o.submission, p);
     std::fprintf(stderr, "seqgpt_ner: CLUENER submission %s (%zu records)\n",
                  o.submission.string().c_str(), p.lines.size());
   }
-  return 0;
+  return p.lines;
 }
 
 }  // namespace ner

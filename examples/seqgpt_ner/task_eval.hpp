@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "models.hpp"
@@ -28,11 +29,11 @@ EvalResult evaluate_dev(const GenerateFn& generate, const seqpar::Tokenizer& tok
 
 /// `seqgpt_ner eval`: the scores of the run's weights on the dev split of the data it was
 /// trained on, in its task; the predictions in OUT/dev.predictions.jsonl, the scores in
-/// OUT/dev.scores.json.
-int eval_command(const Options& o);
+/// OUT/dev.scores.json. Returns {"metrics": eval_metrics' numbers, "scores": the scores}.
+nlohmann::json eval_command(const Options& o);
 
-/// `seqgpt_ner predict`: the run's task on --text / --input, a prediction (JSON line) each;
-/// --submission: CLUENER's submission file of them (NER).
-int predict_command(const Options& o);
+/// `seqgpt_ner predict`: the run's task on --text / --input, a prediction (JSON line) each,
+/// returned and, with `print`, printed; --submission: CLUENER's submission file of them (NER).
+std::vector<std::string> predict_command(const Options& o, bool print = true);
 
 }  // namespace ner

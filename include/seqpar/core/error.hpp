@@ -15,19 +15,32 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// The Error of a file or folder the user named that does not exist (what Python raises as
+/// FileNotFoundError).
+class MissingFile : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
-template <class... Parts>
+template <class E = Error, class... Parts>
 [[noreturn]] void fail_streamed(const Parts&... parts) {
   std::ostringstream os;
   (os << ... << parts);
-  throw Error(os.str());
+  throw E(os.str());
 }
 
 /// Throws Error with the parts streamed in order. A string literal's type holds its length;
 /// decayed to pointers, messages of the same shape share one instantiation.
 template <class... Parts>
 [[noreturn]] void fail(const Parts&... parts) {
-  fail_streamed<std::decay_t<const Parts>...>(parts...);
+  fail_streamed<Error, std::decay_t<const Parts>...>(parts...);
+}
+
+/// fail, for a file or folder that does not exist: throws MissingFile.
+template <class... Parts>
+[[noreturn]] void fail_missing(const Parts&... parts) {
+  fail_streamed<MissingFile, std::decay_t<const Parts>...>(parts...);
 }
 }  // namespace detail
 

@@ -271,7 +271,8 @@ inline void sort_spans(std::vector<NerSpan>& spans) {
 inline std::string read_text_file(const std::filesystem::path& path, const char* kind) {
   const std::string file = path.string();
   std::error_code ec;
-  SEQPAR_CHECK(std::filesystem::exists(path, ec), file, ": no such file; expected ", kind);
+  if (!std::filesystem::exists(path, ec))
+    detail::fail_missing(file, ": no such file; expected ", kind);
   SEQPAR_CHECK(std::filesystem::is_regular_file(path, ec), file, ": not a regular file; expected ",
                kind);
   std::ifstream in(path, std::ios::binary);

@@ -2,6 +2,7 @@
 // TensorFile: a checkpoint of either kind a user may have — safetensors or a
 // torch.save zip (pytorch_model.bin) — told apart by content, not by name.
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -32,6 +33,7 @@ class TensorFile {
   static File open(const std::filesystem::path& path) {
     unsigned char head[9] = {};
     std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f && errno == ENOENT) detail::fail_missing(path.string(), ": no such weights file");
     SEQPAR_CHECK(f, path.string(), ": cannot open the weights file");
     const std::size_t got = std::fread(head, 1, sizeof head, f);
     std::fclose(f);

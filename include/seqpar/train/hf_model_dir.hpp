@@ -195,11 +195,17 @@ struct HfModelDir {
     HfModelDir d;
     d.dir = dir;
     d.config_file = dir / "config.json";
+    if (!fs::exists(dir))
+      detail::fail_missing(
+          dir.string(),
+          ": no such folder; expected a Hugging Face model directory (config.json, "
+          "the weights and tokenizer.json)");
     SEQPAR_CHECK(fs::is_directory(dir), dir.string(),
                  ": not a folder (a Hugging Face model directory holds config.json, the weights "
                  "and tokenizer.json)");
-    SEQPAR_CHECK(fs::exists(d.config_file), dir.string(),
-                 ": no config.json; expected a Hugging Face model directory");
+    if (!fs::exists(d.config_file))
+      detail::fail_missing(dir.string(),
+                           ": no config.json; expected a Hugging Face model directory");
     d.config = read_bloom_config(d.config_file);
     for (const char* name : {"model.safetensors", "pytorch_model.bin"})
       if (fs::exists(dir / name)) {

@@ -271,9 +271,10 @@ class RunFolder {
                                  ? options_.resume_from
                                  : dir_};
     if (named && !std::filesystem::is_directory(options_.resume_from, ec)) {
-      SEQPAR_CHECK(std::filesystem::exists(options_.resume_from, ec), "RunSpec::resume_from ",
-                   options_.resume_from.string(),
-                   " does not exist; expected a checkpoint step-N.safetensors or a run's folder");
+      if (!std::filesystem::exists(options_.resume_from, ec))
+        detail::fail_missing(
+            "RunSpec::resume_from ", options_.resume_from.string(),
+            " does not exist; expected a checkpoint step-N.safetensors or a run's folder");
       resume_metadata_ = CheckpointDir::open_metadata(options_.resume_from);
       resume_from_ = options_.resume_from;
       return;

@@ -27,6 +27,7 @@ class MappedFile {
   explicit MappedFile(const std::filesystem::path& path) {
     const std::string name = path.string();
     const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) fail_missing(name, ": no such file");
     SEQPAR_CHECK(fd >= 0, name, ": cannot open for reading: ", std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -229,6 +229,8 @@ inline RawTokenizerJson parse_tokenizer_json(std::string_view bytes, const std::
 /// Reads and parses `path`; throws seqpar::Error naming the file on failure.
 inline RawTokenizerJson read_tokenizer_json(const std::filesystem::path& path) {
   const std::string file = path.string();
+  std::error_code missing;
+  if (!std::filesystem::exists(path, missing)) fail_missing(file, ": no such tokenizer file");
   std::ifstream in(path, std::ios::binary);
   SEQPAR_CHECK(in.good(), file, ": cannot open the tokenizer file");
   std::error_code ec;

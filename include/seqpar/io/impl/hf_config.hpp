@@ -16,6 +16,8 @@ namespace seqpar::inline v0 {
 
 SEQPAR_DECL BloomConfig read_bloom_config(const std::filesystem::path& path) {
   const std::string file = path.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) detail::fail_missing(file, ": no such model config");
   std::ifstream in(path);
   SEQPAR_CHECK(in.good(), file, ": cannot open the model config");
   nlohmann::json j;

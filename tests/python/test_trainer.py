@@ -1,0 +1,141 @@
+"""Trainer: a run from Python is seqgpt_ner's run (its losses, files and answers), with
+transformers' calls and Python's exceptions."""
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import seqpar
+from conftest import losses, run_cli
+
+
+def small_args(out, **more):
+    return seqpar.TrainingArguments(out, plan="dp2", max_steps=4, per_device_train_batch_size=4,
+                                    learning_rate=5e-3, logging_steps=1, eval_limit=8,
+                                    per_device_eval_batch_size=8, seed=3, **more)
+
+
+def test_train_equals_the_command_line(tmp_path, train_records, dev_records):
+    args = small_args(str(tmp_path / "py"))
+    trainer = seqpar.Trainer(model="tiny", args=args, train_dataset=train_records,
+                             eval_dataset=dev_records)
+    out = trainer.train()
+    assert out.global_step == 4
+    py = losses(tmp_path / "py")
+    assert sorted(py) == [1, 2, 3, 4]
+    assert out.training_loss == pytest.approx(sum(py.values()) / 4)
+    assert set(out.metrics) >= {"eval_f1", "eval_precision", "eval_recall"}
+    # The same words on the command line, on the records the Trainer wrote: the same run.
+    data = tmp_path / "py" / "datasets"
+    assert (data / "train.jsonl").read_text(encoding="utf-8").count("\n") == len(train_records)
+    run_cli(["train"] + args.replace(output_dir=str(tmp_path / "cli")).to_args() +
+            ["--model=tiny", f"--data_dir={data}"])
+    assert losses(tmp_path / "cli") == py
+
+
+def test_evaluate_predict_and_save_model(tmp_path, train_records, dev_records):
+    trainer = seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "run")),
+                             train_dataset=train_records, eval_dataset=dev_records)
+    trainer.train()
+    metrics = trainer.evaluate(limit=8)
+    assert set(metrics) >= {"eval_f1", "eval_precision", "eval_recall"}
+    scores = json.loads((tmp_path / "run" / "dev.scores.json").read_text(encoding="utf-8"))
+    assert metrics["eval_f1"] == pytest.approx(scores["f1"])
+    # eval on the command line scores the same weights on the same sample alike
+    run_cli(["eval", f"--output_dir={tmp_path / 'run'}", "--eval_limit=8", "--seed=3"])
+    again = json.loads((tmp_path / "run" / "dev.scores.json").read_text(encoding="utf-8"))
+    assert again["f1"] == pytest.approx(metrics["eval_f1"])
+
+    texts = ["蒋军宁从珠海出发，前往南昌渝中区。", "韩鑫鹏说上海足球俱乐部是我最喜欢的地方。"]
+    answers = trainer.predict(texts)
+    cli = [json.loads(line) for line in
+           run_cli(["predict", f"--output_dir={tmp_path / 'run'}"] +
+                   [f"--text={t}" for t in texts]).splitlines() if line.startswith("{")]
+    assert answers == cli
+    assert [a["text"] for a in answers] == texts
+    for a in answers:  # each mention's offsets are where the text holds it
+        for e in a["entities"]:
+            if e.get("start") is not None:
+                assert a["text"][e["start"]:e["end"] + 1] == e["text"] or \
+                    a["text"][e["start"]:e["end"]] == e["text"]
+
+    saved = trainer.save_model(tmp_path / "model")
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "seqgpt_task.json"):
+        assert (tmp_path / "model" / name).exists(), name
+    # The directory alone answers as the run did.
+    alone = seqpar.Trainer(model=saved, args=seqpar.TrainingArguments(str(tmp_path / "none")))
+    assert alone.predict(texts) == answers
+
+
+def test_resume_continues_the_same_run(tmp_path, train_records, dev_records):
+    whole = seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "whole")),
+                           train_dataset=train_records, eval_dataset=dev_records)
+    whole.train()
+    cut = seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "cut"), stop_after=2),
+                         train_dataset=train_records, eval_dataset=dev_records)
+    first = cut.train()
+    assert first.global_step == 2 and not first.run["completed"]
+    cut.args = small_args(str(tmp_path / "cut"))
+    second = cut.train(resume_from_checkpoint=True)
+    assert second.global_step == 4 and second.run["completed"]
+    assert losses(tmp_path / "cut") == losses(tmp_path / "whole")
+
+
+def test_interrupt_stops_with_a_checkpoint(tmp_path, train_records, dev_records):
+    out = tmp_path / "stopped"
+    args = small_args(str(out)).replace(max_steps=100000, eval_limit=0, eval_strategy="no")
+    trainer = seqpar.Trainer(model="tiny", args=args, train_dataset=train_records,
+                             eval_dataset=dev_records)
+
+    def interrupt_after_a_step():  # as Ctrl-C in a notebook: SIGINT to the process
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if (out / "metrics.jsonl").exists() and losses(out):
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=interrupt_after_a_step, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt, match="by SIGINT"):
+        trainer.train()
+    step = trainer.state["global_step"]
+    assert 1 <= step < 100000
+    assert (out / f"step-{step}.safetensors").exists()
+
+
+def test_the_gil_is_released_while_it_trains(tmp_path, train_records, dev_records):
+    trainer = seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "gil")),
+                             train_dataset=train_records, eval_dataset=dev_records)
+    worker = threading.Thread(target=trainer.train)
+    started = time.perf_counter()
+    worker.start()
+    ticks = 0
+    while worker.is_alive():
+        ticks += 1
+        time.sleep(0.001)
+    seconds = time.perf_counter() - started
+    # With the GIL held the whole run, this thread would tick only before and after it.
+    assert seconds > 0.2 and ticks > seconds * 100
+
+
+def test_errors_are_pythons(tmp_path, train_records, dev_records):
+    with pytest.raises(FileNotFoundError, match="no-such-model"):
+        seqpar.Trainer(model=str(tmp_path / "no-such-model"),
+                       args=small_args(str(tmp_path / "a")), train_dataset=train_records,
+                       eval_dataset=dev_records).train()
+    with pytest.raises(ValueError, match="plan dp2 needs 2 ranks"):  # a layout 3 cannot hold
+        seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "b")).replace(ranks=3),
+                       train_dataset=train_records, eval_dataset=dev_records).train()
+    bad = list(train_records) + [{"text": "没有标签", "label": "not a span map"}]
+    with pytest.raises(ValueError, match="train.jsonl:97"):
+        seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "c")), train_dataset=bad,
+                       eval_dataset=dev_records).train()
+    with pytest.raises(ValueError, match="record 2 is a str"):
+        seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "d")),
+                       train_dataset=[train_records[0], "text"], eval_dataset=dev_records).train()
+    with pytest.raises(FileNotFoundError, match="no weights"):
+        seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "never"))).predict("文本")
