@@ -108,18 +108,21 @@ def stub_text():
 
     values = _seqpar.argument_values([])
     keywords, attributes = [], []
+    seen = {"output_dir", "out"}  # output_dir is the first argument
     for name, option, switch in _seqpar.option_names():
-        if name == "output_dir":
+        if name in seen:
             continue
+        seen.add(name)
+        primary = option.replace("-", "_")
         if switch:
             kind = "bool"
-        elif name in values and values[name] is not None:
-            kind = python_type(values[name])
-        elif name in ("labels", "text", "report_to"):
+        elif values.get(primary) is not None:
+            kind = python_type(values[primary])
+        elif primary in ("labels", "text", "report_to"):
             kind = "Union[str, Sequence[str]]"
         else:
-            kind = "Union[str, int, float, PathLike]"
-        alias = "" if name == option.replace("-", "_") else f"  # --{option}"
+            kind = "Any"
+        alias = "" if name == primary else f"  # --{option}"
         keywords.append(f"        {name}: Optional[{kind}] = None,{alias}\n")
     for name in sorted(values):
         value = values[name]

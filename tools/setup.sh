@@ -27,6 +27,8 @@ packages=(
   clang-format        # 14: tools/check_format.sh holds C++ files to .clang-format
   clang               # the fuzzers (libFuzzer), .ci/run's fuzz stage
   libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for clang
+  python3-dev         # the Python package (python/): headers for its module
+  python3-pip
 )
 # One dpkg-query for all of them; a package it does not know counts as missing.
 installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null |
@@ -62,4 +64,24 @@ read -r major minor <<<"$version"
 if ((major < 3 || (major == 3 && minor < 25))); then
   echo "setup: CMake $major.$minor is too old; seqpar's presets need 3.25 or newer" >&2
   exit 1
+fi
+
+# The Python package's own build and test tools (docs/python.md), for the python3 on PATH (the
+# one CMake finds): nanobind and scikit-build-core build it, pytest and NumPy test it. Without
+# them its tests say they are skipped. A python3 whose pip refuses (Debian's system one is
+# "externally managed") is told why; a virtual environment's or pyenv's takes them.
+python=${SEQPAR_PYTHON_EXECUTABLE:-python3}
+if command -v "$python" >/dev/null; then
+  wanted=()
+  for pair in nanobind:nanobind scikit_build_core:scikit-build-core pytest:pytest numpy:numpy; do
+    "$python" -c "import ${pair%%:*}" 2>/dev/null || wanted+=("${pair#*:}")
+  done
+  if ((${#wanted[@]} == 0)); then
+    echo "setup: $python has nanobind, scikit-build-core, pytest and numpy"
+  else
+    echo "setup: $python -m pip install ${wanted[*]}"
+    "$python" -m pip install --quiet --disable-pip-version-check "${wanted[@]}" ||
+      echo "setup: pip could not install ${wanted[*]} for $python: the Python package is" \
+        "not built or tested (use a virtual environment: docs/python.md)" >&2
+  fi
 fi

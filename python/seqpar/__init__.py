@@ -279,7 +279,8 @@ class Trainer:
                  limit: int = 0) -> Dict[str, float]:
         """Scores the run's weights on eval_dataset (else the data the run was trained on) as
         `seqgpt_ner eval` does; returns its metrics named as transformers names them (eval_f1,
-        eval_accuracy, ...). limit: a stratified sample of that many records (0: all)."""
+        eval_accuracy, ...). limit: a stratified sample of that many records (0: all). Under a
+        launcher rank 0 evaluates and every process returns its metrics."""
         words = ["eval", f"--output_dir={self.output_dir}", f"--eval_limit={limit}",
                  f"--seed={self.args.seed}"] + self._weights_words() + self._task_words()
         words += _words("threads", self.args.threads or None)
@@ -290,22 +291,19 @@ class Trainer:
         elif self.train_dataset is not None:
             words.append(f"--data_dir={os.path.join(self.output_dir, 'datasets')}")
         result = _run(words)
-        if result is None:  # not the writer: eval runs on rank 0 alone
-            return {}
         return {f"eval_{k}": v for k, v in result["metrics"].items()}
 
     def predict(self, texts: Union[str, Sequence[str]]) -> List[Dict[str, Any]]:
         """The run's task on each text, as `seqgpt_ner predict --text` answers: a dict each, with
-        the answers and their character offsets (docs/tasks.md). Rank 0 gets them; other ranks
-        of a job get an empty list."""
+        the answers and their character offsets (docs/tasks.md). Under a launcher rank 0
+        predicts and every process returns its answers."""
         if isinstance(texts, str):
             texts = [texts]
         if not texts:
             raise ValueError("predict: no texts")
         words = ["predict", f"--output_dir={self.output_dir}"] + self._weights_words()
         words += self._task_words() + _words("text", list(texts))
-        result = _run(words)
-        return result if result is not None else []
+        return _run(words)
 
     def save_model(self, output_dir: PathLike, checkpoint: Optional[PathLike] = None,
                    overwrite: bool = False) -> str:

@@ -224,6 +224,16 @@ std::string run(const std::vector<std::string>& args, bool print_predictions) {
     const QuietUnlessWriter quiet(launch.writer());
     ner::prepare_command(o, launch);  // every process alike: its errors are raised everywhere
     try {
+      // eval, predict and export run on the writer; under a launcher every process waits
+      // for its outcome (or its refusal), so that each returns it and the next call of the
+      // script finds them all.
+      if (o.command != "train" && launch.under_launcher() && launch.world_size() > 1) {
+        seqpar::AnyComm world = launch.processes;
+        return seqpar::decide_on_writer(world, [&] {
+          const ner::Outcome w = ner::execute(o, launch, print_predictions);
+          return nlohmann::json{{"code", w.code}, {"value", w.value}}.dump();
+        });
+      }
       out = ner::execute(o, launch, print_predictions);
     } catch (const seqpar::Refusal&) {
       throw;  // every rank alike

@@ -329,8 +329,8 @@ TEST_CASE("torch checkpoint files that are not torch.save zips are refused") {
   try {
     TorchCheckpoint bad(missing);
     FAIL("opening a missing file did not throw");
-  } catch (const Error& e) {
-    CHECK(std::string(e.what()).find(missing.string() + ": cannot open") != std::string::npos);
+  } catch (const MissingFile& e) {  // FileNotFoundError in Python
+    CHECK(std::string(e.what()).find(missing.string() + ": no such file") != std::string::npos);
   }
   try {
     TorchCheckpoint bad(dir);

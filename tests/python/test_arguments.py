@@ -61,3 +61,17 @@ def test_the_build_says_what_it_compiled():
     assert "tiny" in seqpar.compiled_models()
     assert "fp32" in seqpar.compiled_precisions("cpu")
     assert seqpar.process_rank() == 0 and seqpar.process_count() == 1
+
+
+def test_the_type_stub_lists_the_compiled_arguments():
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "python_stubs.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    stub = (ROOT / "python" / "seqpar" / "__init__.pyi").read_text(encoding="utf-8")
+    for name in ("learning_rate: Optional[float]", "zero_stage:", "eval_strategy:", "bf16: Optional[bool]"):
+        assert name in stub

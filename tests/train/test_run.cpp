@@ -529,7 +529,10 @@ TEST_CASE("a Hugging Face model directory: written from a checkpoint, read and c
   dir.write("hf/model.safetensors.index.json", "{}");
   CHECK(error_of([&] { HfModelDir::open(dir / "hf"); }).find("the weights are sharded") !=
         std::string::npos);
-  CHECK(error_of([&] { HfModelDir::open(dir / "none"); }).find("not a folder") !=
+  CHECK_THROWS_WITH_AS(HfModelDir::open(dir / "none"), doctest::Contains("none: no such folder"),
+                       MissingFile);
+  dir.write("plain", "x");
+  CHECK(error_of([&] { HfModelDir::open(dir / "plain"); }).find("not a folder") !=
         std::string::npos);
 }
 

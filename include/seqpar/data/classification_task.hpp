@@ -71,14 +71,17 @@ class ClassificationTask {
   }
 
   const std::vector<std::string>& labels() const { return labels_; }
-  /// The training set's most frequent class (the baseline); empty for a task made from its
-  /// state alone.
+  /// The training set's most frequent class (the baseline); empty for a task made from a
+  /// state that does not record one.
   const std::string& majority() const { return majority_; }
 
-  /// The task without its training data (AnyTask::state: the labels), and back.
-  nlohmann::json state() const { return {{"labels", labels_}}; }
+  /// The task without its training data (AnyTask::state: the labels and the majority class,
+  /// so that a task made from its state scores the baseline too), and back; a state without
+  /// "majority" makes a task without a baseline.
+  nlohmann::json state() const { return {{"labels", labels_}, {"majority", majority_}}; }
   static ClassificationTask from_state(const nlohmann::json& j) {
-    return ClassificationTask(j.at("labels").get<std::vector<std::string>>());
+    return ClassificationTask(j.at("labels").get<std::vector<std::string>>(),
+                              j.value("majority", std::string()));
   }
 
   /// "task=classification;labels=a,b" (part of a token cache's key).
