@@ -30,7 +30,7 @@ def main():
     p.add_argument("--data", default=os.path.join(here, "..", "data"))
     p.add_argument("--output_dir", default="finetune_out")
     p.add_argument("--plan", default="dp2")
-    p.add_argument("--max_steps", type=int, default=40)
+    p.add_argument("--max_steps", type=int, default=400)
     p.add_argument("--train_records", type=int, default=0, help="the first N (0: all)")
     p.add_argument("--eval_records", type=int, default=40)
     p.add_argument("--seed", type=int, default=42)
