@@ -138,3 +138,91 @@ def test_errors_are_pythons(tmp_path, train_records, dev_records):
                        train_dataset=[train_records[0], "text"], eval_dataset=dev_records).train()
     with pytest.raises(FileNotFoundError, match="no weights"):
         seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "never"))).predict("文本")
+
+
+class Rows:
+    """Records as a datasets.Dataset hands them: an iterable of dicts that is not a list."""
+
+    def __init__(self, records):
+        self._records = records
+
+    def __len__(self):
+        return len(self._records)
+
+    def __iter__(self):
+        return (dict(r) for r in self._records)
+
+
+def test_classification_with_a_deepspeed_config(tmp_path):
+    from conftest import ROOT
+
+    fixture = ROOT / "tests" / "data" / "fixtures" / "classification_fixture.jsonl"
+    records = [json.loads(line) for line in fixture.read_text(encoding="utf-8").splitlines()]
+    config = tmp_path / "ds_config.json"
+    config.write_text(json.dumps({"zero_optimization": {"stage": 2},
+                                  "gradient_clipping": 0.5}), encoding="utf-8")
+    args = seqpar.TrainingArguments(str(tmp_path / "cls"), deepspeed=str(config), max_steps=3,
+                                    per_device_train_batch_size=2, gradient_accumulation_steps=1,
+                                    logging_steps=1, seed=5,
+                                    ranks=2)
+    trainer = seqpar.Trainer(model="tiny", args=args, train_dataset=Rows(records),
+                             eval_dataset=Rows(records), task="classification")
+    out = trainer.train()
+    assert out.global_step == 3
+    start = next(r for r in trainer.log_history() if r["event"] == "start")
+    assert start["plan"] == "zero2x2" and start["world"] == 2  # ZeRO-2, as the config names
+    metrics = trainer.evaluate()
+    assert 0.0 <= metrics["eval_accuracy"] <= 1.0 and "eval_macro_f1" in metrics
+
+
+def test_training_from_a_model_directory(tmp_path, train_records, dev_records):
+    first = seqpar.Trainer(model="tiny", args=small_args(str(tmp_path / "first")),
+                           train_dataset=train_records, eval_dataset=dev_records)
+    first.train()
+    saved = first.save_model(tmp_path / "model")
+    again = seqpar.Trainer(model=saved, args=small_args(str(tmp_path / "again")),
+                           train_dataset=train_records, eval_dataset=dev_records)
+    assert again.train().global_step == 4
+    # It started from the saved weights, not afresh: its first loss is below the first run's.
+    assert losses(tmp_path / "again")[1] < losses(tmp_path / "first")[1]
+
+
+SIGTERM_SCRIPT = r'''
+import json, os, signal, sys, threading, time
+import seqpar
+out, data = sys.argv[1], sys.argv[2]
+records = [json.loads(l) for l in open(os.path.join(data, "train.jsonl"), encoding="utf-8")][:64]
+args = seqpar.TrainingArguments(out, max_steps=100000, per_device_train_batch_size=4,
+                                eval_strategy="no", seed=3)
+trainer = seqpar.Trainer(model="tiny", args=args, train_dataset=records, eval_dataset=records[:8])
+def stop():
+    while not any('"train"' in l for l in open(os.path.join(out, "metrics.jsonl"))
+                  if os.path.exists(os.path.join(out, "metrics.jsonl"))):
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)   # as Slurm's scancel or mpirun's teardown
+def watch():
+    while not os.path.exists(os.path.join(out, "metrics.jsonl")):
+        time.sleep(0.05)
+    stop()
+threading.Thread(target=watch, daemon=True).start()
+try:
+    trainer.train()
+except KeyboardInterrupt as e:
+    print("interrupted:", e, flush=True)
+    sys.exit(3)
+'''
+
+
+def test_sigterm_stops_with_a_checkpoint(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import DATA
+
+    done = subprocess.run([sys.executable, "-c", SIGTERM_SCRIPT, str(tmp_path / "run"), str(DATA)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    line = next(l for l in done.stdout.splitlines() if l.startswith("interrupted:"))
+    assert "by SIGTERM" in line
+    step = int(line.split("stopped after step ")[1].split()[0])
+    assert (tmp_path / "run" / f"step-{step}.safetensors").exists()
