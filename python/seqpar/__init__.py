@@ -183,8 +183,9 @@ class Trainer:
         (config.json, the weights, tokenizer.json), whose shape picks the compiled model.
     args: TrainingArguments (the defaults when None).
     train_dataset, eval_dataset: iterables of dicts in the record shapes of docs/tasks.md
-        (a datasets.Dataset is one); None: args.data_dir's train and dev files (the bundled
-        corpus when that is not given either).
+        (a list, a datasets.Dataset: each train() reads them again, so not a one-pass
+        generator); None: args.data_dir's train and dev files (the bundled corpus when that
+        is not given either).
     task: "ner", "classification" or "relation"; None: the records' shape says.
     labels: the label set; None: the training records'.
     tokenizer: a tokenizer.json; None: the model directory's, or one made from the data.

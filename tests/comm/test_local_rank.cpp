@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "../support/errors.hpp"
 #include "seqpar/comm/local_rank.hpp"
 #include "seqpar/core/error.hpp"
 
@@ -23,14 +24,7 @@ std::optional<LauncherLocalRank> from(const std::map<std::string, std::string>& 
   });
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 }  // namespace
 

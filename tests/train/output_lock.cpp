@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/errors.hpp"
 #include "../support/files.hpp"
 #include "seqpar/train/run_folder.hpp"
 
@@ -26,14 +27,7 @@ void write(const fs::path& p, const std::string& text) {
   REQUIRE(f.good());
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // `starts` processes, released together, each taking the lock at `lock`; a winner keeps it
 // (and lives) until every start has answered, then ends without releasing it, so that the

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/errors.hpp"
 #include "../support/files.hpp"
 #include "../support/plans.hpp"
 #include "seqpar/data/examples.hpp"
@@ -26,14 +27,7 @@ namespace best_test {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST_CASE("intervals: transformers' strategies, eval_steps alone meaning steps") {
   CHECK(Interval{IntervalStrategy::steps, 5}.due(10, false));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/errors.hpp"
 #include "../support/fields.hpp"
 #include "../support/files.hpp"
 #include "../support/plans.hpp"
@@ -36,14 +37,7 @@ namespace run_test {
 namespace fs = std::filesystem;
 using Plans = PlanSet<PlanFamily<Degrees<1>, Degrees<1>>>;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 std::string read_text(const fs::path& p) {
   std::ifstream f(p);
