@@ -13,6 +13,7 @@ default); any list of dicts in docs/tasks.md's shapes, or a datasets.Dataset, do
 import argparse
 import json
 import os
+import shlex
 
 import seqpar
 
@@ -58,9 +59,7 @@ def main():
     )
     trainer = seqpar.Trainer(model=a.model, args=args, train_dataset=train, eval_dataset=dev)
     if seqpar.process_rank() == 0:  # the same run from the command line
-        print("command line: seqgpt_ner train", " ".join(args.to_args()),
-              f"--model={a.model}" if a.model in seqpar.compiled_models() else f"--weights={a.model}",
-              f"--data_dir={os.path.join(a.output_dir, 'datasets')}", flush=True)
+        print("command line: seqgpt_ner", shlex.join(trainer.train_args()), flush=True)
     out = trainer.train()
     metrics = trainer.evaluate(limit=a.eval_records)
     answers = trainer.predict(["蒋军宁从珠海出发，前往南昌渝中区。", "韩鑫鹏说上海足球俱乐部是我最喜欢的地方。"])

@@ -10,6 +10,9 @@
 #include "seqpar/train/deepspeed_config.hpp"
 #include "task_eval.hpp"
 #include "train.hpp"
+#if defined(SEQPAR_WITH_MPI)
+#include "seqpar/comm/mpi_comm.hpp"
+#endif
 
 namespace ner {
 
@@ -40,11 +43,6 @@ void resolve_model(Options& o) {
   check_compiled(o.model);
 }
 
-// A library message in this program's terms, said by the writer alone.
-void say(bool speaks, const char* what) {
-  if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", in_flag_terms(what).c_str());
-}
-
 // A training run's outcome (command.hpp's Outcome::value).
 nlohmann::json train_outcome(const Training& t) {
   const seqpar::RunResult& r = t.result;
@@ -69,11 +67,31 @@ nlohmann::json train_outcome(const Training& t) {
 
 }  // namespace
 
-int thread_ranks(const Options& o) {
+int thread_ranks(const Options& o, int at_least) {
   const seqpar::PlanDesc& l = o.train.plan.layout;
   if (o.ranks > 0) return o.ranks;
   if (l.data > 0) return l.world_size();
-  return std::max(2, l.tensor * l.pipeline);
+  return std::max(at_least, l.tensor * l.pipeline);
+}
+
+#if defined(SEQPAR_HAS_MPI_COMM)
+seqpar::RankLaunch process_launch(seqpar::MpiComm& mpi, const Options& o,
+                                  const std::string& launcher) {
+  if (o.ranks != 0 && o.ranks != mpi.size())
+    throw seqpar::Refusal("--ranks " + std::to_string(o.ranks) + ", but " + launcher + " started " +
+                          std::to_string(mpi.size()) +
+                          " processes; under a launcher its processes are the ranks");
+  seqpar::RankLaunch launch;
+  launch.launcher = launcher;
+  launch.node_processes = seqpar::node_local_size(mpi);
+  launch.processes =
+      o.command == "train" ? process_world(mpi, o.device, launcher) : seqpar::AnyComm(mpi);
+  return launch;
+}
+#endif
+
+void say(bool speaks, const char* what) {
+  if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", in_flag_terms(what).c_str());
 }
 
 void prepare_command(Options& o, const seqpar::RankLaunch& launch) {

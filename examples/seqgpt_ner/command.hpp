@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+
+#include "devices.hpp"  // seqpar::MpiComm, declared
 #include "options.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/train/launch.hpp"
@@ -28,8 +31,19 @@ struct Outcome {
 };
 
 /// The ranks of a command without a launcher: --ranks, else the plan name's, else tensor x
-/// pipeline (at least 2: the default run is data parallel over 2 ranks).
-int thread_ranks(const Options& o);
+/// pipeline, at least `at_least` (the command line's default run is data parallel over 2
+/// ranks; one step at a time from Python starts with one).
+int thread_ranks(const Options& o, int at_least = 2);
+
+/// The launch of one process of a job `launcher` started, over MPI's world `mpi`: its
+/// processes are the ranks (a --ranks that differs is refused, every process alike), and a
+/// training run's world is process_world's. Exists where the program has MPI.
+seqpar::RankLaunch process_launch(seqpar::MpiComm& mpi, const Options& o,
+                                  const std::string& launcher);
+
+/// A library message in this program's terms (its flags for the fields they set), to stderr
+/// when `speaks` (the writer's, for what every rank says alike).
+void say(bool speaks, const char* what);
 
 /// What every command does first, every rank alike: applies --deepspeed (its report said by
 /// the writer), resolves the model (--weights DIR: the compiled model its config.json

@@ -32,10 +32,7 @@
 
 namespace {
 
-// A message of the library in this program's terms (its flags for the fields they set).
-void say(bool speaks, const char* what) {
-  if (speaks) std::fprintf(stderr, "seqgpt_ner: %s\n", ner::in_flag_terms(what).c_str());
-}
+using ner::say;
 
 // --local_rank N (torch.distributed.launch passes it) against this process's node-local rank
 // `local` as `source` says it; empty when they agree.
@@ -57,21 +54,12 @@ int run_processes(int argc, char** argv, const ner::Options& o, const std::strin
     rank = mpi.rank();
     if (rank != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
       seqpar::detail::fail("rank ", rank, ": cannot send stdout to /dev/null");
-    if (o.ranks != 0 && o.ranks != mpi.size())
-      throw seqpar::Refusal("--ranks " + std::to_string(o.ranks) + ", but " + launcher +
-                            " started " + std::to_string(mpi.size()) +
-                            " processes; under a launcher its processes are the ranks");
     if (o.local_rank >= 0)
       if (const std::string why = local_rank_disagreement(
               o, seqpar::node_local_rank(mpi), launcher + " (rank " + std::to_string(rank) + ")");
           !why.empty())
         seqpar::detail::fail(why);
-    seqpar::RankLaunch launch;
-    launch.launcher = launcher;
-    launch.node_processes = seqpar::node_local_size(mpi);
-    launch.processes =
-        o.command == "train" ? ner::process_world(mpi, o.device, launcher) : seqpar::AnyComm(mpi);
-    return ner::run_command(o, launch);
+    return ner::run_command(o, ner::process_launch(mpi, o, launcher));
   } catch (const seqpar::Refusal& e) {
     say(rank == 0, e.what());
     return 2;

@@ -77,6 +77,15 @@ void print_reports(const std::vector<seqpar::RankReport>& ranks) {
 
 }  // namespace
 
+int rank_threads(const Options& o, const seqpar::RankLaunch& launch) {
+  // The ranks on a node share its cores.
+  const int node_ranks =
+      std::max(1, launch.under_launcher() ? launch.node_processes : launch.threads);
+  return o.threads > 0
+             ? static_cast<int>(o.threads)
+             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / node_ranks);
+}
+
 Launched check_launch(const Options& o, const seqpar::RankLaunch& launch) {
   Launched r;
   r.model = &model_info(o.model);
@@ -177,11 +186,7 @@ void plan_steps(Training& t) {
   t.options = seqpar::train_options(o.train, t.total, t.run.batch);
   t.batching.rows = t.run.batch.rows;
   t.batching.seed = o.train.seed;
-  // The ranks on a node share its cores.
-  const int node_ranks = t.launch.under_launcher() ? t.launch.node_processes : t.launch.threads;
-  t.threads = o.threads > 0
-                  ? static_cast<int>(o.threads)
-                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / node_ranks);
+  t.threads = rank_threads(o, t.launch);
 }
 
 // What the run leaves in `folder` (its run.json, or a model directory's model_task_file):

@@ -33,6 +33,10 @@ struct Launched {
 };
 Launched check_launch(const Options& o, const seqpar::RankLaunch& launch);
 
+/// OpenMP threads for each rank: --threads, else the node's cores shared by the ranks the
+/// launch puts on it (its processes there, or its threads), at least 1.
+int rank_threads(const Options& o, const seqpar::RankLaunch& launch);
+
 /// What the ranks of a training run share, made before any of them starts.
 struct Training {
   Options o;

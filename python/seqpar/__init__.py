@@ -171,6 +171,14 @@ def _write_records(records: Iterable[Mapping[str, Any]], path: str, what: str) -
     os.replace(temporary, path)
 
 
+def _model_words(model: str) -> List[str]:
+    """--model for a compiled model's name (unless a folder of that name is meant), else
+    --weights: a Hugging Face folder or a weights file."""
+    if model in compiled_models() and not os.path.exists(model):
+        return [f"--model={model}"]
+    return [f"--weights={model}"]
+
+
 def _run(words: List[str], print_predictions: bool = False) -> Any:
     outcome = json.loads(_seqpar.run(words, print_predictions))
     return outcome["value"]
@@ -212,11 +220,6 @@ class Trainer:
     def output_dir(self) -> str:
         return self.args.output_dir
 
-    def _model_words(self) -> List[str]:
-        if self.model in compiled_models() and not os.path.exists(self.model):
-            return [f"--model={self.model}"]
-        return [f"--weights={self.model}"]
-
     def _data_words(self) -> List[str]:
         if self.train_dataset is None:
             return []
@@ -246,13 +249,7 @@ class Trainer:
         checkpoint (or run folder). SIGINT (Ctrl-C, a notebook's interrupt) or SIGTERM stops the
         run at the next step with a checkpoint, then raises KeyboardInterrupt.
         """
-        words = ["train"] + self.args.to_args() + self._model_words() + self._data_words()
-        words += self._task_words()
-        if resume_from_checkpoint is True:
-            words.append("--resume_from_checkpoint")
-        elif resume_from_checkpoint not in (None, False):
-            words.append(f"--resume_from_checkpoint={os.fspath(resume_from_checkpoint)}")
-        run = _run(words)
+        run = _run(self.train_args(resume_from_checkpoint))
         self.state = run
         if run.get("signal"):
             raise KeyboardInterrupt(
@@ -263,6 +260,17 @@ class Trainer:
         return TrainOutput(run["global_step"], sum(losses) / len(losses) if losses else float("nan"),
                            metrics, run)
 
+    def train_args(self, resume_from_checkpoint: Union[None, bool, PathLike] = None) -> List[str]:
+        """The command line train() runs (`seqgpt_ner` and these words make the same run),
+        the datasets written where it reads them."""
+        words = ["train"] + self.args.to_args() + _model_words(self.model) + self._data_words()
+        words += self._task_words()
+        if resume_from_checkpoint is True:
+            words.append("--resume_from_checkpoint")
+        elif resume_from_checkpoint not in (None, False):
+            words.append(f"--resume_from_checkpoint={os.fspath(resume_from_checkpoint)}")
+        return words
+
     def log_history(self) -> List[Dict[str, Any]]:
         """The rows of the run's metrics.jsonl (start, train, eval and end events)."""
         path = os.path.join(self.output_dir, "metrics.jsonl")
@@ -271,10 +279,11 @@ class Trainer:
 
     def _weights_words(self) -> List[str]:
         # A model directory given as the model and not trained here answers as itself.
-        if not os.path.exists(os.path.join(self.output_dir, "run.json")) and \
-                self.model not in compiled_models():
-            return [f"--weights={self.model}"]
-        return []
+        words = _model_words(self.model)
+        if os.path.exists(os.path.join(self.output_dir, "run.json")) or \
+                words[0].startswith("--model="):
+            return []
+        return words
 
     def evaluate(self, eval_dataset: Optional[Iterable[Mapping[str, Any]]] = None,
                  limit: int = 0) -> Dict[str, float]:
@@ -335,12 +344,7 @@ class CompiledTrainer:
     def __init__(self, model: PathLike = "tiny", args: Optional[TrainingArguments] = None) -> None:
         args = args if args is not None else TrainingArguments(max_steps=1000)
         model = os.fspath(model)
-        words = ["train"] + args.to_args()
-        if model in compiled_models() and not os.path.exists(model):
-            words.append(f"--model={model}")
-        else:
-            words.append(f"--weights={model}")
-        self._trainer = _seqpar.CompiledTrainer(words)
+        self._trainer = _seqpar.CompiledTrainer(["train"] + args.to_args() + _model_words(model))
         self.args = args
 
     def step(self, input_ids: Any, labels: Any, attention_mask: Any = None) -> Dict[str, Any]:

@@ -33,6 +33,7 @@
 #include "seqpar/comm/thread_comm.hpp"
 #include "seqpar/core/error.hpp"
 #include "seqpar/train/launch.hpp"
+#include "train.hpp"
 #if defined(SEQPAR_WITH_MPI)
 #include "seqpar/comm/mpi_comm.hpp"  // defines SEQPAR_HAS_MPI_COMM
 #endif
@@ -126,24 +127,17 @@ seqpar::MpiComm& mpi_world() {
 }
 #endif
 
-seqpar::RankLaunch launch_for(const ner::Options& o) {
+// The launch of a call: this process of a launcher's job (one rank), else `thread_ranks`
+// threads.
+seqpar::RankLaunch launch_for(const ner::Options& o, int thread_ranks) {
   const Processes& p = processes();
-  seqpar::RankLaunch launch;
   if (!p.launch) {
-    launch.threads = ner::thread_ranks(o);
+    seqpar::RankLaunch launch;
+    launch.threads = thread_ranks;
     return launch;
   }
 #if defined(SEQPAR_HAS_MPI_COMM)
-  seqpar::MpiComm& mpi = mpi_world();
-  if (o.ranks != 0 && o.ranks != mpi.size())
-    throw ner::LaunchRefusal("ranks=" + std::to_string(o.ranks) + ", but " + p.launch->launcher +
-                             " started " + std::to_string(mpi.size()) +
-                             " processes; under a launcher its processes are the ranks");
-  launch.launcher = p.launch->launcher;
-  launch.node_processes = seqpar::node_local_size(mpi);
-  launch.processes = o.command == "train" ? ner::process_world(mpi, o.device, p.launch->launcher)
-                                          : seqpar::AnyComm(mpi);
-  return launch;
+  return ner::process_launch(mpi_world(), o, p.launch->launcher);
 #else
   throw ner::LaunchRefusal("started by " + p.launch->launcher +
                            " as one of several processes, but this seqpar was built without "
@@ -213,11 +207,15 @@ class QuietUnlessWriter {
   std::_Exit(1);
 }
 
-// Runs a command with the command line's arguments `args`; returns its outcome as JSON text
-// ({"code": exit code, "value": command.hpp's Outcome::value}).
+// An outcome as JSON text: {"code": exit code, "value": command.hpp's Outcome::value}.
+std::string outcome_text(const ner::Outcome& out) {
+  return nlohmann::json{{"code", out.code}, {"value", out.value}}.dump();
+}
+
+// Runs a command with the command line's arguments `args`; returns its outcome_text.
 std::string run(const std::vector<std::string>& args, bool print_predictions) {
   ner::Options o = parse(args);
-  const seqpar::RankLaunch launch = launch_for(o);
+  const seqpar::RankLaunch launch = launch_for(o, ner::thread_ranks(o));
   ner::Outcome out;
   {
     nb::gil_scoped_release unlocked;
@@ -229,10 +227,8 @@ std::string run(const std::vector<std::string>& args, bool print_predictions) {
       // script finds them all.
       if (o.command != "train" && launch.under_launcher() && launch.world_size() > 1) {
         seqpar::AnyComm world = launch.processes;
-        return seqpar::decide_on_writer(world, [&] {
-          const ner::Outcome w = ner::execute(o, launch, print_predictions);
-          return nlohmann::json{{"code", w.code}, {"value", w.value}}.dump();
-        });
+        return seqpar::decide_on_writer(
+            world, [&] { return outcome_text(ner::execute(o, launch, print_predictions)); });
       }
       out = ner::execute(o, launch, print_predictions);
     } catch (const seqpar::Refusal&) {
@@ -244,7 +240,7 @@ std::string run(const std::vector<std::string>& args, bool print_predictions) {
       throw;
     }
   }
-  return nlohmann::json{{"code", out.code}, {"value", out.value}}.dump();
+  return outcome_text(out);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -264,32 +260,23 @@ nb::dict memory_dict(const seqpar::MemoryStats& m) {
 
 class CompiledTrainer {
  public:
-  explicit CompiledTrainer(const std::vector<std::string>& args) : o_(parse(args)) {
-    launch_ = launch_for(o_);
-    // In one process: ranks=N, else the plan's world, else tensor x pipeline ranks (one for
-    // the default plan), each a thread.
-    const seqpar::PlanDesc& asked = o_.train.plan.layout;
-    if (!launch_.under_launcher())
-      launch_.threads = o_.ranks > 0     ? o_.ranks
-                        : asked.data > 0 ? asked.world_size()
-                                         : asked.tensor * asked.pipeline;
+  // In one process its ranks are threads: ranks=N, else the plan's world, else tensor x
+  // pipeline (one for the default plan).
+  explicit CompiledTrainer(const std::vector<std::string>& args)
+      : o_(parse(args)), launch_(launch_for(o_, ner::thread_ranks(o_, 1))) {
     nb::gil_scoped_release unlocked;
     ner::prepare_command(o_, launch_);
-    const ner::ModelInfo& info = ner::model_info(o_.model);
-    vocab_ = info.config.vocab_size;
     SEQPAR_CHECK(o_.train.max_steps > 0, "max_steps is ", o_.train.max_steps,
                  "; CompiledTrainer needs the number of steps its learning-rate schedule spans");
+    // The layout, model and batch as a run checks them (ner::check_launch).
+    const ner::Launched run = ner::check_launch(o_, launch_);
+    vocab_ = run.model->config.vocab_size;
+    layout_ = run.layout;
     services_ = ner::model_services(o_.model, o_.device);
-    layout_ = seqpar::resolve_plan(o_.train.plan, {launch_.world_size(), launch_.origin()},
-                                   info.config, ner::CompiledPlans::layouts());
-    const seqpar::BatchShape batch = seqpar::batch_shape(o_.train, layout_.data, layout_.pipeline);
-    const seqpar::TrainOptions options = seqpar::train_options(o_.train, o_.train.max_steps, batch);
+    const seqpar::TrainOptions options =
+        seqpar::train_options(o_.train, o_.train.max_steps, run.batch);
+    threads_ = ner::rank_threads(o_, launch_);
     const int ranks = launch_.under_launcher() ? 1 : launch_.threads;
-    threads_ = o_.threads > 0
-                   ? static_cast<int>(o_.threads)
-                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                     (launch_.under_launcher() ? std::max(1, launch_.node_processes)
-                                                               : ranks));
     if (launch_.under_launcher()) {
       ner::set_threads(threads_);
       trainers_.push_back(
