@@ -6,6 +6,10 @@
 //
 //   bench_cpu_bf16 step PRECISION ROWS SEQ [STEPS]   fp32 | bf16; one warm-up step, then
 //                                                    STEPS (default 3) timed; prints JSON
+//   bench_cpu_bf16 profile PRECISION ROWS SEQ [STEPS] the GEMM and bandwidth probes, one
+//                                                    warm-up step, then STEPS (default 2)
+//                                                    profiled: where a step's time goes, as
+//                                                    a table (core/profile.hpp), then JSON
 //   bench_cpu_bf16 curve [STEPS]                     the tiny model in fp32 and bf16 (default
 //                                                    50 steps); prints JSON
 #include <sys/resource.h>
@@ -19,6 +23,8 @@
 #include <vector>
 
 #include "seqpar/backend/cpu/ops.hpp"
+#include "seqpar/backend/cpu/probes.hpp"
+#include "seqpar/core/profile.hpp"
 #include "seqpar/core/rng.hpp"
 #include "seqpar/train/trainer.hpp"
 
@@ -109,6 +115,43 @@ int step(std::int64_t rows, std::int64_t seq, int steps) {
 }
 
 template <class Prec>
+int profile_step(std::int64_t rows, std::int64_t seq, int steps) {
+  using M = SeqGPT560M;
+  using T = ComputeType<Prec, Cpu>;
+  const profile::Peaks peaks = probe_peaks<T>();
+  TrainOptions o;
+  o.schedule.peak = 1e-4;
+  o.beta2 = 0.95;
+  o.weight_decay = 0.1;
+  Trainer<M, Replicated<1>, Cpu, Prec> t(o);
+  const Batch b = random_batch(rows, seq, M::vocab_size);
+  t.step(b);
+  profile::reset();
+  profile::enable();
+  for (int s = 0; s < steps; ++s) t.step(b);
+  profile::enable(false);
+  const profile::Totals totals = profile::totals();
+  const double tokens = static_cast<double>(rows * seq);
+  const double flops = tokens * (6.0 * M::parameter_count + 12.0 * M::layers * M::hidden * seq);
+  std::printf("SeqGPT-560M, %s, %lld x %lld, %d steps, %d threads; GEMM: %s\n\n",
+              dtype_name(Prec::dtype).data(), static_cast<long long>(rows),
+              static_cast<long long>(seq), steps, peaks.threads, Ops<Cpu>::gemm_path<T>());
+  std::fputs(profile::table(totals, peaks, flops).c_str(), stdout);
+  std::printf(
+      "{\"precision\": \"%s\", \"rows\": %lld, \"seq\": %lld, \"steps\": %d, "
+      "\"step_s\": %.4f, \"gemm_probe_gflops\": %.2f, \"bandwidth_gbs\": %.2f, "
+      "\"packing_thread_s\": %.4f, \"phases\": {",
+      dtype_name(Prec::dtype).data(), static_cast<long long>(rows), static_cast<long long>(seq),
+      steps, totals.step_seconds / steps, 1e-9 * peaks.gemm_flops_per_s, 1e-9 * peaks.bytes_per_s,
+      totals.packing_thread_seconds / steps);
+  for (std::size_t i = 0; i < profile::phase_count; ++i)
+    std::printf("%s\"%s\": [%.4f, %.4g, %.4g]", i ? ", " : "", profile::phases[i].name.data(),
+                totals.seconds[i] / steps, totals.flops[i] / steps, totals.bytes[i] / steps);
+  std::printf("}}\n");
+  return 0;
+}
+
+template <class Prec>
 std::vector<double> curve(int steps) {
   TrainOptions o;
   o.schedule.peak = 3e-3;
@@ -134,6 +177,7 @@ int curves(int steps) {
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: bench_cpu_bf16 step fp32|bf16 ROWS SEQ [STEPS]\n"
+               "       bench_cpu_bf16 profile fp32|bf16 ROWS SEQ [STEPS]\n"
                "       bench_cpu_bf16 curve [STEPS]\n");
   std::exit(2);
 }
@@ -143,12 +187,15 @@ int curves(int steps) {
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what == "curve") return curves(argc > 2 ? std::atoi(argv[2]) : 50);
-  if (what != "step" || argc < 5) usage();
+  if ((what != "step" && what != "profile") || argc < 5) usage();
   const std::string precision = argv[2];
   const std::int64_t rows = std::atoll(argv[3]), seq = std::atoll(argv[4]);
-  const int steps = argc > 5 ? std::atoi(argv[5]) : 3;
+  const int steps = argc > 5 ? std::atoi(argv[5]) : what == "step" ? 3 : 2;
   if (rows < 1 || seq < 2 || steps < 1) usage();
-  if (precision == "fp32") return step<Fp32>(rows, seq, steps);
-  if (precision == "bf16") return step<Bf16Mixed>(rows, seq, steps);
+  const bool profiled = what == "profile";
+  if (precision == "fp32")
+    return profiled ? profile_step<Fp32>(rows, seq, steps) : step<Fp32>(rows, seq, steps);
+  if (precision == "bf16")
+    return profiled ? profile_step<Bf16Mixed>(rows, seq, steps) : step<Bf16Mixed>(rows, seq, steps);
   usage();
 }

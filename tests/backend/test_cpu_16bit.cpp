@@ -208,10 +208,13 @@ void check_gemm16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t
 TEST_CASE_TEMPLATE("16-bit gemm: the path's own arithmetic bit for bit, and the product in double",
                    H, Bf16Bits, F16Bits) {
   MESSAGE("gemm path for ", dtype_name(H::dtype), ": ", std::string(O::gemm_path<H>()));
-  // edge tiles, depths past one block (a 16-bit C is then summed in float over the blocks),
-  // odd depths (a pair half empty), rows past several row blocks and past a band (576 rows)
-  const std::int64_t shapes[][3] = {{1, 1, 1},      {5, 7, 3},     {13, 33, 300}, {97, 70, 520},
-                                    {150, 40, 257}, {8, 37, 1031}, {600, 9, 300}};
+  // edge tiles, depths past one block (the dot products' 1024, the float kernel's 256: a
+  // 16-bit C is then summed in float over the blocks), odd depths (a pair half empty), rows
+  // past several row blocks and past a band (576 rows), whole slivers of 32 columns over
+  // several K blocks in bands (op(B) packed once for them)
+  const std::int64_t shapes[][3] = {{1, 1, 1},      {5, 7, 3},      {13, 33, 300},
+                                    {97, 70, 520},  {150, 40, 257}, {8, 37, 1031},
+                                    {97, 70, 2100}, {600, 9, 300},  {600, 40, 1100}};
   for (const auto& s : shapes)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
@@ -253,8 +256,8 @@ TEST_CASE("the dot-product gemm's driver on emulated lanes gives the model's bit
   // packing, pairs, blocking, edge tiles and C's rounding of the AVX512_BF16 path, run
   // here on scalar lanes of the instruction's arithmetic (the instruction itself only
   // runs in test_backend_dot_bf16, on a CPU that has it)
-  const std::int64_t shapes[][3] = {
-      {1, 1, 1}, {13, 33, 255}, {100, 70, 257}, {3, 5, 1031}, {600, 9, 300}};
+  const std::int64_t shapes[][3] = {{1, 1, 1},    {13, 33, 255}, {100, 70, 257},
+                                    {3, 5, 1031}, {600, 9, 300}, {600, 40, 1100}};
   for (const auto& s : shapes)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)

@@ -4,7 +4,7 @@
 // to an fp32 sum the product of the odd bf16 pair elements, then of the even ones, each an
 // fp32 fused multiply-add rounded to nearest even, inputs that are subnormal read as zero
 // (DAZ), subnormal results flushed to zero (FTZ), MXCSR not consulted (Intel SDM, VDPBF16PS).
-// The GEMM sums each block of 256 k (128 pairs) from zero, scales it by alpha and adds it to
+// The GEMM sums each block of 1024 k (512 pairs) from zero, scales it by alpha and adds it to
 // beta C (first block) or to the running sum (one fma, in float under the default MXCSR);
 // a bf16 C is rounded once at the end.
 
@@ -19,7 +19,7 @@
 namespace seqpar::test {
 
 /// The depth of one K block of the dot-product GEMM.
-inline constexpr std::int64_t kDotBlock = 256;
+inline constexpr std::int64_t kDotBlock = 1024;
 
 /// x, or a zero of its sign when it is subnormal (DAZ on an input, FTZ on a result).
 inline float flush_subnormal(float x) {

@@ -14,6 +14,7 @@
 
 #include "seqpar/core/error.hpp"
 #include "seqpar/core/omp.hpp"
+#include "seqpar/core/profile.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -103,11 +104,13 @@ class BasicArena {
   ~BasicArena() { release_cached(); }
 
   void* allocate(std::size_t bytes, Memory kind) {
+    const profile::Scope timed(profile::Phase::arena);
     void* p = bytes ? take(bytes) : nullptr;
     account(kind, static_cast<std::int64_t>(bytes));
     return p;
   }
   void deallocate(void* p, std::size_t bytes, Memory kind) {
+    const profile::Scope timed(profile::Phase::arena);
     if (p) {
       if constexpr (caches) {
         cached_[bytes].push_back(p);

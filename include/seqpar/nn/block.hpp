@@ -14,6 +14,7 @@
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/config/memory_modes.hpp"
+#include "seqpar/core/profile.hpp"
 #include "seqpar/nn/activations.hpp"
 #include "seqpar/nn/kv_cache.hpp"
 #include "seqpar/nn/params.hpp"
@@ -85,6 +86,12 @@ struct BlockOutputs {
   T *fc_pre, *fc_act;      // [n, Fl]
 };
 
+/// The products of a micro-batch's attention forward, q k^T and p v, over every pair of
+/// positions (the profile's count; causal masking halves what is needed).
+inline double attention_flops(std::int64_t rows, std::int64_t seq, const BlockShape& s) {
+  return 4.0 * static_cast<double>(rows * seq) * static_cast<double>(seq * s.hidden_local());
+}
+
 /// The attention step of a micro-batch's forward [rows, seq]: the probabilities kept in
 /// `probs` [rows, nh, seq, seq].
 template <Device D, class T, class ArenaT>
@@ -94,6 +101,7 @@ struct StandardAttention {
   const BlockShape& s;
   T* probs;
   void operator()(T* ctx, const T* qkv) const {
+    const profile::Scope p(profile::Phase::attention, attention_flops(mb.rows, mb.seq, s));
     Ops<D>::attention_forward(ctx, probs, qkv, mb.pos.data(), mb.valid.data(), slopes + s.head0,
                               mb.rows, mb.seq, s.heads_local, s.head_dim);
   }
@@ -108,6 +116,7 @@ struct FusedAttention {
   const BlockShape& s;
   StatScalar<T>* lse;
   void operator()(T* ctx, const T* qkv) const {
+    const profile::Scope p(profile::Phase::attention, attention_flops(mb.rows, mb.seq, s));
     Ops<D>::flash_attention_forward(ctx, lse, qkv, mb.pos.data(), mb.valid.data(), slopes + s.head0,
                                     mb.rows, mb.seq, s.heads_local, s.head_dim);
   }
@@ -137,18 +146,45 @@ template <Device D, class T, std::invocable<T*, const T*> Attend, TensorAxis Axi
 void block_calls(T* out, const T* x, const BlockOutputs<T>& a, const BlockTensors<const T>& w,
                  const BlockShape& s, std::int64_t n, const Attend& attend, Axis& axis) {
   using O = Ops<D>;
+  using profile::Phase, profile::Scope;
   const std::int64_t H = s.hidden, Hl = s.hidden_local(), Fl = s.ffn_local;
-  O::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, n, H, s.eps);
-  O::linear_forward(a.qkv, a.ln1, w.qkv_w, w.qkv_b, n, H, 3 * Hl);  // [n, 3Hl]
-  attend(a.ctx, a.qkv);                                             // [n, Hl]
-  O::linear_forward(a.x_mid, a.ctx, w.proj_w, static_cast<const T*>(nullptr), n, Hl, H);
-  axis.sum(a.x_mid, n * H);                          // row-parallel: sum partial products
-  O::add_bias_residual(a.x_mid, w.proj_b, x, n, H);  // x_mid = x + dense(ctx)
-  O::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x_mid, w.ln2_w, w.ln2_b, n, H, s.eps);
-  O::linear_forward(a.fc_pre, a.ln2, w.fc_w, w.fc_b, n, H, Fl);  // [n, Fl]
-  O::gelu_forward(a.fc_act, a.fc_pre, n * Fl);
-  O::linear_forward(out, a.fc_act, w.out_w, static_cast<const T*>(nullptr), n, Fl, H);
+  const double nH = static_cast<double>(n * H), bytes = sizeof(T), mm = 2.0 * nH;  // 2 n H
+  {
+    const Scope p(Phase::norms, 0, 2 * nH * bytes);
+    O::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, n, H, s.eps);
+  }
+  {
+    const Scope p(Phase::qkv, mm * 3 * Hl);
+    O::linear_forward(a.qkv, a.ln1, w.qkv_w, w.qkv_b, n, H, 3 * Hl);  // [n, 3Hl]
+  }
+  attend(a.ctx, a.qkv);  // [n, Hl]
+  {
+    const Scope p(Phase::attention_out, mm * Hl);
+    O::linear_forward(a.x_mid, a.ctx, w.proj_w, static_cast<const T*>(nullptr), n, Hl, H);
+  }
+  axis.sum(a.x_mid, n * H);  // row-parallel: sum partial products
+  {
+    const Scope p(Phase::activations, 0, 3 * nH * bytes);
+    O::add_bias_residual(a.x_mid, w.proj_b, x, n, H);  // x_mid = x + dense(ctx)
+  }
+  {
+    const Scope p(Phase::norms, 0, 2 * nH * bytes);
+    O::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x_mid, w.ln2_w, w.ln2_b, n, H, s.eps);
+  }
+  {
+    const Scope p(Phase::mlp_up, mm * Fl);
+    O::linear_forward(a.fc_pre, a.ln2, w.fc_w, w.fc_b, n, H, Fl);  // [n, Fl]
+  }
+  {
+    const Scope p(Phase::activations, 0, 2.0 * static_cast<double>(n * Fl) * bytes);
+    O::gelu_forward(a.fc_act, a.fc_pre, n * Fl);
+  }
+  {
+    const Scope p(Phase::mlp_down, mm * Fl);
+    O::linear_forward(out, a.fc_act, w.out_w, static_cast<const T*>(nullptr), n, Fl, H);
+  }
   axis.sum(out, n * H);
+  const Scope p(Phase::activations, 0, 3 * nH * bytes);
   O::add_bias_residual(out, w.out_b, a.x_mid, n, H);  // out = x_mid + mlp(x_mid)
 }
 
@@ -234,41 +270,72 @@ void block_backward(T* d, const T* x, const BlockActivations<T, ArenaT>& a,
                     const Activations<T, ArenaT>& mb, const StatScalar<T>* slopes,
                     const BlockShape& s, BlockScratch<T, ArenaT>& sc, ArenaT& arena, Axis& axis) {
   using O = Ops<D>;
+  using profile::Phase, profile::Scope;
   const std::int64_t B = mb.rows, S = mb.seq, N = B * S, H = s.hidden, Hl = s.hidden_local(),
                      Fl = s.ffn_local;
+  const double NH = static_cast<double>(N * H), bytes = sizeof(T), mm = 4.0 * NH;  // 2 GEMMs
   // MLP: d holds d out = d x_mid through the residual
-  O::column_sum(g.out_b, d, N, H);
-  O::linear_backward(sc.d_fc.data(), g.out_w, static_cast<T*>(nullptr), d, a.fc_act.data(), w.out_w,
-                     N, Fl, H);
-  O::gelu_backward(sc.d_fc.data(), sc.d_fc.data(), a.fc_pre.data(), N * Fl);
-  O::linear_backward(sc.d_ln.data(), g.fc_w, g.fc_b, sc.d_fc.data(), a.ln2.data(), w.fc_w, N, H,
-                     Fl);
-  axis.sum(sc.d_ln.data(), N * H);  // column-parallel input gradient
-  O::layernorm_backward(d, g.ln2_w, g.ln2_b, sc.d_ln.data(), a.x_mid.data(), a.ln2_mean.data(),
-                        a.ln2_rstd.data(), w.ln2_w, N, H);  // d = d x_mid
-  // Attention
-  O::column_sum(g.proj_b, d, N, H);
-  O::linear_backward(sc.d_ctx.data(), g.proj_w, static_cast<T*>(nullptr), d, a.ctx.data(), w.proj_w,
-                     N, Hl, H);
-  if (!a.lse.empty()) {
-    O::flash_attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.ctx.data(), a.qkv.data(),
-                                a.lse.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0,
-                                sc.delta_for(arena, s, B, S), B, S, s.heads_local,
-                                s.head_dim);  // [N, 3Hl]
-  } else {
-    const T* probs = a.probs.data();
-    if (a.probs.empty()) {
-      T* made = sc.probs_for(arena, s, B, S);
-      O::attention_probs(made, a.qkv.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0, B, S,
-                         s.heads_local, s.head_dim);
-      probs = made;
-    }
-    O::attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.qkv.data(), probs, mb.valid.data(),
-                          sc.d_probs_for(arena, s, B, S), B, S, s.heads_local, s.head_dim);
+  {
+    const Scope p(Phase::activations_backward, 0, NH * bytes);
+    O::column_sum(g.out_b, d, N, H);
   }
-  O::linear_backward(sc.d_ln.data(), g.qkv_w, g.qkv_b, sc.d_qkv.data(), a.ln1.data(), w.qkv_w, N, H,
-                     3 * Hl);
+  {
+    const Scope p(Phase::mlp_down_backward, mm * Fl);
+    O::linear_backward(sc.d_fc.data(), g.out_w, static_cast<T*>(nullptr), d, a.fc_act.data(),
+                       w.out_w, N, Fl, H);
+  }
+  {
+    const Scope p(Phase::activations_backward, 0, 3.0 * static_cast<double>(N * Fl) * bytes);
+    O::gelu_backward(sc.d_fc.data(), sc.d_fc.data(), a.fc_pre.data(), N * Fl);
+  }
+  {
+    const Scope p(Phase::mlp_up_backward, mm * Fl);
+    O::linear_backward(sc.d_ln.data(), g.fc_w, g.fc_b, sc.d_fc.data(), a.ln2.data(), w.fc_w, N, H,
+                       Fl);
+  }
+  axis.sum(sc.d_ln.data(), N * H);  // column-parallel input gradient
+  {
+    const Scope p(Phase::norms_backward, 0, 4 * NH * bytes);
+    O::layernorm_backward(d, g.ln2_w, g.ln2_b, sc.d_ln.data(), a.x_mid.data(), a.ln2_mean.data(),
+                          a.ln2_rstd.data(), w.ln2_w, N, H);  // d = d x_mid
+  }
+  // Attention
+  {
+    const Scope p(Phase::activations_backward, 0, NH * bytes);
+    O::column_sum(g.proj_b, d, N, H);
+  }
+  {
+    const Scope p(Phase::attention_out_backward, mm * Hl);
+    O::linear_backward(sc.d_ctx.data(), g.proj_w, static_cast<T*>(nullptr), d, a.ctx.data(),
+                       w.proj_w, N, Hl, H);
+  }
+  {
+    // the backward's products: d p, d v, d q, d k (and q k^T again where p is remade)
+    const Scope p(Phase::attention_backward, 2 * attention_flops(B, S, s));
+    if (!a.lse.empty()) {
+      O::flash_attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.ctx.data(), a.qkv.data(),
+                                  a.lse.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0,
+                                  sc.delta_for(arena, s, B, S), B, S, s.heads_local,
+                                  s.head_dim);  // [N, 3Hl]
+    } else {
+      const T* probs = a.probs.data();
+      if (a.probs.empty()) {
+        T* made = sc.probs_for(arena, s, B, S);
+        O::attention_probs(made, a.qkv.data(), mb.pos.data(), mb.valid.data(), slopes + s.head0, B,
+                           S, s.heads_local, s.head_dim);
+        probs = made;
+      }
+      O::attention_backward(sc.d_qkv.data(), sc.d_ctx.data(), a.qkv.data(), probs, mb.valid.data(),
+                            sc.d_probs_for(arena, s, B, S), B, S, s.heads_local, s.head_dim);
+    }
+  }
+  {
+    const Scope p(Phase::qkv_backward, mm * 3 * Hl);
+    O::linear_backward(sc.d_ln.data(), g.qkv_w, g.qkv_b, sc.d_qkv.data(), a.ln1.data(), w.qkv_w, N,
+                       H, 3 * Hl);
+  }
   axis.sum(sc.d_ln.data(), N * H);
+  const Scope p(Phase::norms_backward, 0, 4 * NH * bytes);
   O::layernorm_backward(d, g.ln1_w, g.ln1_b, sc.d_ln.data(), x, a.ln1_mean.data(),
                         a.ln1_rstd.data(), w.ln1_w, N, H);  // d = d x
 }

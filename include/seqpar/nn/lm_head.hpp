@@ -14,6 +14,7 @@
 #include "seqpar/config/units.hpp"
 #include "seqpar/core/arena.hpp"
 #include "seqpar/core/batch.hpp"
+#include "seqpar/core/profile.hpp"
 #include "seqpar/nn/activations.hpp"
 #include "seqpar/parallel/tensor_axis.hpp"
 
@@ -59,6 +60,7 @@ LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W,
                      std::int64_t chunk_budget_bytes = Ops<D>::logits_chunk_bytes) {
   using O = Ops<D>;
   using S = StatScalar<T>;
+  using profile::Phase, profile::Scope;
   const std::int64_t N = static_cast<std::int64_t>(targets.size()), H = hidden;
   // Compact the tokens that have a target (ignored ones cost nothing): the list of their
   // rows and their targets in the local vocabulary go to the device once.
@@ -71,13 +73,21 @@ LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W,
     sc.host_target.push_back(static_cast<std::int32_t>(t - vs.row0));
   }
   const auto Nv = static_cast<std::int64_t>(sc.host_rows.size());
-  if (dh) O::fill(dh, T(0.0f), N * H);
+  if (dh) {
+    const Scope p(Phase::conversion, 0, static_cast<double>(N * H * sizeof(T)));
+    O::fill(dh, T(0.0f), N * H);
+  }
   if (Nv == 0) return {};
+  const double head_flops = 2.0 * static_cast<double>(Nv * H);     // per vocabulary row
+  const double logit_bytes = static_cast<double>(Nv * sizeof(T));  // per vocabulary row
   const std::int64_t chunk = vocab_chunk(Nv, vs.real, sizeof(T), chunk_budget_bytes);
   sc.reserve(arena, Nv, H, chunk);
   O::upload(sc.rows.data(), sc.host_rows.data(), Nv);
   O::upload(sc.target.data(), sc.host_target.data(), Nv);
-  O::gather_rows(sc.h.data(), hf, sc.rows.data(), Nv, H);  // [Nv, H]
+  {
+    const Scope p(Phase::loss, 0, 2.0 * static_cast<double>(Nv * H * sizeof(T)));
+    O::gather_rows(sc.h.data(), hf, sc.rows.data(), Nv, H);  // [Nv, H]
+  }
   const T* hv = sc.h.data();
   T* L = sc.logits.data();
   S* mx = sc.mx.data();
@@ -93,7 +103,11 @@ LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W,
   // Pass 1: running max and sum of exps over the local vocab; the target logit where local.
   for (std::int64_t c0 = 0; c0 < vs.real; c0 += chunk) {
     const std::int64_t cw = std::min(chunk, vs.real - c0);
-    O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);  // [Nv, cw]
+    {
+      const Scope p(Phase::lm_head, head_flops * static_cast<double>(cw));
+      O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);  // [Nv, cw]
+    }
+    const Scope p(Phase::loss, 0, logit_bytes * static_cast<double>(cw));
     O::softmax_stats(mx, sum, picked, L, tgt, Nv, cw, c0);
   }
   // Across vocab shards: global max, then rescaled sums, then the one target logit.
@@ -117,16 +131,28 @@ LossSum lm_head_loss(T* dh, T* dW, const T* hf, const T* W,
       return dhv;
   }();
   using Acc = std::remove_pointer_t<decltype(dh_acc)>;
-  O::fill(dh_acc, Acc(0.0f), Nv * H);
+  {
+    const Scope p(Phase::conversion, 0, static_cast<double>(Nv * H * sizeof(Acc)));
+    O::fill(dh_acc, Acc(0.0f), Nv * H);
+  }
   const bool one_chunk = chunk >= vs.real;
   for (std::int64_t c0 = 0; c0 < vs.real; c0 += chunk) {
     const std::int64_t cw = std::min(chunk, vs.real - c0);
-    if (!one_chunk) O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);
-    O::cross_entropy_grad(L, lse, tgt, Nv, cw, c0, grad_scale);
+    const double w = static_cast<double>(cw);
+    if (!one_chunk) {
+      const Scope p(Phase::lm_head_backward, head_flops * w);  // the logits again
+      O::gemm(false, true, Nv, cw, H, T(1.0f), hv, H, W + c0 * H, H, T(0.0f), L, cw);
+    }
+    {
+      const Scope p(Phase::loss, 0, 2 * logit_bytes * w);
+      O::cross_entropy_grad(L, lse, tgt, Nv, cw, c0, grad_scale);
+    }
+    const Scope p(Phase::lm_head_backward, 2 * head_flops * w);
     O::gemm(false, false, Nv, H, cw, T(1.0f), L, cw, W + c0 * H, H, T(1.0f), dh_acc, H);  // [Nv, H]
     O::gemm(true, false, cw, H, Nv, T(1.0f), L, cw, hv, H, T(1.0f), dW + c0 * H, H);      // [cw, H]
   }
   axis.sum(dh_acc, Nv * H);  // every vocab shard contributed to each token's dh
+  const Scope p(Phase::conversion, 0, static_cast<double>(Nv * H) * (sizeof(Acc) + 2 * sizeof(T)));
   if constexpr (sum_in_s) O::convert(dhv, dh_acc, Nv * H);
   O::scatter_rows(dh, dhv, sc.rows.data(), Nv, H);
   return out;

@@ -14,6 +14,7 @@
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
 #include "seqpar/config/bloom.hpp"
+#include "seqpar/core/profile.hpp"
 #include "seqpar/core/rng.hpp"
 #include "seqpar/nn/activations.hpp"
 #include "seqpar/nn/block.hpp"
@@ -174,6 +175,9 @@ class BloomStack {
   }
 
   void zero_grads() {
+    double bytes = 0;
+    for (const auto& g : grads_) bytes += static_cast<double>(g.size() * sizeof(T));
+    const profile::Scope p(profile::Phase::conversion, 0, bytes);
     for (std::size_t u = 0; u < units_.size(); ++u)
       if (!grads_[u].empty())
         Ops<D>::fill(grads_[u].data(), T(0.0f), static_cast<std::int64_t>(grads_[u].size()));
@@ -240,6 +244,8 @@ class BloomStack {
     hooks_->acquire(last_unit(), UnitUse::backward);
     const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
     const auto g = FinalTensors<T>::bind(grads(last_unit()), units_.back());
+    const profile::Scope p(profile::Phase::norms_backward, 0,
+                           5.0 * static_cast<double>(N * H * sizeof(T)));
     Ops<D>::fill(d_out, T(0.0f), N * H);
     Ops<D>::layernorm_backward(d_out, g.ln_w, g.ln_b, head_dh_.data(), a.x.back().data(),
                                a.hf_mean.data(), a.hf_rstd.data(), f.ln_w, N, H);
@@ -280,6 +286,7 @@ class BloomStack {
       const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
       const auto g = EmbeddingTensors<T>::bind(grads(0), units_[0]);
       grow(*arena_, emb_d_, N * H);
+      const profile::Scope p(profile::Phase::embedding);
       Ops<D>::fill(emb_d_.data(), T(0.0f), N * H);
       Ops<D>::layernorm_backward(emb_d_.data(), g.ln_w, g.ln_b, d, a.emb.data(), a.emb_mean.data(),
                                  a.emb_rstd.data(), e.ln_w, N, H);
@@ -368,6 +375,7 @@ class BloomStack {
   void embed(T* out, T* emb, Stat* mean, Stat* rstd, const std::int32_t* ids, std::int64_t N) {
     hooks_->acquire(0, UnitUse::forward);
     const auto e = EmbeddingTensors<const T>::bind(params(0), units_[0]);
+    const profile::Scope p(profile::Phase::embedding);
     Ops<D>::embedding_forward(emb, ids, e.table, N, H, vocab_.row0, vocab_.rows);  // [N, H]
     axis_.sum(emb, N * H);  // vocab-split table: each id's row lives on one rank
     Ops<D>::layernorm_forward(out, mean, rstd, emb, e.ln_w, e.ln_b, N, H, M::layer_norm_eps);
@@ -377,6 +385,7 @@ class BloomStack {
   void final_norm(T* out, Stat* mean, Stat* rstd, const T* x, std::int64_t N) {
     hooks_->acquire(last_unit(), UnitUse::forward);
     const auto f = FinalTensors<const T>::bind(params(last_unit()), units_.back());
+    const profile::Scope p(profile::Phase::norms, 0, 2.0 * static_cast<double>(N * H * sizeof(T)));
     Ops<D>::layernorm_forward(out, mean, rstd, x, f.ln_w, f.ln_b, N, H, M::layer_norm_eps);
     hooks_->release(last_unit());
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "seqpar/comm/any_comm.hpp"
+#include "seqpar/core/profile.hpp"
 
 namespace seqpar::inline v0 {
 
@@ -29,10 +30,12 @@ struct TensorGroup {
   int size() const { return comm.size(); }
   template <class T>
   void sum(T* data, std::int64_t n) {
+    const profile::Scope p(profile::Phase::communication);
     comm.all_reduce(data, static_cast<std::size_t>(n), ReduceOp::sum);
   }
   template <class T>
   void max(T* data, std::int64_t n) {
+    const profile::Scope p(profile::Phase::communication);
     comm.all_reduce(data, static_cast<std::size_t>(n), ReduceOp::max);
   }
 };

@@ -18,6 +18,7 @@
 #include "seqpar/config/bloom.hpp"
 #include "seqpar/core/batch.hpp"
 #include "seqpar/core/parse.hpp"
+#include "seqpar/core/profile.hpp"
 #include "seqpar/io/bloom_weights.hpp"
 #include "seqpar/io/safetensors.hpp"
 #include "seqpar/io/tensor_file.hpp"
@@ -118,6 +119,7 @@ class Trainer {
   /// gradients reduced, their norm, the step guard's verdict (loss scale, faults,
   /// clipping), AdamW. The loss is the token mean over the whole batch.
   StepStats step(const BatchView& batch) {
+    const profile::Scope profiled(profile::Phase::step);
     const auto t0 = start_step(batch);
     const std::int64_t targets = batch.target_count();
     const auto scaling = guard_.template scaling<T>(targets);
@@ -379,6 +381,7 @@ class Trainer {
   // The gradients summed over the data axis, and the tied embedding's over the first and
   // last stage: every rank then holds the whole batch's gradients of its range.
   void reduce_gradients() {
+    const profile::Scope p(profile::Phase::communication);
     data_->reduce_gradients();
     pipe_.sum_tied_gradients<Dev>(data_->grad_storage(0), data_->range_size(0), arena_);
     data_->gradients_final(0);
@@ -386,6 +389,7 @@ class Trainer {
 
   // A rank's share of a loss sum summed over the pipeline and data axes.
   double global_sum(double local) {
+    const profile::Scope p(profile::Phase::communication);
     mesh_.pipeline.all_reduce(&local, 1, ReduceOp::sum);
     mesh_.data.all_reduce(&local, 1, ReduceOp::sum);
     return local;
@@ -396,7 +400,13 @@ class Trainer {
 
   // The guard's factors on the gradients, then AdamW at rate lr.
   void optimizer_step(const GradientUpdate<T>& update, double lr) {
-    for (int i = 0; i < update.factors; ++i) data_->scale_grads(update.factor[i]);
+    {
+      const profile::Scope p(profile::Phase::clipping, 2.0 * update.factors * grad_bytes());
+      for (int i = 0; i < update.factors; ++i) data_->scale_grads(update.factor[i]);
+    }
+    // master weights, m, v read and written, the gradients read, the working weights written
+    const profile::Scope p(profile::Phase::optimizer, 0,
+                           updated_numel() * (6.0 * sizeof(Master) + 2.0 * sizeof(T)));
     ++step_;
     const AdamWConfig adam{opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay};
     data_->optimizer_step(adam_coeffs(adam, lr, step_), update.grad_factor);
@@ -421,10 +431,21 @@ class Trainer {
     return st;
   }
 
+  // The elements of the ranges this rank's optimizer updates, and their gradients' bytes
+  // (the profile's counts).
+  double updated_numel() const {
+    double n = 0;
+    for (std::size_t u = 0; u < model_.units().size(); ++u)
+      if (model_.holds(u)) n += static_cast<double>(data_->range_size(u));
+    return n;
+  }
+  double grad_bytes() const { return updated_numel() * sizeof(T); }
+
   // The global gradient norm: tensor-split pieces summed over the tensor group,
   // replicated tensors (identical on every tensor rank) counted once, each pipeline
   // stage's units as the pipeline axis weighs them (its copy of the tied table not at all).
   double grad_norm() {
+    const profile::Scope p(profile::Phase::clipping, 0, grad_bytes());
     const double tp = mesh_.tensor_degree;
     double s = data_->grad_square_sum([&](std::size_t u, const ParamSpec& p) {
       return pipe_.norm_weight(u) * (p.split == Split::none ? 1.0 / tp : 1.0);

@@ -82,11 +82,11 @@ void check(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, flo
 
 std::vector<std::string> dot_bf16_failures() {
   std::vector<std::string> failures;
-  // edge tiles (M % 12, N % 32), odd depths, one and several K blocks (256), row blocks (96),
-  // bands (576 rows)
-  const std::int64_t shapes[][3] = {{1, 1, 1},     {5, 7, 3},      {12, 32, 8},
-                                    {13, 33, 255}, {100, 70, 257}, {97, 40, 520},
-                                    {8, 4100, 40}, {3, 5, 1031},   {600, 9, 300}};
+  // edge tiles (M % 12, N % 32), odd depths, one and several K blocks (1024), row blocks (96),
+  // bands (576 rows), whole slivers transposed as they are packed
+  const std::int64_t shapes[][3] = {{1, 1, 1},      {5, 7, 3},      {12, 32, 8},    {13, 33, 255},
+                                    {100, 70, 257}, {97, 40, 520},  {8, 4100, 40},  {3, 5, 1031},
+                                    {600, 9, 300},  {97, 70, 2100}, {600, 40, 1100}};
   for (const auto& s : shapes)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)

@@ -39,6 +39,37 @@ struct Avx512Dot {
     store16(out, v);
   }
 
+  // d[q * ldd + c] = the pair q of row c (rows[c * ld + 2 q], rows[c * ld + 2 q + 1]), q, c <
+  // 16: a 16 x 16 transposition of 32-bit words in four rounds of shuffles
+  static void transpose_pairs(std::uint32_t* d, std::int64_t ldd, const Bf16Bits* rows,
+                              std::int64_t ld) {
+    __m512i r[16], t[16], u[16];
+    for (int c = 0; c < 16; ++c) r[c] = _mm512_loadu_si512(rows + c * ld);
+    // per 128-bit lane: t[2i] = (r2i.0, r2i+1.0, r2i.1, r2i+1.1), t[2i + 1] the words 2 and 3
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4 g + w]: word w of each lane of rows 4g..4g+3, per 128-bit lane l: pair w + 4 l
+    for (int g = 0; g < 4; ++g) {
+      u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+      u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+      u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+      u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+    }
+    // the lanes of the four row groups put together: pairs w, w + 4, w + 8, w + 12
+    for (int w = 0; w < 4; ++w) {
+      const __m512i v0 = _mm512_shuffle_i32x4(u[w], u[4 + w], 0x88),
+                    v1 = _mm512_shuffle_i32x4(u[w], u[4 + w], 0xdd),
+                    w0 = _mm512_shuffle_i32x4(u[8 + w], u[12 + w], 0x88),
+                    w1 = _mm512_shuffle_i32x4(u[8 + w], u[12 + w], 0xdd);
+      _mm512_storeu_si512(d + w * ldd, _mm512_shuffle_i32x4(v0, w0, 0x88));
+      _mm512_storeu_si512(d + (w + 8) * ldd, _mm512_shuffle_i32x4(v0, w0, 0xdd));
+      _mm512_storeu_si512(d + (w + 4) * ldd, _mm512_shuffle_i32x4(v1, w1, 0x88));
+      _mm512_storeu_si512(d + (w + 12) * ldd, _mm512_shuffle_i32x4(v1, w1, 0xdd));
+    }
+  }
+
  private:
   static __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
   static __m512 load16(const Bf16Bits* p) {

@@ -1,5 +1,5 @@
 #pragma once
-// LayerNorm forward and backward on the CPU: a row per iteration, its sums in row order;
+// LayerNorm forward and backward on the CPU: a row per iteration, its sums in eight lanes;
 // the element arithmetic is that of backend/kernels.hpp, as in the CUDA kernels. Computed
 // in Wide<T> (float for 16-bit storage), in which mean and rstd are kept. Part of Ops<Cpu>.
 
@@ -16,6 +16,23 @@
 
 namespace seqpar::inline v0::detail::cpu {
 
+// The sum over j in [0, n) of term(lane, j): eight-lane sums (lane an F32x8 on blocks of eight
+// where AVX2 is on), the lanes added, then the rest one at a time (lane a Wide<T>).
+template <class T, class Term>
+Wide<T> row_sum(std::int64_t n, Term&& term) {
+  Wide<T> s = 0;
+  std::int64_t j = 0;
+#if SEQPAR_CPU_SIMD
+  if constexpr (simd_storage<T>) {
+    F32x8 acc(0.0f);
+    for (; j + F32x8::lanes <= n; j += F32x8::lanes) acc += term(F32x8{}, j);
+    s = acc.sum();
+  }
+#endif
+  for (; j < n; ++j) s += term(Wide<T>{}, j);
+  return s;
+}
+
 // y[n, d] = layernorm(x) * w + b; keeps mean[n] and rstd[n] for the backward
 template <class T, class S>
 void layernorm_forward(T* y, S* mean, S* rstd, const T* x, const T* w, const T* b, std::int64_t n,
@@ -24,16 +41,24 @@ void layernorm_forward(T* y, S* mean, S* rstd, const T* x, const T* w, const T* 
   SEQPAR_OMP(parallel for schedule(static))
   for (std::int64_t i = 0; i < n; ++i) {
     const T* xi = x + i * d;
-    S m = 0;
-    for (std::int64_t j = 0; j < d; ++j) m += widen(xi[j]);
-    m /= S(d);
-    S var = 0;  // two passes: the variance of the centred values
-    for (std::int64_t j = 0; j < d; ++j) var += (widen(xi[j]) - m) * (widen(xi[j]) - m);
-    var /= S(d);
+    const S m = row_sum<T>(d, [&](auto lane,
+                                  std::int64_t j) { return load_lanes<decltype(lane)>(xi + j); }) /
+                S(d);
+    // two passes: the variance of the centred values
+    const S var = row_sum<T>(d,
+                             [&](auto lane, std::int64_t j) {
+                               using V = decltype(lane);
+                               const V c = load_lanes<V>(xi + j) - V(m);
+                               return kernels::mul_of(c, c);
+                             }) /
+                  S(d);
     const S r = kernels::layernorm_rstd(var, S(eps));
     T* yi = y + i * d;
-    for (std::int64_t j = 0; j < d; ++j)
-      yi[j] = narrow<T>(kernels::layernorm_out(widen(xi[j]), m, r, widen(w[j]), widen(b[j])));
+    for_lanes_here<T>(d, [&](auto lane, std::int64_t j) {
+      using V = decltype(lane);
+      store_lanes(yi + j, kernels::layernorm_out(load_lanes<V>(xi + j), V(m), V(r),
+                                                 load_lanes<V>(w + j), load_lanes<V>(b + j)));
+    });
     mean[i] = m;
     rstd[i] = r;
   }
@@ -48,20 +73,32 @@ void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const S* m
   for (std::int64_t i = 0; i < n; ++i) {
     const T* dyi = dy + i * d;
     const T* xi = x + i * d;
-    S mean_g = 0, mean_g_xhat = 0;  // g = dy w
-    for (std::int64_t j = 0; j < d; ++j) {
-      const S g = widen(dyi[j]) * widen(w[j]);
-      mean_g += g;
-      mean_g_xhat += g * kernels::layernorm_xhat(widen(xi[j]), mean[i], rstd[i]);
-    }
-    mean_g /= S(d);
-    mean_g_xhat /= S(d);
+    const S m = mean[i], r = rstd[i];
+    // g = dy w; the row means of g and of g xhat
+    const S mean_g =
+        row_sum<T>(d,
+                   [&](auto lane, std::int64_t j) {
+                     using V = decltype(lane);
+                     return kernels::mul_of(load_lanes<V>(dyi + j), load_lanes<V>(w + j));
+                   }) /
+        S(d);
+    const S mean_g_xhat =
+        row_sum<T>(d,
+                   [&](auto lane, std::int64_t j) {
+                     using V = decltype(lane);
+                     return kernels::mul_of(
+                         kernels::mul_of(load_lanes<V>(dyi + j), load_lanes<V>(w + j)),
+                         kernels::layernorm_xhat(load_lanes<V>(xi + j), V(m), V(r)));
+                   }) /
+        S(d);
     T* dxi = dx + i * d;
-    for (std::int64_t j = 0; j < d; ++j)
-      dxi[j] = narrow<T>(widen(dxi[j]) + kernels::layernorm_dx(widen(dyi[j]) * widen(w[j]),
-                                                               kernels::layernorm_xhat(
-                                                                   widen(xi[j]), mean[i], rstd[i]),
-                                                               mean_g, mean_g_xhat, rstd[i]));
+    for_lanes_here<T>(d, [&](auto lane, std::int64_t j) {
+      using V = decltype(lane);
+      const V g = load_lanes<V>(dyi + j) * load_lanes<V>(w + j);
+      const V xhat = kernels::layernorm_xhat(load_lanes<V>(xi + j), V(m), V(r));
+      store_lanes(dxi + j, load_lanes<V>(dxi + j) +
+                               kernels::layernorm_dx(g, xhat, V(mean_g), V(mean_g_xhat), V(r)));
+    });
   }
   // Parameter gradients: each column summed in row order by one thread (reproducible).
   for_columns(d, n * d, [&](std::int64_t j0, std::int64_t j1) {

@@ -31,7 +31,7 @@ namespace seqpar::inline v0 {
 template <>
 struct Ops<Cpu> {
   /// Logits of the chunked LM head held at once (nn/lm_head.hpp): a chunk that stays in cache.
-  static constexpr std::int64_t logits_chunk_bytes = std::int64_t{32} << 20;
+  static constexpr std::int64_t logits_chunk_bytes = std::int64_t{1} << 30;
 
   // --- host <-> device: the same memory ------------------------------------------------
   template <class U>

@@ -43,9 +43,20 @@ double sum_squares(const T* x, std::int64_t n) {
   std::vector<double> part(static_cast<std::size_t>(blocks));
   SEQPAR_OMP(parallel for schedule(static) if (n > parallel_min_elements))
   for (std::int64_t b = 0; b < blocks; ++b) {
+    // eight sums a block, each over every eighth value, then added in order: one vector of
+    // independent additions instead of a chain of dependent ones
+    constexpr int lanes = 8;
+    double lane[lanes] = {};
+    const std::int64_t end = std::min(n, (b + 1) * block);
+    std::int64_t i = b * block;
+    for (; i + lanes <= end; i += lanes)
+      for (int j = 0; j < lanes; ++j) {
+        const auto v = static_cast<double>(widen(x[i + j]));
+        lane[j] += v * v;
+      }
     double s = 0;
-    for (std::int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i)
-      s += static_cast<double>(widen(x[i])) * static_cast<double>(widen(x[i]));
+    for (double l : lane) s += l;
+    for (; i < end; ++i) s += static_cast<double>(widen(x[i])) * static_cast<double>(widen(x[i]));
     part[static_cast<std::size_t>(b)] = s;
   }
   double s = 0;

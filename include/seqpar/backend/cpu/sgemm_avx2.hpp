@@ -17,6 +17,7 @@
 
 #include "seqpar/backend/cpu/simd_avx2.hpp"
 #include "seqpar/core/omp.hpp"
+#include "seqpar/core/profile.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -268,7 +269,8 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, floa
 #ifdef _OPENMP
   parallel = parallel && !omp_in_parallel() && omp_get_max_threads() > 1;
 #endif
-  const std::int64_t row_blocks = (M + MC - 1) / MC;
+  const detail::RowBlocks rb(M, MR, MC, parallel);
+  const std::int64_t row_blocks = rb.count;
   SEQPAR_OMP(parallel if (parallel))
   {
     Scratch apack = scratch(std::min(MC, (M + MR - 1) / MR * MR) * kc_max + 8);
@@ -279,13 +281,14 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, floa
         const bool first = pc == 0, last = pc + kc == K;
         const float block_beta = first ? beta : 1.0f;
         SEQPAR_OMP(for schedule(static))
-        for (std::int64_t s = 0; s < slivers; ++s) pack_b(bpack.get(), b, pc, kc, jc, nc, s, s + 1);
+        for (std::int64_t s = 0; s < slivers; ++s)
+          profile::packing([&] { pack_b(bpack.get(), b, pc, kc, jc, nc, s, s + 1); });
         // row blocks to whichever thread is free: a thread slowed by anything else costs one
         // block
         SEQPAR_OMP(for schedule(dynamic, 1))
         for (std::int64_t blk = 0; blk < row_blocks; ++blk) {
-          const std::int64_t ic = blk * MC, mc = std::min(MC, M - ic);
-          pack_a(apack.get(), a, ic, mc, pc, kc, alpha);
+          const std::int64_t ic = rb.begin(blk), mc = rb.begin(blk + 1) - ic;
+          profile::packing([&] { pack_a(apack.get(), a, ic, mc, pc, kc, alpha); });
           for (std::int64_t jr = 0; jr < nc; jr += NR)
             for (std::int64_t ir = 0; ir < mc; ir += MR) {
               const float* ap = apack.get() + ir * kc;
