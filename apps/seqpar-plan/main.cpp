@@ -46,7 +46,7 @@ on each GPU below, the fastest plan that fits and its memory and step time.
                          (on --ranks CPU ranks with --device cpu), one line a shape
   --device D             gpu | cpu (default gpu). cpu: a rank's device memory is the host's,
                          so its device and host bytes share --memory-gb; the CPU's logits
-                         budget (32 MiB); no reserve; rates of the cpu preset (docs/cpu.md)
+                         budget (1 GiB); no reserve; rates of the cpu preset (docs/cpu.md)
   --gpus N, --ranks N    number of GPUs, or of CPU ranks (default 1)
   --gpu NAME             preset: h200 h100 a100-40 a100-80 rtx4090 rtx3090 (default h200);
                          sets the memory and every rate below, which flags after it override
@@ -62,7 +62,7 @@ on each GPU below, the fastest plan that fits and its memory and step time.
   --attention A          standard | fused (default standard)
   --offload O            none | optimizer | optimizer+params (default none; parameters
                          are offloaded under ZeRO-3 only)
-  --logits-mb L          the LM head's logits budget, MiB (default 256, as on Cuda; cpu 32)
+  --logits-mb L          the LM head's logits budget, MiB (default 256, as on Cuda; cpu 1024)
   --tflops F             dense 16-bit peak, TFLOP/s      --tflops-fp32 F   fp32 peak
   --efficiency E         fraction of the peak reached (default 0.4)
   --hbm-gbps G           device memory bandwidth, GB/s
@@ -246,7 +246,7 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.reserve_gib < 0) o.reserve_gib = o.cpu ? 0 : 1;
-  if (o.logits_mib == 0) o.logits_mib = o.cpu ? 32 : 256;  // Ops<Cpu>, Ops<Cuda>
+  if (o.logits_mib == 0) o.logits_mib = (o.cpu ? cpu_logits_budget : cuda_logits_budget) >> 20;
   return o;
 }
 

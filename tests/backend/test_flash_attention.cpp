@@ -144,11 +144,13 @@ std::vector<double> reference_lse(const AttentionCase<double>& c) {
 TEST_CASE(
     "fused attention equals the standard ops in double: ctx, lse and dqkv, across tiles and "
     "padding") {
-  // Padding: none; 37 (past a query tile); 70 (past a key tile); the whole row.
-  for (const std::int64_t Tn : {1, 33, 64, 150}) {
+  // Padding: none; 37 (past a query tile); 70 (past a key tile); the whole row; 130 (past
+  // the standard ops' first block of 96 query rows, whose products stop at their last key).
+  for (const std::int64_t Tn : {1, 33, 64, 150, 300}) {
     CAPTURE(Tn);
     std::vector<std::int64_t> padding = {0, std::min<std::int64_t>(37, Tn - 1),
-                                         std::min<std::int64_t>(70, Tn), Tn};
+                                         std::min<std::int64_t>(70, Tn), Tn,
+                                         std::min<std::int64_t>(130, Tn)};
     // Heads 3..5 of 6: the second tensor rank's share under a split of two.
     const AttentionCase<double> c(Tn, 3, 8, padding, 3, 6, 40 + static_cast<std::uint64_t>(Tn));
     const auto want = standard(c);

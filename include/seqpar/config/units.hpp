@@ -77,6 +77,14 @@ constexpr std::int64_t padded_vocab(std::int64_t vocab, int tp) {
   return (vocab + m - 1) / m * m;
 }
 
+/// The LM head's logits budget by default (TrainOptions::logits_bytes 0): Ops<Cpu>'s and
+/// Ops<Cuda>'s logits_chunk_bytes, and seqpar-plan's. On the CPU a micro-batch's logits up
+/// to 1 GiB are held whole (SeqGPT-560M: 2048 tokens in bf16, 1024 in fp32), which spares
+/// the head's backward a second logits GEMM (docs/cpu.md); on the GPU chunks wide enough for
+/// GEMMs that fill it (16 chunks of SeqGPT-560M's vocabulary at 8192 bf16 tokens).
+inline constexpr std::int64_t cpu_logits_budget = std::int64_t{1} << 30;
+inline constexpr std::int64_t cuda_logits_budget = std::int64_t{256} << 20;
+
 /// The LM head's chunk width (nn/lm_head.hpp; the planner sizes its scratch with it): a
 /// multiple of 128 vocabulary columns, at most `budget_bytes` of logits for n tokens of
 /// `elem` bytes, and no wider than the `rows` real rows a rank holds.

@@ -39,8 +39,8 @@ struct PlanQuery {
   std::int64_t recompute_every = 1;
   bool fused_attention = false;  // AttentionKind::fused: a log-sum-exp per query, no probabilities
   Offload offload = Offload::none;
-  /// The LM head's logits budget (TrainOptions::logits_bytes; Ops<Cpu> 32 MiB, Ops<Cuda> 256 MiB).
-  std::int64_t logits_bytes = std::int64_t{256} << 20;
+  /// The LM head's logits budget (TrainOptions::logits_bytes; config/units.hpp's defaults).
+  std::int64_t logits_bytes = cuda_logits_budget;
   /// A communicator with its own stream (NcclComm): reductions and gathers overlap compute.
   bool asynchronous = false;
 

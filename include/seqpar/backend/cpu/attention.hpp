@@ -40,6 +40,27 @@ void alibi_softmax_row(T* s, const T* pos, const std::uint8_t* valid, T slope, s
   std::fill(s + i + 1, s + Tn, T(0));
 }
 
+// Causal attention by blocks of query rows: the keys a block's products need. Query i attends
+// to keys [0, i], so a block of rows [i0, i1) needs keys [0, i1) of the scores, the context,
+// d P and d q: the products' columns (or depth) past them are zeros in the probabilities. A
+// query before the row's first valid key attends to every key (uniformly), so a block that
+// holds one needs them all (`keys`). The block's values are the whole-row products' own bits:
+// each element's sum is the same, its trailing zero terms dropped.
+inline constexpr std::int64_t attention_rows = 96;
+
+struct CausalBlock {
+  std::int64_t i0, rows, causal_keys, keys;
+};
+
+template <class F>
+void for_causal_blocks(const std::uint8_t* valid, std::int64_t Tn, F&& f) {
+  const std::int64_t first_valid = std::find(valid, valid + Tn, std::uint8_t{1}) - valid;
+  for (std::int64_t i0 = 0; i0 < Tn; i0 += attention_rows) {
+    const std::int64_t i1 = std::min(Tn, i0 + attention_rows);
+    f(CausalBlock{i0, i1 - i0, i1, i0 < first_valid ? Tn : i1});
+  }
+}
+
 // Head (b, h) of attention_probs: P[T, T] = scale q k^T, then + alibi, masked, softmax
 // per row; returns P. For 16-bit storage the scores are made and normalised in `wide`
 // (float, [T, T]) and P is their rounding.
@@ -58,9 +79,13 @@ T* head_probs(T* probs, const T* qkv, const S* pos, const std::uint8_t* valid, c
     else
       return P;
   }();
-  gemm<T>(false, true, Tn, Tn, hd, scale, q, ld, q + hd, ld, S(0), scores, Tn);
   const S* pb = pos + b * Tn;
   const std::uint8_t* vb = valid + b * Tn;
+  // a query's scores past its own key are never read (the softmax masks them)
+  for_causal_blocks(vb, Tn, [&](const CausalBlock& c) {
+    gemm<T>(false, true, c.rows, c.causal_keys, hd, scale, q + c.i0 * ld, ld, q + hd, ld, S(0),
+            scores + c.i0 * Tn, Tn);
+  });
   for (std::int64_t i = 0; i < Tn; ++i)
     alibi_softmax_row(scores + i * Tn, pb, vb, slopes[h], i, Tn);
   if constexpr (Half<T>) convert_n(P, scores, Tn * Tn);
@@ -86,8 +111,12 @@ void attention_forward(T* ctx, T* probs, const T* qkv, const S* pos, const std::
       for (std::int64_t h = 0; h < nh; ++h) {
         const T* P = head_probs(probs, qkv, pos, valid, slopes, b, h, Tn, nh, hd, wide.data());
         // ctx[T, hd] = P v (while P is still in cache)
-        gemm<T>(false, false, Tn, hd, Tn, S(1), P, Tn, kernels::head_qkv(qkv, b, h, Tn, ld, hd).v,
-                ld, S(0), ctx + b * Tn * Hl + h * hd, Hl);
+        const T* v = kernels::head_qkv(qkv, b, h, Tn, ld, hd).v;
+        T* c = ctx + b * Tn * Hl + h * hd;
+        for_causal_blocks(valid + b * Tn, Tn, [&](const CausalBlock& blk) {
+          gemm<T>(false, false, blk.rows, hd, blk.keys, S(1), P + blk.i0 * Tn, Tn, v, ld, S(0),
+                  c + blk.i0 * Hl, Hl);
+        });
       }
   }
 }
@@ -134,10 +163,13 @@ void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
           else
             return dS;
         }();
-        // dP[T, T] = dctx v^T;  dv[T, hd] = P^T dctx
-        gemm<T>(false, true, Tn, Tn, hd, S(1), dc, Hl, v, ld, S(0), dP, Tn);
-        gemm<T>(true, false, Tn, hd, Tn, S(1), P, Tn, dc, Hl, S(0), dv, ld);
         const std::uint8_t* vb = valid + b * Tn;
+        // dP[T, T] = dctx v^T (a row's entries past its keys are not read);  dv[T, hd] = P^T dctx
+        for_causal_blocks(vb, Tn, [&](const CausalBlock& blk) {
+          gemm<T>(false, true, blk.rows, blk.keys, hd, S(1), dc + blk.i0 * Hl, Hl, v, ld, S(0),
+                  dP + blk.i0 * Tn, Tn);
+        });
+        gemm<T>(true, false, Tn, hd, Tn, S(1), P, Tn, dc, Hl, S(0), dv, ld);
         bool any_valid = false;
         for (std::int64_t i = 0; i < Tn; ++i) {
           any_valid = any_valid || vb[i];
@@ -154,7 +186,10 @@ void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
         }
         if constexpr (Half<T>) convert_n(dS, dP, Tn * Tn);
         // dq = scale dS k;  dk = scale dS^T q
-        gemm<T>(false, false, Tn, hd, Tn, scale, dS, Tn, k, ld, S(0), dq, ld);
+        for_causal_blocks(vb, Tn, [&](const CausalBlock& blk) {
+          gemm<T>(false, false, blk.rows, hd, blk.keys, scale, dS + blk.i0 * Tn, Tn, k, ld, S(0),
+                  dq + blk.i0 * ld, ld);
+        });
         gemm<T>(true, false, Tn, hd, Tn, scale, dS, Tn, q, ld, S(0), dk, ld);
       }
   }

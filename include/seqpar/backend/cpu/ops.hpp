@@ -10,6 +10,7 @@
 
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/config/units.hpp"
 
 // The headers below are parts of this one and refuse to be included on their own.
 #define SEQPAR_BACKEND_CPU_OPS_INCLUDED 1
@@ -30,8 +31,8 @@ namespace seqpar::inline v0 {
 
 template <>
 struct Ops<Cpu> {
-  /// Logits of the chunked LM head held at once (nn/lm_head.hpp): a chunk that stays in cache.
-  static constexpr std::int64_t logits_chunk_bytes = std::int64_t{1} << 30;
+  /// Logits of the chunked LM head held at once (nn/lm_head.hpp; config/units.hpp).
+  static constexpr std::int64_t logits_chunk_bytes = cpu_logits_budget;
 
   // --- host <-> device: the same memory ------------------------------------------------
   template <class U>

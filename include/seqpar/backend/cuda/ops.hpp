@@ -19,14 +19,14 @@
 #include "seqpar/backend/cuda/numeric.hpp"
 #include "seqpar/backend/device.hpp"
 #include "seqpar/backend/kernels.hpp"
+#include "seqpar/config/units.hpp"
 
 namespace seqpar::inline v0 {
 
 template <>
 struct Ops<Cuda> {
-  /// Logits of the chunked LM head held at once (nn/lm_head.hpp): chunks wide enough for
-  /// GEMMs that fill the GPU (16 chunks of SeqGPT-560M's vocabulary at 8192 bf16 tokens).
-  static constexpr std::int64_t logits_chunk_bytes = std::int64_t{256} << 20;
+  /// Logits of the chunked LM head held at once (nn/lm_head.hpp; config/units.hpp).
+  static constexpr std::int64_t logits_chunk_bytes = cuda_logits_budget;
 
   // --- host <-> device ---------------------------------------------------------------
 
