@@ -401,7 +401,7 @@ class Trainer {
   // The guard's factors on the gradients, then AdamW at rate lr.
   void optimizer_step(const GradientUpdate<T>& update, double lr) {
     {
-      const profile::Scope p(profile::Phase::clipping, 2.0 * update.factors * grad_bytes());
+      const profile::Scope p(profile::Phase::clipping, 0, 2.0 * update.factors * grad_bytes());
       for (int i = 0; i < update.factors; ++i) data_->scale_grads(update.factor[i]);
     }
     // master weights, m, v read and written, the gradients read, the working weights written
