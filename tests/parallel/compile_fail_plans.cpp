@@ -1,6 +1,7 @@
 // Plans that cannot work must not compile. Built once per RULE by
 // tests/parallel/CMakeLists.txt, each expecting its own message.
-#include "seqpar/seqpar.hpp"
+#include "seqpar/comm/thread_comm.hpp"
+#include "seqpar/train/trainer.hpp"
 
 using namespace seqpar;
 using M = Bloom<BloomConfig{.vocab_size = 64, .hidden = 48, .layers = 4, .heads = 4}>;
