@@ -13,7 +13,8 @@
 // add up to the step ("other" is what no scope of the step claimed). Times are wall times of
 // the calling thread, so they are a device's only where its ops are synchronous (Cpu; on
 // Cuda a scope would time the launches). Several ranks in one process (thread ranks) add
-// their times together.
+// their times together, and a phase's packing may then hold another rank's: profile one
+// rank a process for a phase's own figures.
 
 #include <algorithm>
 #include <array>

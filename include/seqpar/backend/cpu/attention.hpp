@@ -152,8 +152,11 @@ void attention_backward(T* dqkv, const T* dctx, const T* qkv, const T* probs,
     SEQPAR_OMP(for collapse(2) schedule(static))
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < nh; ++h) {
-        const auto [q, k, v] = kernels::head_qkv(qkv, b, h, Tn, ld, hd);
-        const auto [dq, dk, dv] = kernels::head_qkv(dqkv, b, h, Tn, ld, hd);
+        // named pointers, not structured bindings: the blocks' lambdas capture them
+        const auto in = kernels::head_qkv(qkv, b, h, Tn, ld, hd);
+        const auto out = kernels::head_qkv(dqkv, b, h, Tn, ld, hd);
+        const T *q = in.q, *k = in.k, *v = in.v;
+        T *dq = out.q, *dk = out.k, *dv = out.v;
         const T* P = probs + (b * nh + h) * Tn * Tn;
         const T* dc = dctx + b * Tn * Hl + h * hd;
         T* dS = scratch + (b * nh + h) * Tn * Tn;
